@@ -1,0 +1,43 @@
+"""Consensus rules: how many clients' label votes become one pseudo-label.
+
+Pure, vectorised numpy functions (no loop over examples) and thin callable classes around them.
+Inputs are hard votes ``(m, n)`` of integer class codes with -1 for "did not vote", or
+probabilities ``(m, n, C)`` with an all-NaN row for "did not vote"; optional non-negative
+``weights`` per client ``(m,)`` or per client per example ``(m, n)``.
+
+This package depends on numpy only and never imports ``cotrain`` or ``learners``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import consensus
+>>> votes = np.array([[0, 1, 1], [0, 1, 2], [1, 1, -1]])
+>>> consensus.majority_vote(votes, n_classes=3)
+array([0, 1, 1])
+>>> consensus.get_consensus("qualified")(votes, n_classes=3)
+array([-1,  1, -1])
+"""
+
+from ._base import Consensus
+from .certainty import CertaintyWeighted, certainty_weighted
+from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
+from .registry import available_consensus, get_consensus, register_consensus
+from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
+
+__all__ = [
+    "CertaintyWeighted",
+    "Consensus",
+    "EntropyWeighted",
+    "MajorityVote",
+    "QualifiedMajority",
+    "SoftMean",
+    "available_consensus",
+    "certainty_weighted",
+    "entropy_weighted",
+    "get_consensus",
+    "majority_vote",
+    "qualified_majority",
+    "register_consensus",
+    "soft_mean",
+    "vote_counts",
+]

@@ -1,0 +1,202 @@
+"""Input checks shared by the consensus functions.
+
+Every check is vectorised and costs at most a few passes over the inputs (O(m·n) for votes and
+weights, O(m·n·C) for probabilities). Errors name the argument and say what was expected.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "Checked",
+    "check_inputs",
+    "check_k",
+    "check_n_classes",
+    "check_nonnegative_finite",
+    "check_quorum",
+]
+
+
+def _is_real_dtype(dtype: np.dtype[Any]) -> bool:
+    """True for bool, integer and floating dtypes (no complex, object, strings)."""
+    return (
+        dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+    )
+
+
+def check_n_classes(n_classes: Any) -> int:
+    """Return ``n_classes`` as an ``int`` after checking it is an integer >= 1."""
+    if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral):
+        raise TypeError(
+            f"n_classes must be an integer >= 1, got {type(n_classes).__name__} {n_classes!r}"
+        )
+    if n_classes < 1:
+        raise ValueError(f"n_classes must be >= 1, got {n_classes}")
+    return int(n_classes)
+
+
+def check_quorum(quorum: Any) -> float:
+    """Return ``quorum`` as a ``float`` after checking it lies in (0, 1]."""
+    if isinstance(quorum, bool) or not isinstance(quorum, numbers.Real):
+        raise TypeError(
+            f"quorum must be a real number in (0, 1], got {type(quorum).__name__} {quorum!r}"
+        )
+    quorum = float(quorum)
+    if not 0.0 < quorum <= 1.0:  # also rejects NaN
+        raise ValueError(f"quorum must be in (0, 1] (a share of the votes), got {quorum!r}")
+    return quorum
+
+
+def check_k(k: Any) -> float:
+    """Return the entropy temperature ``k`` as a ``float`` after checking it is finite and >= 0."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Real):
+        raise TypeError(f"k must be a finite real number >= 0, got {type(k).__name__} {k!r}")
+    k = float(k)
+    if not np.isfinite(k) or k < 0:
+        raise ValueError(f"k must be a finite real number >= 0, got {k!r}")
+    return k
+
+
+def check_nonnegative_finite(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    """Return ``values`` as float64 after checking every entry is finite and >= 0.
+
+    Uses two reductions (``min``/``max`` propagate NaN) and no temporaries.
+    """
+    arr = np.asarray(values)
+    if not _is_real_dtype(arr.dtype):
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.size:
+        lo, hi = arr.min(), arr.max()
+        if np.isnan(lo) or np.isnan(hi) or np.isinf(hi) or np.isinf(lo):
+            raise ValueError(f"{name} must be finite; found NaN or infinite values")
+        if lo < 0:
+            raise ValueError(f"{name} must be non-negative; found a minimum of {lo!r}")
+    return arr
+
+
+def _check_weights(weights: ArrayLike | None, m: int, n: int) -> NDArray[np.float64] | None:
+    if weights is None:
+        return None
+    w = check_nonnegative_finite(weights, "weights")
+    if w.shape not in ((m,), (m, n)):
+        raise ValueError(
+            f"weights must have shape ({m},) (one per client) or ({m}, {n}) (one per client "
+            f"per example) to match labels; got shape {w.shape}"
+        )
+    return w
+
+
+def _check_votes(arr: np.ndarray, n_classes: int) -> np.ndarray:
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(
+            "hard votes (2-D labels) must have an integer dtype, class codes 0..n_classes-1 and "
+            f"-1 for 'did not vote'; got dtype {arr.dtype}"
+        )
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -1 or hi > n_classes - 1:
+            raise ValueError(
+                f"hard votes must lie in [-1, {n_classes - 1}] (class codes for n_classes="
+                f"{n_classes}, -1 = did not vote); found values in [{lo}, {hi}]"
+            )
+    return arr
+
+
+def _check_probs(arr: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray | None]:
+    if not _is_real_dtype(arr.dtype):
+        raise TypeError(
+            f"probabilities (3-D labels) must be an array of real numbers, got dtype {arr.dtype}"
+        )
+    if arr.shape[2] != n_classes:
+        raise ValueError(
+            f"probabilities (3-D labels) must have last dimension n_classes={n_classes}; "
+            f"got shape {arr.shape}"
+        )
+    probs = arr.astype(np.float64, copy=False)
+    present = None
+    nan = np.isnan(probs)
+    if nan.any():
+        absent = nan.all(axis=2)
+        partial = nan.any(axis=2) & ~absent
+        if partial.any():
+            i, j = (int(x[0]) for x in np.nonzero(partial))
+            raise ValueError(
+                f"labels[{i}, {j}] mixes NaN with numbers; a client that did not vote on an "
+                "example must have an all-NaN probability row"
+            )
+        present = ~absent
+        probs = np.where(nan, 0.0, probs)
+    if probs.size:
+        lo, hi = probs.min(), probs.max()
+        if np.isinf(hi) or np.isinf(lo):
+            raise ValueError("probabilities (3-D labels) must be finite; found infinite values")
+        if lo < 0:
+            raise ValueError(
+                f"probabilities (3-D labels) must be non-negative; found a minimum of {lo!r}"
+            )
+    return probs, present
+
+
+@dataclass(frozen=True)
+class Checked:
+    """Validated consensus inputs.
+
+    Attributes
+    ----------
+    kind : {"hard", "soft"}
+        Whether ``values`` holds hard votes or probabilities.
+    values : ndarray
+        Hard votes ``(m, n)`` of the caller's integer dtype (not copied), or probabilities
+        ``(m, n, C)`` as float64 with the all-NaN "absent" rows replaced by zeros.
+    present : ndarray of bool, shape (m, n), or None
+        For soft input with absent rows: which client voted on which example. None means every
+        client voted on every example (always None for hard input, where -1 marks absence).
+    weights : ndarray of float64, shape (m,) or (m, n), or None
+    n_classes : int
+    """
+
+    kind: Literal["hard", "soft"]
+    values: np.ndarray
+    present: np.ndarray | None
+    weights: NDArray[np.float64] | None
+    n_classes: int
+
+    @property
+    def votes(self) -> np.ndarray:
+        """Hard votes ``(m, n)``: the input itself, or each client's argmax of its probabilities.
+
+        Ties in a probability row go to the smallest class code; absent rows become -1.
+        """
+        if self.kind == "hard":
+            return self.values
+        votes = self.values.argmax(axis=2)
+        if self.present is not None:
+            votes[~self.present] = -1
+        return votes
+
+
+def check_inputs(labels: ArrayLike, n_classes: Any, weights: ArrayLike | None) -> Checked:
+    """Validate ``labels``, ``n_classes`` and ``weights`` together and return a `Checked`."""
+    n_classes = check_n_classes(n_classes)
+    arr = np.asarray(labels)
+    if arr.ndim == 2:
+        values, present, kind = _check_votes(arr, n_classes), None, "hard"
+    elif arr.ndim == 3:
+        values, present = _check_probs(arr, n_classes)
+        kind = "soft"
+    else:
+        raise ValueError(
+            "labels must be a 2-D array of hard votes (n_clients, n_examples) or a 3-D array of "
+            f"probabilities (n_clients, n_examples, n_classes); got ndim={arr.ndim} with shape "
+            f"{arr.shape}"
+        )
+    m, n = arr.shape[:2]
+    w = _check_weights(weights, m, n)
+    return Checked(kind, values, present, w, n_classes)

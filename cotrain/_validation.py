@@ -1,0 +1,303 @@
+"""Checks of everything ``FederatedCoTrainer.fit`` is given, before any training.
+
+Every problem raises a ``ValueError`` or ``TypeError`` that names the argument, the
+client where one is concerned, and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.utils import check_array
+
+_LABEL_FAMILIES = {
+    "integer": "numeric",
+    "floating": "numeric",
+    "mixed-integer-float": "numeric",
+    "decimal": "numeric",
+    "string": "string",
+    "bytes": "bytes",
+    "boolean": "boolean",
+}
+
+
+@dataclass
+class FitData:
+    """Validated inputs of one ``fit`` call."""
+
+    X_clients: list[np.ndarray]
+    y_clients: list[np.ndarray]
+    X_public: np.ndarray
+    classes: np.ndarray
+    X_eval: np.ndarray | None
+    y_eval_codes: np.ndarray | None
+    y_public_codes: np.ndarray | None
+    feature_names: np.ndarray | None
+
+
+def check_features(X: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
+    """Return ``X`` as a finite 2-D float array, or raise naming ``name``."""
+    if X is None:
+        raise TypeError(f"{name} is required: expected a 2-D array of numeric features")
+    if isinstance(X, str | bytes) or np.isscalar(X):
+        raise TypeError(f"{name} must be a 2-D array-like of features, got {type(X).__name__}")
+    try:
+        return check_array(
+            X,
+            dtype="numeric",
+            ensure_all_finite=True,
+            ensure_2d=True,
+            ensure_min_samples=0 if allow_empty else 1,
+            input_name=name,
+        )
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
+    except TypeError as err:
+        raise TypeError(f"{name}: {err}") from None
+
+
+def check_labels(y: Any, name: str, n_samples: int) -> np.ndarray:
+    """Return ``y`` as a 1-D array of ``n_samples`` valid labels, or raise naming ``name``."""
+    if y is None:
+        raise TypeError(f"{name} is required: expected a 1-D array of class labels")
+    if isinstance(y, str | bytes) or np.isscalar(y):
+        raise TypeError(f"{name} must be a 1-D array-like of labels, got {type(y).__name__}")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one label per row), got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"{name} has {y.shape[0]} labels but its features have {n_samples} rows")
+    family = label_family(y, name)
+    if family == "numeric" and not np.all(np.isfinite(y.astype(float))):
+        raise ValueError(f"{name} contains NaN or infinite labels")
+    return y
+
+
+def label_family(y: np.ndarray, name: str) -> str:
+    """Classify labels as numeric, string, bytes or boolean; raise on mixtures and missing."""
+    if y.size == 0:
+        return "empty"
+    kind = pd.api.types.infer_dtype(y, skipna=False)
+    family = _LABEL_FAMILIES.get(kind)
+    if family is None:
+        if kind in {"mixed", "mixed-integer", "unknown-array"} or "na" in kind:
+            raise TypeError(
+                f"{name} mixes label types or contains missing values (inferred {kind!r}); "
+                "labels must all be numbers or all be strings"
+            )
+        raise TypeError(f"{name}: unsupported label type {kind!r}")
+    return family
+
+
+def split_clients(X: Any, y: Any, groups: Any) -> tuple[list[Any], list[Any]]:
+    """Turn ``(X, y)`` lists, or arrays plus ``groups``, into per-client lists."""
+    if groups is not None:
+        if isinstance(X, list | tuple) or isinstance(y, list | tuple):
+            raise TypeError("groups= is given, so X and y must be single arrays, not lists")
+        if y is None:
+            raise TypeError("y is required when groups= is given")
+        groups = np.asarray(groups)
+        n = len(X)
+        if groups.ndim != 1 or groups.shape[0] != n:
+            raise ValueError(
+                f"groups must be 1-D with one entry per row of X ({n}), got shape {groups.shape}"
+            )
+        names, inverse = np.unique(groups, return_inverse=True)
+        rows = [np.flatnonzero(inverse == k) for k in range(len(names))]
+        take = (lambda a, r: a.iloc[r]) if hasattr(X, "iloc") else (lambda a, r: np.asarray(a)[r])
+        take_y = (lambda a, r: a.iloc[r]) if hasattr(y, "iloc") else (lambda a, r: np.asarray(a)[r])
+        return [take(X, r) for r in rows], [take_y(y, r) for r in rows]
+    if not isinstance(X, list | tuple):
+        raise TypeError(
+            "X must be a list with one feature array per client, or a single array "
+            f"together with groups=; got {type(X).__name__} without groups"
+        )
+    if not isinstance(y, list | tuple):
+        raise TypeError(f"y must be a list with one label array per client, got {type(y).__name__}")
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} clients but y has {len(y)}")
+    if len(X) == 0:
+        raise ValueError("X and y are empty: expected at least one client")
+    return list(X), list(y)
+
+
+def _columns(X: Any) -> np.ndarray | None:
+    return np.asarray(X.columns, dtype=object) if hasattr(X, "columns") else None
+
+
+def check_fit_inputs(
+    X: Any,
+    y: Any,
+    X_public: Any,
+    *,
+    groups: Any,
+    n_estimators: int,
+    classes: Any,
+    eval_set: Any,
+    y_public: Any,
+) -> FitData:
+    """Validate all data given to ``fit``; return arrays ready for training."""
+    X_list, y_list = split_clients(X, y, groups)
+    if len(X_list) != n_estimators:
+        raise ValueError(
+            f"estimators has {n_estimators} entries but the data has {len(X_list)} clients; "
+            "give one estimator per client"
+        )
+    X_public_arr = check_features(X_public, "X_public")
+    n_features = X_public_arr.shape[1]
+    names = _columns(X_public)
+
+    X_clients, y_clients, families = [], [], {}
+    for i, (Xi, yi) in enumerate(zip(X_list, y_list, strict=True)):
+        if Xi is None or (hasattr(Xi, "__len__") and len(Xi) == 0):
+            raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
+        Xi_arr = check_features(Xi, f"X[{i}] (client {i})")
+        if Xi_arr.shape[1] != n_features:
+            raise ValueError(
+                f"X[{i}] (client {i}) has {Xi_arr.shape[1]} features but X_public has "
+                f"{n_features}; all clients and the public pool must share one feature space"
+            )
+        cols = _columns(Xi)
+        if names is not None and cols is not None and not np.array_equal(cols, names):
+            raise ValueError(
+                f"X[{i}] (client {i}) has different column names from X_public; "
+                "order the columns identically"
+            )
+        yi_arr = check_labels(yi, f"y[{i}] (client {i})", Xi_arr.shape[0])
+        families.setdefault(label_family(yi_arr, f"y[{i}]"), []).append(i)
+        X_clients.append(Xi_arr)
+        y_clients.append(yi_arr)
+    if len(families) > 1:
+        detail = "; ".join(f"{fam}: clients {ids}" for fam, ids in families.items())
+        raise TypeError(f"y: clients use labels of different types ({detail})")
+
+    classes_arr = resolve_classes(classes, y_clients)
+    X_eval, y_eval_codes = None, None
+    if eval_set is not None:
+        if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
+            raise TypeError("eval_set must be a pair (X_eval, y_eval)")
+        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)")
+        if X_eval.shape[1] != n_features:
+            raise ValueError(
+                f"eval_set[0] (X_eval) has {X_eval.shape[1]} features, expected {n_features}"
+            )
+        y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
+        y_eval_codes = encode_labels(y_eval, classes_arr, unknown=-2)
+    y_public_codes = None
+    if y_public is not None:
+        y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
+        y_public_codes = encode_labels(y_pub, classes_arr, unknown=-2)
+    return FitData(
+        X_clients, y_clients, X_public_arr, classes_arr, X_eval, y_eval_codes, y_public_codes, names
+    )
+
+
+def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
+    """The global label space: ``classes`` if given, else the union of all clients' labels."""
+    seen = np.unique(np.concatenate(y_clients))
+    if classes is None:
+        result = seen
+    else:
+        result = np.asarray(classes)
+        if result.ndim != 1:
+            raise ValueError(f"classes must be 1-D, got shape {result.shape}")
+        if len(np.unique(result)) != len(result):
+            raise ValueError("classes contains duplicates")
+        result = np.unique(result)
+        unknown = np.setdiff1d(seen, result)
+        if unknown.size:
+            raise ValueError(f"y contains labels not listed in classes: {unknown[:5].tolist()}")
+    if len(result) < 2:
+        raise ValueError(
+            f"need at least 2 classes over all clients, found {len(result)}: {result.tolist()}"
+        )
+    return result
+
+
+def encode_labels(y: np.ndarray, classes: np.ndarray, unknown: int | None = None) -> np.ndarray:
+    """Map labels to their index in ``classes``; unseen labels to ``unknown`` (or raise)."""
+    try:
+        codes = np.searchsorted(classes, y)
+    except TypeError as err:
+        raise TypeError(
+            f"labels {y[:3].tolist()} cannot be compared with classes {classes[:3].tolist()}"
+        ) from err
+    codes = np.clip(codes, 0, len(classes) - 1)
+    found = classes[codes] == y
+    if not np.all(found):
+        if unknown is None:
+            raise ValueError(f"labels not in classes: {np.unique(y[~found])[:5].tolist()}")
+        codes = np.where(found, codes, unknown)
+    return codes.astype(np.int64)
+
+
+def check_estimators(estimators: Any, share: str) -> list[Any]:
+    """Every client estimator must offer fit/predict (and predict_proba for soft sharing)."""
+    if not isinstance(estimators, list | tuple):
+        raise TypeError(
+            "estimators must be a list with one scikit-learn-style classifier per client, "
+            f"got {type(estimators).__name__}"
+        )
+    if len(estimators) == 0:
+        raise ValueError("estimators is empty: expected at least one client estimator")
+    for i, est in enumerate(estimators):
+        for method in ("fit", "predict"):
+            if not callable(getattr(est, method, None)):
+                raise TypeError(
+                    f"estimators[{i}] ({type(est).__name__}) has no {method}() method; "
+                    "each client needs a scikit-learn-style classifier"
+                )
+        if share == "soft" and not hasattr(est, "predict_proba"):
+            raise TypeError(
+                f"estimators[{i}] ({type(est).__name__}) has no predict_proba(), "
+                "which share='soft' needs"
+            )
+    return list(estimators)
+
+
+def check_params(params: dict[str, Any], n_clients: int) -> None:
+    """Validate the trainer's constructor parameters (scikit-learn: at fit time)."""
+    share = params["share"]
+    if share not in ("hard", "soft"):
+        raise ValueError(f"share must be 'hard' or 'soft', got {share!r}")
+    _check_int(params["rounds"], "rounds", low=1)
+    participation = params["participation"]
+    if (
+        isinstance(participation, bool)
+        or not isinstance(participation, Real)
+        or not 0 < participation <= 1
+    ):
+        raise ValueError(f"participation must be a number in (0, 1], got {participation!r}")
+    if params["early_stopping"] is not None:
+        _check_int(params["early_stopping"], "early_stopping", low=1)
+    if params["on_client_error"] not in ("raise", "skip"):
+        raise ValueError(
+            f"on_client_error must be 'raise' or 'skip', got {params['on_client_error']!r}"
+        )
+    _check_int(params["min_clients"], "min_clients", low=1)
+    if params["min_clients"] > n_clients:
+        raise ValueError(
+            f"min_clients={params['min_clients']} exceeds the number of clients ({n_clients})"
+        )
+    n_jobs = params["n_jobs"]
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0
+    ):
+        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
+    _check_int(params["verbose"], "verbose", low=0)
+    rs = params["random_state"]
+    if rs is not None and not isinstance(rs, Integral | np.random.SeedSequence):
+        raise TypeError(f"random_state must be None or an int, got {type(rs).__name__}")
+
+
+def _check_int(value: Any, name: str, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")

@@ -1,0 +1,173 @@
+"""A federation member: one estimator and one private dataset.
+
+:class:`Client` is the only place that touches private data. What leaves it each
+round is an encoded message of labels on the public pool, never parameters and never
+private examples.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cotrain.messages import HardLabels, SoftLabels, decode
+from learners import ClassAlignedClassifier
+
+
+@dataclass
+class StepResult:
+    """What one client step returns to the server side of the round."""
+
+    client_id: int
+    model: ClassAlignedClassifier | None = None
+    message: bytes | None = None
+    learner_time_s: float = 0.0
+    warnings: Counter = field(default_factory=Counter)
+    eval_codes: np.ndarray | None = None
+    eval_proba: np.ndarray | None = None
+    error: BaseException | None = None
+
+
+class Client:
+    """One client of the federation: its estimator and its private data D_i.
+
+    Each round the client fits its model on D_i ∪ P (its private data plus the public
+    examples that carry a pseudo-label; P replaces the previous round's P, it never
+    accumulates), then labels the public pool and encodes the labels as a message.
+
+    Parameters
+    ----------
+    client_id : int
+        Position of the client in the federation.
+    estimator : classifier
+        A scikit-learn-style classifier; it is wrapped (not mutated) in a
+        :class:`learners.ClassAlignedClassifier` that speaks the global label space.
+    X, y : ndarray
+        The client's private training data, labels in the caller's values.
+    classes : ndarray
+        The global classes, sorted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array(["a", "a", "b", "b"])
+    >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array(["a", "b"]))
+    >>> result = client.step(X_public=np.array([[0.5], [2.5]]), broadcast=None, share="hard")
+    >>> len(result.message)  # 10-byte header + 2 labels packed at 1 bit each
+    11
+    """
+
+    def __init__(
+        self, client_id: int, estimator: Any, X: np.ndarray, y: np.ndarray, classes: np.ndarray
+    ) -> None:
+        self.client_id = client_id
+        self.classes = classes
+        self.model = ClassAlignedClassifier(estimator, classes=classes)
+        self.fitted = False
+        self._X = X
+        self._y = y
+
+    @property
+    def n_samples(self) -> int:
+        """Number of private training examples."""
+        return self._X.shape[0]
+
+    def training_set(
+        self, X_public: np.ndarray, pseudo: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """D_i ∪ P: private data plus the public rows that carry a pseudo-label."""
+        return with_pseudo_labels(self._X, self._y, X_public, pseudo, self.classes)
+
+    def step(
+        self,
+        X_public: np.ndarray,
+        broadcast: bytes | None,
+        share: str,
+        X_eval: np.ndarray | None = None,
+        eval_proba: bool = False,
+    ) -> StepResult:
+        """Run one round on this client: decode P, fit on D_i ∪ P, label U, encode.
+
+        Never raises: a failure is returned in ``StepResult.error`` with the previous
+        model left in place, so the server decides whether to skip the client.
+        """
+        result = StepResult(self.client_id)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                pseudo = None if broadcast is None else _decoded_labels(decode(broadcast))
+                X_train, y_train = self.training_set(X_public, pseudo)
+                start = time.perf_counter()
+                self.model.fit(X_train, y_train)
+                if share == "soft":
+                    proba = self.model.predict_proba(X_public)
+                    message = SoftLabels(proba)
+                else:
+                    message = HardLabels(
+                        self.codes(self.model.predict(X_public)), len(self.classes)
+                    )
+                if X_eval is not None:
+                    result.eval_codes = self.codes(self.model.predict(X_eval))
+                    if eval_proba:
+                        result.eval_proba = self.model.predict_proba(X_eval)
+                result.learner_time_s = time.perf_counter() - start
+                result.message = message.to_bytes()
+                result.model = self.model
+            except Exception as err:  # reported to the server, which raises or skips
+                result.error = err
+        result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
+        return result
+
+    def codes(self, labels: np.ndarray) -> np.ndarray:
+        """Indices of global-class labels in ``classes``."""
+        return np.searchsorted(self.classes, labels).astype(np.int64)
+
+
+def with_pseudo_labels(
+    X: np.ndarray,
+    y: np.ndarray,
+    X_public: np.ndarray,
+    pseudo: np.ndarray | None,
+    classes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Append the pseudo-labelled public rows P to a labelled set (D ∪ P).
+
+    ``pseudo`` is ``None`` (no consensus yet), hard codes ``(n_public,)`` with ``-1``
+    for abstain, or soft targets ``(n_public, C)`` with NaN rows for abstain. Soft
+    targets give 2-D training targets, with the labelled rows one-hot.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.zeros((1, 2)), np.array(["b"])
+    >>> U = np.ones((3, 2))
+    >>> Xp, yp = with_pseudo_labels(X, y, U, np.array([0, -1, 1]), np.array(["a", "b"]))
+    >>> yp.tolist()
+    ['b', 'a', 'b']
+    """
+    if pseudo is None:
+        return X, y
+    if pseudo.ndim == 1:
+        keep = pseudo >= 0
+        return np.concatenate([X, X_public[keep]]), np.concatenate([y, classes[pseudo[keep]]])
+    keep = ~np.isnan(pseudo).any(axis=1)
+    own = (y[:, None] == classes[None, :]).astype(np.float64)
+    return (
+        np.concatenate([X, X_public[keep]]),
+        np.concatenate([own, pseudo[keep].astype(np.float64)]),
+    )
+
+
+def _decoded_labels(message: HardLabels | SoftLabels) -> np.ndarray:
+    return message.codes if isinstance(message, HardLabels) else message.probs
+
+
+def run_client_step(client: Client, *args: Any) -> StepResult:
+    """Module-level entry point so runtimes can ship a client step to a worker."""
+    return client.step(*args)

@@ -1,0 +1,168 @@
+"""Per-round records of a federated run, as a list, a table or a plot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What happened in one communication round.
+
+    Attributes
+    ----------
+    round : int
+        Round number, starting at 1.
+    clients : tuple of int
+        Clients asked to take part this round (after participation sampling).
+    failed : dict of int to str
+        Clients that failed this round (``on_client_error="skip"``), with the error.
+    coverage : float
+        Share of the public pool that received a pseudo-label (qualified majority may
+        abstain; 1.0 for majority voting).
+    agreement : float
+        Mean, over the labelled public examples, of the share of answering clients whose
+        hard label equals the consensus label (argmax for soft consensus).
+    changed : int or None
+        Public examples whose consensus label (argmax, ``-1`` for abstain) differs from
+        the previous round's; None in round 1.
+    bytes_up, bytes_down : int
+        Exact sizes of the encoded messages: client uploads summed over clients, and the
+        previous consensus broadcast to this round's clients.
+    time_s : float
+        Wall time of the round.
+    learner_time_s : float
+        Time spent inside the learners' own ``fit``/``predict``/``predict_proba``, summed
+        over clients (with ``n_jobs > 1`` this can exceed ``time_s``).
+    client_accuracy : dict of int to float
+        Test accuracy of every fitted client on ``eval_set`` (empty without it).
+    mean_accuracy, std_accuracy : float or None
+        Mean and standard deviation of ``client_accuracy``.
+    consensus_accuracy : float or None
+        Test accuracy of the consensus of the local models on ``eval_set``.
+    pseudo_label_accuracy : float or None
+        Accuracy of the pseudo-labels against ``y_public`` (evaluation only), over the
+        labelled public examples.
+
+    Examples
+    --------
+    >>> RoundRecord(round=1, clients=(0, 1), coverage=1.0, agreement=0.9).round
+    1
+    """
+
+    round: int
+    clients: tuple[int, ...] = ()
+    failed: dict[int, str] = field(default_factory=dict)
+    coverage: float = float("nan")
+    agreement: float = float("nan")
+    changed: int | None = None
+    bytes_up: int = 0
+    bytes_down: int = 0
+    time_s: float = 0.0
+    learner_time_s: float = 0.0
+    client_accuracy: dict[int, float] = field(default_factory=dict)
+    mean_accuracy: float | None = None
+    std_accuracy: float | None = None
+    consensus_accuracy: float | None = None
+    pseudo_label_accuracy: float | None = None
+
+
+class History:
+    """The records of a run, one per round; a table with :meth:`to_frame`.
+
+    Examples
+    --------
+    >>> history = History()
+    >>> history.append(RoundRecord(round=1, clients=(0, 1), bytes_up=94))
+    >>> len(history), history[-1].bytes_up
+    (1, 94)
+    >>> int(history.to_frame().loc[0, "bytes_up"])
+    94
+    """
+
+    def __init__(self) -> None:
+        self.records: list[RoundRecord] = []
+
+    def append(self, record: RoundRecord) -> None:
+        """Add the record of a finished round."""
+        self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[RoundRecord]:
+        return iter(self.records)
+
+    def __getitem__(self, index: int) -> RoundRecord:
+        return self.records[index]
+
+    def __repr__(self) -> str:
+        return f"History({len(self)} rounds)"
+
+    def to_frame(self) -> Any:
+        """Return a pandas DataFrame with one row per round.
+
+        Per-client accuracies become columns ``accuracy_client_<id>``; ``clients`` and
+        ``failed`` are kept as tuples and dicts, with counts in ``n_clients`` and
+        ``n_failed``.
+        """
+        import pandas as pd
+
+        rows = []
+        for record in self.records:
+            row = asdict(record)
+            per_client = row.pop("client_accuracy")
+            row["n_clients"] = len(record.clients)
+            row["n_failed"] = len(record.failed)
+            row.update({f"accuracy_client_{c}": acc for c, acc in sorted(per_client.items())})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def plot(self, axes: Any = None) -> Any:
+        """Plot accuracy and consensus quality over rounds (needs matplotlib).
+
+        Parameters
+        ----------
+        axes : sequence of two matplotlib Axes, optional
+            Where to draw; a new figure with two panels is made if omitted.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError('History.plot needs matplotlib: pip install "cotrain[plot]"') from err
+        if axes is None:
+            fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        else:
+            fig = axes[0].figure
+        rounds = np.array([r.round for r in self.records])
+        acc_ax, cons_ax = axes
+        mean = np.array([np.nan if r.mean_accuracy is None else r.mean_accuracy for r in self])
+        std = np.array([np.nan if r.std_accuracy is None else r.std_accuracy for r in self])
+        if np.isfinite(mean).any():
+            acc_ax.plot(rounds, mean, marker="o", label="mean client accuracy")
+            acc_ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
+        for name, label in [
+            ("consensus_accuracy", "consensus accuracy (test)"),
+            ("pseudo_label_accuracy", "pseudo-label accuracy (public)"),
+        ]:
+            values = [getattr(r, name) for r in self]
+            if any(v is not None for v in values):
+                acc_ax.plot(rounds, [np.nan if v is None else v for v in values], label=label)
+        acc_ax.set_xlabel("round")
+        acc_ax.set_ylabel("accuracy")
+        acc_ax.legend(loc="lower right")
+        cons_ax.plot(rounds, [r.coverage for r in self], marker="o", label="coverage")
+        cons_ax.plot(rounds, [r.agreement for r in self], marker="s", label="agreement")
+        cons_ax.set_xlabel("round")
+        cons_ax.set_ylim(0, 1.05)
+        cons_ax.legend(loc="lower right")
+        fig.tight_layout()
+        return fig

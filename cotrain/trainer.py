@@ -1,0 +1,505 @@
+"""FederatedCoTrainer: federated co-training (FedCT) of any scikit-learn-style learners."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from consensus import get_consensus, majority_vote, soft_mean
+from cotrain._validation import (
+    FitData,
+    check_estimators,
+    check_features,
+    check_fit_inputs,
+    check_params,
+)
+from cotrain.client import Client, StepResult, run_client_step, with_pseudo_labels
+from cotrain.history import History, RoundRecord
+from cotrain.messages import HardLabels, SoftLabels
+from cotrain.runtime import make_runtime
+from learners import ClassAlignedClassifier
+
+
+class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
+    """Federated co-training: clients share only labels on a public unlabeled pool.
+
+    Each round, every sampled client fits its own model on its private data plus the
+    public examples pseudo-labeled by the last consensus, labels the public pool, and
+    sends those labels (hard, or soft probabilities). The server forms a consensus that
+    becomes next round's pseudo-labels, replacing the previous ones (FedCT, Alg. 1).
+
+    Parameters
+    ----------
+    estimators : list of classifiers
+        One scikit-learn-style classifier per client (cloned, never mutated). Clients may
+        use different learners.
+    consensus : str or consensus.Consensus, default="majority"
+        How label votes become pseudo-labels: "majority", "qualified" (quorum 0.9),
+        "mean" (distributed distillation), "entropy" (FedDS), "certainty" (FedAUX), or
+        an object from :mod:`consensus`.
+    share : {"hard", "soft"}, default="hard"
+        Clients send hard labels (packed at ceil(log2 C) bits) or probabilities (float32).
+    rounds : int, default=20
+        Communication rounds.
+    participation : float, default=1.0
+        Fraction of clients asked each round, sampled with ``random_state``.
+    privacy : object, default=None
+        A label-privacy mechanism applied on the client before sending. Not implemented
+        yet: anything but None raises ``NotImplementedError``.
+    early_stopping : int, default=None
+        Stop once the consensus (hard labels, abstentions included) has not changed for
+        this many consecutive rounds.
+    on_client_error : {"raise", "skip"}, default="raise"
+        A failing client stops the run, or sits the round out (recorded in the history).
+    min_clients : int, default=1
+        With "skip", a round in which fewer clients answer fails with a RuntimeError.
+    classes : array-like, default=None
+        The global label space; default: the union of all clients' labels.
+    n_jobs : int, default=None
+        Joblib workers for the client steps; results are identical for any value.
+    random_state : int, default=None
+        Seeds client sampling and every client estimator whose ``random_state`` is None.
+    verbose : int, default=0
+        0: silent; 1: a progress bar over rounds; 2: also one line per round.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Global classes, in the caller's label values.
+    clients_ : list of estimators
+        The fitted local models, one per client (None for a client that never fitted).
+    pseudo_labels_ : ndarray
+        Last consensus on the public pool: hard labels in the caller's values with the
+        hard codes in ``pseudo_label_codes_`` (-1 where the consensus abstained), or soft
+        targets ``(n_public, n_classes)``.
+    history_ : History
+        One record per round: clients, failures, coverage, agreement, labels changed,
+        bytes up and down, wall time, and accuracies when evaluation data is given.
+    n_rounds_ : int
+        Rounds actually run (fewer than ``rounds`` after early stopping).
+    learner_warnings_ : dict
+        ``(client, category, message) -> count`` of warnings raised by the learners,
+        summarised once at the end of ``fit`` instead of printed every round.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from cotrain import FederatedCoTrainer, partition
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> X_train, y_train, X_public = X[:100], y[:100], X[100:400]
+    >>> parts = partition.iid(y_train, n_clients=3, random_state=0)
+    >>> trainer = FederatedCoTrainer([DecisionTreeClassifier()] * 3, rounds=3, random_state=0)
+    >>> trainer = trainer.fit([X_train[p] for p in parts], [y_train[p] for p in parts],
+    ...                       X_public=X_public)
+    >>> trainer.predict(X[400:405]).shape
+    (5,)
+    >>> len(trainer.history_)
+    3
+    """
+
+    def __init__(
+        self,
+        estimators: list[Any],
+        consensus: Any = "majority",
+        share: str = "hard",
+        rounds: int = 20,
+        participation: float = 1.0,
+        privacy: Any = None,
+        early_stopping: int | None = None,
+        on_client_error: str = "raise",
+        min_clients: int = 1,
+        classes: Any = None,
+        n_jobs: int | None = None,
+        random_state: int | None = None,
+        verbose: int = 0,
+    ) -> None:
+        self.estimators = estimators
+        self.consensus = consensus
+        self.share = share
+        self.rounds = rounds
+        self.participation = participation
+        self.privacy = privacy
+        self.early_stopping = early_stopping
+        self.on_client_error = on_client_error
+        self.min_clients = min_clients
+        self.classes = classes
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        X_public: Any,
+        groups: Any = None,
+        eval_set: tuple[Any, Any] | None = None,
+        y_public: Any = None,
+    ) -> FederatedCoTrainer:
+        """Run federated co-training.
+
+        Parameters
+        ----------
+        X : list of array-like, or array-like with ``groups``
+            One feature array per client, or all rows with ``groups`` naming the client.
+        y : list of array-like, or array-like with ``groups``
+            The clients' labels (any hashable values, one type across clients).
+        X_public : array-like of shape (n_public, n_features)
+            The public unlabeled pool U that all clients label.
+        groups : array-like, optional
+            Client of each row when X and y are single arrays (clients in sorted order).
+        eval_set : (X_eval, y_eval), optional
+            Test data scored every round (clients and consensus); never used to train.
+        y_public : array-like, optional
+            Hidden truth of the public pool, to score the pseudo-labels; never used to
+            train.
+
+        Returns
+        -------
+        self
+        """
+        estimators = check_estimators(self.estimators, self.share)
+        data = check_fit_inputs(
+            X,
+            y,
+            X_public,
+            groups=groups,
+            n_estimators=len(estimators),
+            classes=self.classes,
+            eval_set=eval_set,
+            y_public=y_public,
+        )
+        check_params(self.get_params(deep=False), n_clients=len(estimators))
+        if self.privacy is not None:
+            raise NotImplementedError("privacy mechanisms are not implemented yet (issue 4)")
+        self.consensus_ = get_consensus(self.consensus)
+        _dry_run(self.consensus_, len(estimators), data)
+        self.classes_ = data.classes
+        self.n_features_in_ = data.X_public.shape[1]
+        self._X_public = data.X_public
+        if data.feature_names is not None:
+            self.feature_names_in_ = data.feature_names
+
+        seeds = np.random.SeedSequence(self.random_state)
+        sampler_seed, *client_seeds = seeds.spawn(len(estimators) + 1)
+        self._sampler = np.random.default_rng(sampler_seed)
+        self._clients = [
+            Client(i, _seeded(est, s), Xi, yi, data.classes)
+            for i, (est, s, Xi, yi) in enumerate(
+                zip(estimators, client_seeds, data.X_clients, data.y_clients, strict=True)
+            )
+        ]
+        self.history_ = History()
+        self._broadcast: HardLabels | SoftLabels | None = None
+        self._hard_consensus: np.ndarray | None = None
+        self._warnings: Counter = Counter()
+        self._run_rounds(data)
+        self._summarise_warnings()
+        return self
+
+    def _run_rounds(self, data: FitData) -> None:
+        from tqdm.auto import tqdm
+
+        unchanged = 0
+        with (
+            make_runtime(self.n_jobs) as runtime,
+            tqdm(total=self.rounds, disable=self.verbose < 1, desc="FedCT", unit="round") as bar,
+        ):
+            for t in range(1, self.rounds + 1):
+                record = self._round(t, runtime, data)
+                self.history_.append(record)
+                bar.update(1)
+                bar.set_postfix(_postfix(record))
+                if self.verbose >= 2:
+                    bar.write(_round_line(record))
+                unchanged = unchanged + 1 if record.changed == 0 else 0
+                if self.early_stopping is not None and unchanged >= self.early_stopping:
+                    break
+        self.n_rounds_ = len(self.history_)
+
+    def _round(self, t: int, runtime: Any, data: FitData) -> RoundRecord:
+        """One communication round: clients step, server decodes, votes and records."""
+        start = time.perf_counter()
+        sampled = self._sample_clients()
+        broadcast = None if self._broadcast is None else self._broadcast.to_bytes()
+        want_proba = self.consensus_.output == "soft" and data.X_eval is not None
+        tasks = [
+            (self._clients[i], data.X_public, broadcast, self.share, data.X_eval, want_proba)
+            for i in sampled
+        ]
+        results: list[StepResult] = runtime.map(run_client_step, tasks)
+
+        answered, failed = self._collect(t, results)
+        labels = np.stack([_decode(r.message) for r in answered])
+        ids = np.array([r.client_id for r in answered])
+        weights = self.consensus_.weights_for(ids, data.X_public.shape[0])
+        pseudo = self.consensus_(labels, n_classes=len(self.classes_), weights=weights)
+        self._broadcast = (
+            HardLabels(pseudo, len(self.classes_), allow_abstain=True)
+            if pseudo.ndim == 1
+            else SoftLabels(pseudo)
+        )
+
+        hard = _hard(pseudo)
+        changed = (
+            None if self._hard_consensus is None else int(np.sum(hard != self._hard_consensus))
+        )
+        self._hard_consensus = hard
+        covered = hard >= 0
+        client_hard = np.stack([_hard(lab) for lab in labels])
+        return RoundRecord(
+            round=t,
+            clients=tuple(int(i) for i in sampled),
+            failed=failed,
+            coverage=float(covered.mean()),
+            agreement=float((client_hard[:, covered] == hard[covered]).mean())
+            if covered.any()
+            else float("nan"),
+            changed=changed,
+            bytes_up=sum(len(r.message) for r in answered),
+            bytes_down=0 if broadcast is None else len(broadcast) * len(sampled),
+            time_s=time.perf_counter() - start,
+            learner_time_s=sum(r.learner_time_s for r in results),
+            **self._evaluate(data, hard, covered),
+        )
+
+    def _collect(self, t: int, results: list[StepResult]) -> tuple[list[StepResult], dict]:
+        """Take back the clients' models; raise or skip failures; enforce min_clients."""
+        answered, failed = [], {}
+        for r in results:
+            for (category, message), n in r.warnings.items():
+                self._warnings[(r.client_id, category, message)] += n
+            client = self._clients[r.client_id]
+            if r.error is not None:
+                if self.on_client_error == "raise":
+                    raise RuntimeError(
+                        f"client {r.client_id} ({type(client.model.estimator).__name__}) "
+                        f"failed in round {t}: {type(r.error).__name__}: {r.error}"
+                    ) from r.error
+                failed[r.client_id] = f"{type(r.error).__name__}: {r.error}"
+                continue
+            client.model, client.fitted = r.model, True
+            client.last_eval = (r.eval_codes, r.eval_proba)
+            answered.append(r)
+        if len(answered) < self.min_clients:
+            raise RuntimeError(
+                f"round {t}: only {len(answered)} of {len(results)} sampled clients answered, "
+                f"fewer than min_clients={self.min_clients}; failures: {failed}"
+            )
+        return answered, failed
+
+    def _evaluate(self, data: FitData, hard: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
+        """Accuracies for the round record (only from evaluation-only data)."""
+        out: dict[str, Any] = {}
+        if data.y_public_codes is not None and covered.any():
+            out["pseudo_label_accuracy"] = float(
+                np.mean(hard[covered] == data.y_public_codes[covered])
+            )
+        if data.X_eval is None:
+            return out
+        fitted = [c for c in self._clients if c.fitted]
+        codes = np.stack([c.last_eval[0] for c in fitted])
+        acc = {
+            c.client_id: float(np.mean(row == data.y_eval_codes))
+            for c, row in zip(fitted, codes, strict=True)
+        }
+        probas = [c.last_eval[1] for c in fitted]
+        consensus_pred = self._aggregate(codes, None if probas[0] is None else np.stack(probas))
+        out.update(
+            client_accuracy=acc,
+            mean_accuracy=float(np.mean(list(acc.values()))),
+            std_accuracy=float(np.std(list(acc.values()))),
+            consensus_accuracy=float(np.mean(consensus_pred == data.y_eval_codes)),
+        )
+        return out
+
+    def _sample_clients(self) -> np.ndarray:
+        m = len(self._clients)
+        k = max(self.min_clients, round(self.participation * m))
+        if k >= m:
+            return np.arange(m)
+        return np.sort(self._sampler.choice(m, size=k, replace=False))
+
+    def _summarise_warnings(self) -> None:
+        self.learner_warnings_ = dict(self._warnings)
+        by_message: dict[tuple[str, str], list[int]] = {}
+        counts: Counter = Counter()
+        for (client, category, message), n in self._warnings.items():
+            by_message.setdefault((category, message), []).append(client)
+            counts[(category, message)] += n
+        for (category, message), clients in by_message.items():
+            warnings.warn(
+                f"{category} raised {counts[(category, message)]} times by clients "
+                f"{sorted(clients)} during fit: {message[:300]}",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    # ------------------------------------------------------------- predict
+    @property
+    def clients_(self) -> list[Any]:
+        """The fitted local models, one per client (None if a client never fitted)."""
+        check_is_fitted(self, "history_")
+        return [c.model.estimator_ if c.fitted else None for c in self._clients]
+
+    @property
+    def pseudo_labels_(self) -> np.ndarray:
+        """Last consensus on the public pool (see the class docstring)."""
+        check_is_fitted(self, "history_")
+        if isinstance(self._broadcast, SoftLabels):
+            return self._broadcast.probs
+        return self.classes_[np.maximum(self._broadcast.codes, 0)]
+
+    @property
+    def pseudo_label_codes_(self) -> np.ndarray:
+        """Hard consensus on the public pool as class indices, -1 where it abstained."""
+        check_is_fitted(self, "history_")
+        return self._hard_consensus
+
+    def _fitted_models(self) -> list[ClassAlignedClassifier]:
+        check_is_fitted(self, "history_")
+        return [c.model for c in self._clients if c.fitted]
+
+    def _aggregate(self, codes: np.ndarray, probas: np.ndarray | None) -> np.ndarray:
+        """Prediction rule: a soft consensus applies to probabilities; a hard one (majority,
+        qualified majority, certainty) is a plain majority vote (no abstaining)."""
+        if self.consensus_.output == "soft" and probas is not None:
+            return np.argmax(self.consensus_(probas, n_classes=len(self.classes_)), axis=1)
+        return majority_vote(codes, len(self.classes_))
+
+    def _check_X(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "history_")
+        X = check_features(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        return X
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Consensus of the local models' predictions, in the caller's label values."""
+        X = self._check_X(X)
+        models = self._fitted_models()
+        codes = np.stack([np.searchsorted(self.classes_, m.predict(X)) for m in models])
+        probas = (
+            np.stack([m.predict_proba(X) for m in models])
+            if self.consensus_.output == "soft"
+            else None
+        )
+        return self.classes_[self._aggregate(codes, probas)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Consensus probabilities of the local models, columns in ``classes_`` order.
+
+        Soft consensus rules (mean, entropy) apply to the clients' probabilities; for
+        hard rules this is the plain mean of the clients' probabilities.
+        """
+        X = self._check_X(X)
+        probas = np.stack([m.predict_proba(X) for m in self._fitted_models()])
+        if self.consensus_.output == "soft":
+            return self.consensus_(probas, n_classes=len(self.classes_))
+        return soft_mean(probas, len(self.classes_))
+
+    def distill(self, estimator: Any) -> Any:
+        """Fit one global model on the public pool with the final consensus labels.
+
+        Hard consensus: the labelled public rows; soft consensus: soft targets (weighted
+        row expansion for learners without soft-target support).
+
+        Parameters
+        ----------
+        estimator : classifier
+            Cloned, then fitted; the original is not touched.
+
+        Returns
+        -------
+        estimator
+            The fitted clone.
+        """
+        check_is_fitted(self, "history_")
+        pseudo = (
+            self._broadcast.probs
+            if isinstance(self._broadcast, SoftLabels)
+            else self._broadcast.codes
+        )
+        X, y = with_pseudo_labels(
+            np.empty((0, self.n_features_in_)),
+            np.empty(0, dtype=self.classes_.dtype),
+            self._X_public,
+            pseudo,
+            self.classes_,
+        )
+        model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
+        return model.estimator_
+
+
+def _dry_run(consensus: Any, n_clients: int, data: FitData) -> None:
+    """Call the consensus once on a one-example vote, so that its parameters (quorum,
+    k, scores) are checked before any client trains."""
+    ids = np.arange(n_clients)
+    weights = consensus.weights_for(ids, data.X_public.shape[0])
+    if weights is not None and np.ndim(weights) == 2:
+        weights = weights[:, :1]
+    consensus(
+        np.zeros((n_clients, 1), dtype=np.int64), n_classes=len(data.classes), weights=weights
+    )
+
+
+def _seeded(estimator: Any, seed: np.random.SeedSequence) -> Any:
+    """Clone ``estimator`` and seed every ``random_state`` it leaves as None."""
+    est = clone(estimator)
+    params = est.get_params(deep=True) if hasattr(est, "get_params") else {}
+    unset = {
+        k: int(seed.generate_state(1)[0])
+        for k, v in params.items()
+        if k.endswith("random_state") and v is None
+    }
+    if unset:
+        est.set_params(**unset)
+    return est
+
+
+def _decode(message: bytes) -> np.ndarray:
+    from cotrain.messages import decode
+
+    decoded = decode(message)
+    return decoded.codes if isinstance(decoded, HardLabels) else decoded.probs
+
+
+def _hard(labels: np.ndarray) -> np.ndarray:
+    """Hard codes of a label array: itself if 1-D, argmax (-1 for NaN rows) if soft."""
+    if labels.ndim == 1:
+        return labels.astype(np.int64)
+    absent = np.isnan(labels).any(axis=-1)
+    return np.where(absent, -1, np.argmax(np.nan_to_num(labels, nan=-1.0), axis=-1))
+
+
+def _postfix(record: RoundRecord) -> dict[str, str]:
+    out = {"coverage": f"{record.coverage:.2f}", "agree": f"{record.agreement:.2f}"}
+    if record.mean_accuracy is not None:
+        out["acc"] = f"{record.mean_accuracy:.3f}"
+    return out
+
+
+def _round_line(record: RoundRecord) -> str:
+    acc = (
+        ""
+        if record.mean_accuracy is None
+        else (
+            f" acc {record.mean_accuracy:.3f}±{record.std_accuracy:.3f}"
+            f" consensus {record.consensus_accuracy:.3f}"
+        )
+    )
+    return (
+        f"round {record.round:3d}: {len(record.clients)} clients, "
+        f"{len(record.failed)} failed, coverage {record.coverage:.2f}, "
+        f"agreement {record.agreement:.2f}, changed {record.changed}, "
+        f"up {record.bytes_up} B, down {record.bytes_down} B, {record.time_s:.2f} s{acc}"
+    )

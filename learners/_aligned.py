@@ -1,0 +1,230 @@
+"""ClassAlignedClassifier: makes any scikit-learn-style classifier behave under co-training."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.dummy import DummyClassifier
+from sklearn.utils.validation import check_is_fitted, has_fit_parameter
+
+from ._alignment import align_proba, check_classes, encode_labels
+from ._soft_targets import check_soft_targets, expand_soft_targets, n_rows
+
+__all__ = ["ClassAlignedClassifier"]
+
+
+def _continues_training(estimator: Any) -> bool:
+    """Whether a fit of `estimator` should start from its previous fitted state."""
+    if getattr(estimator, "continues_training", False):
+        return True
+    get_params = getattr(estimator, "get_params", None)
+    return get_params is not None and get_params(deep=False).get("warm_start") is True
+
+
+class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
+    """Wrap a classifier so that it trains and answers in a fixed, global label space.
+
+    Under co-training a client's training set (its private data plus the current
+    pseudo-labels) may lack some classes, hold a single class, or come as soft targets;
+    and the client must still answer with one probability column per global class. This
+    meta-estimator handles all of it around any scikit-learn-style classifier:
+
+    - the probabilities of the inner model are aligned to `classes` (zeros for classes it
+      never saw); a model without ``predict_proba`` answers with one-hot predictions;
+    - a training set with a single class is fitted with a constant
+      :class:`~sklearn.dummy.DummyClassifier` instead (one ``UserWarning`` per fit);
+    - soft targets ``(n, n_classes)`` are passed straight through to a model declaring
+      ``accepts_soft_targets = True``, expanded into weighted rows
+      (:func:`expand_soft_targets`) for a model whose ``fit`` takes ``sample_weight``, and
+      otherwise reduced to their argmax (one ``UserWarning`` per fit);
+    - a model that continues training across fits (``warm_start=True`` among its
+      parameters, or a ``continues_training = True`` attribute) starts each later fit from
+      a deep copy of the previous fitted model, so ``h_t = A(D ∪ P, h_{t-1})``; any other
+      model starts from a fresh clone;
+    - if the model has a ``classes`` parameter (as :class:`XGBoostClassifier` and
+      :class:`RuleFitClassifier` do) it is set to the global classes before fitting.
+
+    The wrapped `estimator` itself is never fitted or changed.
+
+    Parameters
+    ----------
+    estimator : classifier
+        An unfitted scikit-learn-style classifier (``fit`` and ``predict``).
+    classes : array-like of shape (n_classes,), optional
+        The global classes, sorted and unique, of any label type. Defaults to the labels of
+        `y` in ``fit`` (required when `y` holds soft targets).
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted inner model (a ``DummyClassifier`` after a single-class fit).
+    classes_ : ndarray of shape (n_classes,)
+        The global classes.
+    n_classes_ : int
+        Number of global classes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from learners import ClassAlignedClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> clf = ClassAlignedClassifier(LogisticRegression(), classes=[0, 1, 2])
+    >>> clf.fit(X, [0, 0, 2, 2]).predict_proba(X).shape
+    (4, 3)
+    >>> clf.predict_proba(X)[:, 1].tolist()  # class 1 was never seen
+    [0.0, 0.0, 0.0, 0.0]
+    """
+
+    def __init__(self, estimator: Any, classes: ArrayLike | None = None) -> None:
+        self.estimator = estimator
+        self.classes = classes
+
+    def fit(
+        self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> ClassAlignedClassifier:
+        """Fit a copy of the estimator (or continue the previous fit) on `X`, `y`.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or list of shape (n_samples, ...)
+            Training inputs, passed to the inner estimator as they are.
+        y : array-like of shape (n_samples,) or (n_samples, n_classes)
+            Labels (values from `classes`), or soft targets with one column per class.
+        sample_weight : array-like of shape (n_samples,), optional
+            Per-sample weights; the inner estimator's ``fit`` must accept them.
+
+        Returns
+        -------
+        self : ClassAlignedClassifier
+            The fitted wrapper. If the inner fit raises, the previous ``estimator_``
+            (if any) is left in place.
+        """
+        y_arr = np.asarray(y)
+        n = n_rows(X)
+        if y_arr.shape[:1] != (n,):
+            raise ValueError(f"y has {y_arr.shape[:1]} rows but X has {n}")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (n,):
+                raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}")
+
+        if y_arr.ndim == 1:
+            classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
+        elif y_arr.ndim == 2:
+            if self.classes is None:
+                raise ValueError("classes must be given when y holds soft targets (2-D y)")
+            classes = check_classes(self.classes)
+            y_arr = check_soft_targets(y_arr, classes.size)
+        else:
+            raise ValueError(f"y must be 1-D labels or 2-D soft targets, got shape {y_arr.shape}")
+
+        proto = self.estimator
+        fit_X, fit_y, fit_w = X, y_arr, sample_weight
+        if y_arr.ndim == 2 and not getattr(proto, "accepts_soft_targets", False):
+            if has_fit_parameter(proto, "sample_weight"):
+                fit_X, fit_y, fit_w = expand_soft_targets(X, y_arr, classes, sample_weight)
+            else:
+                warnings.warn(
+                    f"soft targets were reduced to hard labels (argmax) because "
+                    f"{type(proto).__name__}.fit has no sample_weight",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                fit_y = classes[y_arr.argmax(axis=1)]
+
+        present = (
+            np.flatnonzero(fit_y.sum(axis=0) > 0)
+            if fit_y.ndim == 2
+            else np.unique(encode_labels(fit_y, classes, name="y"))
+        )
+        if present.size == 0:
+            raise ValueError("y holds no training signal (no samples, or all-zero soft targets)")
+        if present.size == 1:
+            label = classes[present[0]]
+            warnings.warn(
+                f"the training set holds a single class ({label!r}); fitting a constant "
+                f"DummyClassifier instead of {type(proto).__name__}",
+                UserWarning,
+                stacklevel=2,
+            )
+            est = DummyClassifier(strategy="constant", constant=label)
+            fit_y = classes[np.full(n_rows(fit_X), present[0])]
+        else:
+            if fit_w is not None and not has_fit_parameter(proto, "sample_weight"):
+                raise TypeError(f"{type(proto).__name__}.fit does not accept sample_weight")
+            est = self._start_estimator(classes)
+
+        if fit_w is None:
+            est.fit(fit_X, fit_y)
+        else:
+            est.fit(fit_X, fit_y, sample_weight=fit_w)
+        self.estimator_ = est
+        self.classes_ = classes
+        self.n_classes_ = int(classes.size)
+        return self
+
+    def _start_estimator(self, classes: NDArray[Any]) -> Any:
+        """The unfitted clone, or a copy of the previous model to continue, for this fit."""
+        prev = getattr(self, "estimator_", None)
+        if (
+            prev is not None
+            and type(prev) is type(self.estimator)
+            and _continues_training(self.estimator)
+        ):
+            est = copy.deepcopy(prev)
+            # carry over hyper-parameters changed on the prototype since the last fit,
+            # but never replace fitted sub-estimators with unfitted ones
+            params = self.estimator.get_params(deep=False)
+            est.set_params(**{k: v for k, v in params.items() if not hasattr(v, "get_params")})
+        else:
+            est = clone(self.estimator)
+        if "classes" in est.get_params(deep=False):
+            est.set_params(classes=classes)
+        return est
+
+    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+        """Class probabilities with one column per global class.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or list of shape (n_samples, ...)
+            Inputs, passed to the inner estimator as they are.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns ordered as ``classes_``; zeros for classes the model never saw.
+            One-hot predictions if the inner model has no ``predict_proba``.
+        """
+        check_is_fitted(self)
+        est = self.estimator_
+        if hasattr(est, "predict_proba"):
+            proba = est.predict_proba(X)
+            return align_proba(proba, getattr(est, "classes_", self.classes_), self.classes_)
+        codes = encode_labels(est.predict(X), self.classes_, name="predictions")
+        out = np.zeros((codes.size, self.n_classes_), dtype=np.float64)
+        out[np.arange(codes.size), codes] = 1.0
+        return out
+
+    def predict(self, X: Any) -> NDArray[Any]:
+        """Predicted labels, in the caller's label values (from ``classes_``).
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, DataFrame or list of shape (n_samples, ...)
+            Inputs, passed to the inner estimator as they are.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The inner model's predictions, as elements of ``classes_``.
+        """
+        check_is_fitted(self)
+        pred = np.asarray(self.estimator_.predict(X))
+        return self.classes_[encode_labels(pred.ravel(), self.classes_, name="predictions")]

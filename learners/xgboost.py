@@ -1,0 +1,279 @@
+"""XGBoostClassifier: gradient boosting with a fixed global class set that keeps training.
+
+xgboost is imported only inside ``fit``/``predict_proba``, so importing this module is cheap and
+works without xgboost installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from ._alignment import check_classes, encode_labels
+
+__all__ = ["XGBoostClassifier"]
+
+_RESERVED_PARAMS = frozenset({"objective", "num_class"})
+
+
+def _import_xgboost() -> Any:
+    try:
+        import xgboost
+    except ImportError as exc:
+        raise ImportError(
+            'XGBoostClassifier needs xgboost: pip install "cotrain[xgboost]"'
+        ) from exc
+    return xgboost
+
+
+def _as_matrix(X: Any) -> Any:
+    """X as a 2-D float32 array or CSR matrix (NaN marks a missing value, as in xgboost)."""
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float32)
+    arr = np.asarray(X, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {arr.shape}")
+    return arr
+
+
+class XGBoostClassifier(ClassifierMixin, BaseEstimator):
+    """Gradient-boosted trees over xgboost's native API, for co-training.
+
+    Unlike ``xgboost.XGBClassifier`` this always trains ``multi:softprob`` with
+    ``num_class = len(classes)``: a client whose data lacks some global classes (or holds
+    a single one) still trains, and always answers with one probability column per global
+    class. With ``warm_start=True`` each later ``fit`` continues boosting from the previous
+    booster, adding `continue_rounds` rounds on the new data (``h_t = A(D ∪ P, h_{t-1})``).
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Boosting rounds of the first fit (each round grows one tree per class).
+    continue_rounds : int, default=10
+        Rounds added by each later fit when `warm_start` is true.
+    warm_start : bool, default=True
+        Continue from the previous booster instead of training a new one.
+    max_depth : int, default=6
+        Maximum tree depth.
+    learning_rate : float, default=0.3
+        Shrinkage (xgboost ``eta``).
+    subsample : float, default=1.0
+        Fraction of rows sampled for each tree.
+    colsample_bytree : float, default=1.0
+        Fraction of features sampled for each tree.
+    reg_lambda : float, default=1.0
+        L2 regularisation of leaf weights (xgboost ``lambda``).
+    min_child_weight : float, default=1.0
+        Minimum sum of instance hessian in a child.
+    tree_method : str, default="hist"
+        xgboost tree construction algorithm.
+    n_jobs : int, default=1
+        Threads used by xgboost; ``None`` or ``-1`` lets xgboost use all cores.
+    random_state : int, RandomState or None, default=None
+        Seed of xgboost's sampling (``seed``); ``None`` keeps xgboost's default seed.
+    classes : array-like, optional
+        The global classes, sorted and unique; defaults to the labels of `y`.
+    params : dict, optional
+        Extra native xgboost parameters (they override the ones above; ``objective`` and
+        ``num_class`` are fixed and may not be given; a value of ``None`` removes a
+        parameter). The intercept is uniform (``base_score=0.5`` for every class) so that
+        a class missing from the first fit is not held back in later, continued fits;
+        ``params={"base_score": None}`` restores xgboost's estimate from the data.
+
+    Attributes
+    ----------
+    booster_ : xgboost.Booster
+        The trained booster.
+    classes_ : ndarray of shape (n_classes,)
+        The classes, in the order of the probability columns.
+    n_classes_ : int
+        Number of classes.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from learners import XGBoostClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> clf = XGBoostClassifier(n_estimators=5, classes=[0, 1, 2], random_state=0)
+    >>> clf.fit(X, [0, 0, 1, 1]).predict_proba(X).shape  # class 2 absent, still 3 columns
+    (4, 3)
+    >>> clf.fit(X, [0, 1, 1, 1]).booster_.num_boosted_rounds()  # 5 + 10 continued rounds
+    15
+    """
+
+    continues_training: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        continue_rounds: int = 10,
+        warm_start: bool = True,
+        max_depth: int = 6,
+        learning_rate: float = 0.3,
+        subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
+        reg_lambda: float = 1.0,
+        min_child_weight: float = 1.0,
+        tree_method: str = "hist",
+        n_jobs: int | None = 1,
+        random_state: int | np.random.RandomState | None = None,
+        classes: ArrayLike | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.continue_rounds = continue_rounds
+        self.warm_start = warm_start
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.reg_lambda = reg_lambda
+        self.min_child_weight = min_child_weight
+        self.tree_method = tree_method
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.classes = classes
+        self.params = params
+
+    def _native_params(self, n_classes: int) -> dict[str, Any]:
+        extra = dict(self.params or {})
+        reserved = _RESERVED_PARAMS.intersection(extra)
+        if reserved:
+            raise ValueError(f"params may not set {sorted(reserved)}: they are fixed")
+        params: dict[str, Any] = {
+            "objective": "multi:softprob",
+            "num_class": n_classes,
+            "max_depth": self.max_depth,
+            "eta": self.learning_rate,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
+            "lambda": self.reg_lambda,
+            "min_child_weight": self.min_child_weight,
+            "tree_method": self.tree_method,
+            # a uniform intercept: xgboost would otherwise estimate one from the first fit's
+            # class frequencies and keep it for good, so a class missing from the first fit
+            # would start ~13 logits behind in every later, continued fit
+            "base_score": 0.5,
+        }
+        if self.n_jobs is not None and self.n_jobs != -1:
+            params["nthread"] = self.n_jobs
+        if self.random_state is not None:
+            seed = self.random_state
+            if not isinstance(seed, int | np.integer):
+                seed = check_random_state(seed).randint(np.iinfo(np.int32).max)
+            params["seed"] = int(seed)
+        params.update(extra)
+        return {key: value for key, value in params.items() if value is not None}
+
+    def fit(
+        self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> XGBoostClassifier:
+        """Train a booster, or continue the previous one when `warm_start` is true.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Training inputs (NaN marks a missing value).
+        y : array-like of shape (n_samples,)
+            Labels, each one of `classes`.
+        sample_weight : array-like of shape (n_samples,), optional
+            Per-sample weights.
+
+        Returns
+        -------
+        self : XGBoostClassifier
+            The fitted classifier.
+        """
+        for name, low in (("n_estimators", 1), ("continue_rounds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int | np.integer) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        y_arr = np.asarray(y)
+        classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
+        if classes.size < 2:
+            raise ValueError(
+                "XGBoostClassifier needs at least 2 classes; pass the global classes as classes="
+            )
+        codes = encode_labels(y_arr, classes, name="y")
+        Xm = _as_matrix(X)
+        if Xm.shape[0] != codes.size:
+            raise ValueError(f"X has {Xm.shape[0]} rows but y has {codes.size}")
+        weight = None
+        if sample_weight is not None:
+            weight = np.asarray(sample_weight, dtype=np.float32)
+            if weight.shape != codes.shape:
+                raise ValueError(f"sample_weight must have shape {codes.shape}, got {weight.shape}")
+
+        previous = getattr(self, "booster_", None) if self.warm_start else None
+        if previous is not None:
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    f"warm_start: classes changed from {self.classes_.tolist()!r} to "
+                    f"{classes.tolist()!r}; use warm_start=False or fixed classes="
+                )
+            if Xm.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"warm_start: X has {Xm.shape[1]} features, the booster was trained on "
+                    f"{self.n_features_in_}"
+                )
+        xgb = _import_xgboost()
+        params = self._native_params(classes.size)
+        dtrain = xgb.DMatrix(Xm, label=codes, weight=weight, nthread=params.get("nthread", -1))
+        rounds = self.continue_rounds if previous is not None else self.n_estimators
+        # xgb.train copies xgb_model, so the previous booster is left untouched
+        booster = xgb.train(params, dtrain, num_boost_round=rounds, xgb_model=previous)
+        self.booster_ = booster
+        self.classes_ = classes
+        self.n_classes_ = int(classes.size)
+        self.n_features_in_ = int(Xm.shape[1])
+        return self
+
+    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+        """Class probabilities, one column per class of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Probabilities; rows sum to 1.
+        """
+        check_is_fitted(self)
+        Xm = _as_matrix(X)
+        if Xm.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xm.shape[1]} features, expected {self.n_features_in_}")
+        xgb = _import_xgboost()
+        proba = self.booster_.predict(xgb.DMatrix(Xm))
+        return np.asarray(proba, dtype=np.float64).reshape(Xm.shape[0], self.n_classes_)
+
+    def predict(self, X: Any) -> NDArray[Any]:
+        """Most probable class of each sample.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags

@@ -1,0 +1,77 @@
+"""Shared fixtures: small federations on bundled data, and instrumented estimators."""
+
+from __future__ import annotations
+
+import warnings
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.datasets import load_breast_cancer
+from sklearn.tree import DecisionTreeClassifier
+
+
+class RecordingTree(DecisionTreeClassifier):
+    """A decision tree that records the size of every training set it is given."""
+
+    sizes: ClassVar[list[int]] = []  # shared across clones; reset by the fixture
+
+    def fit(self, X, y, sample_weight=None, check_input=True):
+        RecordingTree.sizes.append(len(X))
+        return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)
+
+
+class FailingClassifier(ClassifierMixin, BaseEstimator):
+    """Fails in ``fit`` when given more than ``max_rows`` rows (always if None).
+
+    With ``max_rows`` just above a client's private size it fails from round 2 on, once
+    pseudo-labelled public rows join the training set.
+    """
+
+    def __init__(self, max_rows=None):
+        self.max_rows = max_rows
+
+    def fit(self, X, y, sample_weight=None):
+        if self.max_rows is None or len(X) > self.max_rows:
+            raise ArithmeticError("deliberate failure")
+        self.tree_ = DecisionTreeClassifier(random_state=0).fit(X, y)
+        self.classes_ = self.tree_.classes_
+        return self
+
+    def predict(self, X):
+        return self.tree_.predict(X)
+
+
+class WarningTree(DecisionTreeClassifier):
+    """A tree that warns on every fit, like a chatty learner."""
+
+    def fit(self, X, y, sample_weight=None, check_input=True):
+        for _ in range(50):
+            warnings.warn("chatty learner warning", RuntimeWarning, stacklevel=2)
+        return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)
+
+
+@pytest.fixture
+def recording_tree():
+    RecordingTree.sizes = []
+    return RecordingTree
+
+
+@pytest.fixture(scope="session")
+def cancer():
+    """Breast cancer: 60 labelled rows over 3 clients, 300 public, 209 test."""
+    X, y = load_breast_cancer(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    X, y = X[order], y[order]
+    lab, pub, test = slice(0, 60), slice(60, 360), slice(360, None)
+    parts = np.array_split(np.arange(60), 3)
+    return {
+        "X": [X[lab][p] for p in parts],
+        "y": [y[lab][p] for p in parts],
+        "X_public": X[pub],
+        "y_public": y[pub],
+        "X_test": X[test],
+        "y_test": y[test],
+    }
