@@ -103,20 +103,19 @@ class Client:
             try:
                 pseudo = None if broadcast is None else _decoded_labels(decode(broadcast))
                 X_train, y_train = self.training_set(X_public, pseudo)
-                start = time.perf_counter()
                 self.model.fit(X_train, y_train)
-                if share == "soft":
-                    proba = self.model.predict_proba(X_public)
-                    message = SoftLabels(proba)
-                else:
-                    message = HardLabels(
-                        self.codes(self.model.predict(X_public)), len(self.classes)
-                    )
+                start = time.perf_counter()
+                on_public = (self.model.predict_proba(X_public) if share == "soft"
+                             else self.model.predict(X_public))
                 if X_eval is not None:
-                    result.eval_codes = self.codes(self.model.predict(X_eval))
+                    eval_labels = self.model.predict(X_eval)
                     if eval_proba:
                         result.eval_proba = self.model.predict_proba(X_eval)
-                result.learner_time_s = time.perf_counter() - start
+                result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
+                if X_eval is not None:
+                    result.eval_codes = self.codes(eval_labels)
+                message = (SoftLabels(on_public) if share == "soft"
+                           else HardLabels(self.codes(on_public), len(self.classes)))
                 result.message = message.to_bytes()
                 result.model = self.model
             except Exception as err:  # reported to the server, which raises or skips

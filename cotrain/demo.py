@@ -161,6 +161,7 @@ def run_demo(
     if plot:
         fig = first.history_.plot()
         fig.suptitle("cotrain demo, seed 0")
+        fig.tight_layout()
         fig.savefig(plot, dpi=120)
         print(f"convergence plot saved to {plot}")
     return table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from typing import Any
 
@@ -67,6 +68,9 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         The global classes.
     n_classes_ : int
         Number of global classes.
+    fit_time_ : float
+        Seconds spent in the inner model's own ``fit`` during the last fit (the time
+        spent preparing it, e.g. copying a model to continue, is not included).
 
     Examples
     --------
@@ -160,10 +164,12 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
                 raise TypeError(f"{type(proto).__name__}.fit does not accept sample_weight")
             est = self._start_estimator(classes)
 
+        start = time.perf_counter()
         if fit_w is None:
             est.fit(fit_X, fit_y)
         else:
             est.fit(fit_X, fit_y, sample_weight=fit_w)
+        self.fit_time_ = time.perf_counter() - start
         self.estimator_ = est
         self.classes_ = classes
         self.n_classes_ = int(classes.size)
