@@ -75,9 +75,11 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     clients_ : list of estimators
         The fitted local models, one per client (None for a client that never fitted).
     pseudo_labels_ : ndarray
-        Last consensus on the public pool: hard labels in the caller's values with the
-        hard codes in ``pseudo_label_codes_`` (-1 where the consensus abstained), or soft
-        targets ``(n_public, n_classes)``.
+        Last consensus on the public pool: hard labels in the caller's values as a masked
+        array (masked where the consensus abstained), or soft targets
+        ``(n_public, n_classes)``.
+    pseudo_label_codes_ : ndarray
+        The hard consensus as indices into ``classes_``, -1 where it abstained.
     history_ : History
         One record per round: clients, failures, coverage, agreement, labels changed,
         bytes up and down, wall time, and accuracies when evaluation data is given.
@@ -353,11 +355,18 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
 
     @property
     def pseudo_labels_(self) -> np.ndarray:
-        """Last consensus on the public pool (see the class docstring)."""
+        """Last consensus on the public pool.
+
+        Hard consensus: a masked array of labels in the caller's values, masked where
+        the consensus abstained (``.filled(-1)`` gives -1 there for numeric labels).
+        Soft consensus: targets of shape ``(n_public, n_classes)``, NaN rows where no
+        client answered.
+        """
         check_is_fitted(self, "history_")
         if isinstance(self._broadcast, SoftLabels):
             return self._broadcast.probs
-        return self.classes_[np.maximum(self._broadcast.codes, 0)]
+        codes = self._broadcast.codes
+        return np.ma.masked_array(self.classes_[np.maximum(codes, 0)], mask=codes < 0)
 
     @property
     def pseudo_label_codes_(self) -> np.ndarray:

@@ -65,6 +65,9 @@ def test_qualified_majority_trains_only_on_covered_rows(cancer, recording_tree):
     assert recording_tree.sizes == [len(cancer["X"][0]), len(cancer["X"][0]) + covered]
     last = trainer.history_[-1].coverage
     assert (trainer.pseudo_label_codes_ == -1).mean() == pytest.approx(1 - last)
+    # abstentions are masked in the caller's label values, never passed off as a class
+    np.testing.assert_array_equal(trainer.pseudo_labels_.mask, trainer.pseudo_label_codes_ < 0)
+    assert (trainer.pseudo_labels_.filled(-1) == -1).sum() == (trainer.pseudo_label_codes_ < 0).sum()
     assert 0 < covered < len(cancer["X_public"])
 
 
