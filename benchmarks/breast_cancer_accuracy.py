@@ -45,17 +45,19 @@ def main() -> None:
             return f"{runs[col].mean():.3f} ± {runs[col].std(ddof=0):.3f}"
 
         fedct, local = runs.fedct_mean_client.mean(), runs.local_mean_client.mean()
-        rows.append({
-            "clients": name,
-            "paper FedCT": paper,
-            "FedCT mean client": cell("fedct_mean_client"),
-            "FedCT consensus": cell("fedct_consensus"),
-            "local only": cell("local_mean_client"),
-            "centralised": f"{runs.centralised.mean():.3f}",
-            "meets paper": "yes" if fedct >= paper else "no",
-            "beats local": "yes" if fedct > local else "no",
-            "wall s": f"{time.perf_counter() - start:.0f}",
-        })
+        rows.append(
+            {
+                "clients": name,
+                "paper FedCT": paper,
+                "FedCT mean client": cell("fedct_mean_client"),
+                "FedCT consensus": cell("fedct_consensus"),
+                "local only": cell("local_mean_client"),
+                "centralised": f"{runs.centralised.mean():.3f}",
+                "meets paper": "yes" if fedct >= paper else "no",
+                "beats local": "yes" if fedct > local else "no",
+                "wall s": f"{time.perf_counter() - start:.0f}",
+            }
+        )
     table = pd.DataFrame(rows).to_string(index=False)
     record("breast_cancer_accuracy", f"seeds 0..{args.seeds - 1}, {args.rounds} rounds\n\n{table}")
 

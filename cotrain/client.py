@@ -105,8 +105,11 @@ class Client:
                 X_train, y_train = self.training_set(X_public, pseudo)
                 self.model.fit(X_train, y_train)
                 start = time.perf_counter()
-                on_public = (self.model.predict_proba(X_public) if share == "soft"
-                             else self.model.predict(X_public))
+                on_public = (
+                    self.model.predict_proba(X_public)
+                    if share == "soft"
+                    else self.model.predict(X_public)
+                )
                 if X_eval is not None:
                     eval_labels = self.model.predict(X_eval)
                     if eval_proba:
@@ -114,8 +117,11 @@ class Client:
                 result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
                 if X_eval is not None:
                     result.eval_codes = self.codes(eval_labels)
-                message = (SoftLabels(on_public) if share == "soft"
-                           else HardLabels(self.codes(on_public), len(self.classes)))
+                message = (
+                    SoftLabels(on_public)
+                    if share == "soft"
+                    else HardLabels(self.codes(on_public), len(self.classes))
+                )
                 result.message = message.to_bytes()
                 result.model = self.model
             except Exception as err:  # reported to the server, which raises or skips

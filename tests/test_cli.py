@@ -29,13 +29,19 @@ def test_demo_rejects_bad_arguments(capsys):
 
 
 def test_console_script_is_installed():
-    result = subprocess.run([sys.executable, "-m", "cotrain.cli", "--version"],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "cotrain.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.startswith("cotrain ")
 
 
 def test_import_cotrain_does_not_import_heavy_libraries():
-    code = ("import sys, cotrain, consensus, learners; "
-            "heavy = {'xgboost', 'imodels', 'matplotlib', 'torch'} & set(sys.modules); "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, cotrain, consensus, learners; "
+        "heavy = {'xgboost', 'imodels', 'matplotlib', 'torch'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
