@@ -274,3 +274,18 @@ def test_distill_fits_a_global_model(cancer):
 def test_privacy_is_not_implemented_yet(cancer):
     with pytest.raises(NotImplementedError, match="privacy"):
         fit(cancer, [DecisionTreeClassifier()] * 3, privacy="rr")
+
+
+def test_verbose_prints_a_line_per_round(cancer, capsys):
+    fit(cancer, [DecisionTreeClassifier()] * 3, rounds=2, verbose=2)
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.out.splitlines() if ln.startswith("round")]
+    assert len(lines) == 2
+    assert "3 clients, 0 failed, coverage 1.00" in lines[0] and "acc" in lines[0]
+    assert "FedCT" in captured.err  # the tqdm progress bar
+
+
+def test_silent_by_default(cancer, capsys):
+    fit(cancer, [DecisionTreeClassifier()] * 3, rounds=2)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
