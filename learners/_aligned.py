@@ -19,12 +19,9 @@ from ._soft_targets import check_soft_targets, expand_soft_targets, n_rows
 __all__ = ["ClassAlignedClassifier"]
 
 
-def _continues_training(estimator: Any) -> bool:
-    """Whether a fit of `estimator` should start from its previous fitted state."""
-    if getattr(estimator, "continues_training", False):
-        return True
-    get_params = getattr(estimator, "get_params", None)
-    return get_params is not None and get_params(deep=False).get("warm_start") is True
+def _continues_training(estimator: Any, params: dict[str, Any]) -> bool:
+    """Whether a fit of `estimator` (with parameters `params`) should continue its last fit."""
+    return bool(getattr(estimator, "continues_training", False)) or params.get("warm_start") is True
 
 
 class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
@@ -178,19 +175,19 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
     def _start_estimator(self, classes: NDArray[Any]) -> Any:
         """The unfitted clone, or a copy of the previous model to continue, for this fit."""
         prev = getattr(self, "estimator_", None)
+        params = self.estimator.get_params(deep=False)
         if (
             prev is not None
             and type(prev) is type(self.estimator)
-            and _continues_training(self.estimator)
+            and _continues_training(self.estimator, params)
         ):
             est = copy.deepcopy(prev)
             # carry over hyper-parameters changed on the prototype since the last fit,
             # but never replace fitted sub-estimators with unfitted ones
-            params = self.estimator.get_params(deep=False)
             est.set_params(**{k: v for k, v in params.items() if not hasattr(v, "get_params")})
         else:
             est = clone(self.estimator)
-        if "classes" in est.get_params(deep=False):
+        if "classes" in params:
             est.set_params(classes=classes)
         return est
 
