@@ -70,6 +70,8 @@ class Client:
         self.classes = classes
         self.model = ClassAlignedClassifier(estimator, classes=classes)
         self.fitted = False
+        # the latest (hard codes, probabilities) on the evaluation data, for the history
+        self.last_eval: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
         self._X = X
         self._y = y
 
