@@ -103,7 +103,7 @@ class Client:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                pseudo = None if broadcast is None else _decoded_labels(decode(broadcast))
+                pseudo = None if broadcast is None else decode_labels(broadcast)
                 X_train, y_train = self.training_set(X_public, pseudo)
                 self.model.fit(X_train, y_train)
                 start = time.perf_counter()
@@ -171,7 +171,16 @@ def with_pseudo_labels(
     )
 
 
-def _decoded_labels(message: HardLabels | SoftLabels) -> np.ndarray:
+def decode_labels(data: bytes) -> np.ndarray:
+    """Labels carried by an encoded message: hard codes ``(n,)`` or probabilities ``(n, C)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> decode_labels(HardLabels(np.array([1, 0, 2]), 3).to_bytes()).tolist()
+    [1, 0, 2]
+    """
+    message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
 
 

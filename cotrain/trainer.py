@@ -19,7 +19,13 @@ from cotrain._validation import (
     check_fit_inputs,
     check_params,
 )
-from cotrain.client import Client, StepResult, run_client_step, with_pseudo_labels
+from cotrain.client import (
+    Client,
+    StepResult,
+    decode_labels,
+    run_client_step,
+    with_pseudo_labels,
+)
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels, SoftLabels
 from cotrain.runtime import make_runtime
@@ -182,7 +188,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         )
         check_params(self.get_params(deep=False), n_clients=len(estimators))
         if self.privacy is not None:
-            raise NotImplementedError("privacy mechanisms are not implemented yet (issue 4)")
+            raise NotImplementedError(
+                "label-privacy mechanisms are not implemented yet; leave privacy=None"
+            )
         self.consensus_ = get_consensus(self.consensus)
         _dry_run(self.consensus_, len(estimators), data)
         self.classes_ = data.classes
@@ -241,7 +249,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         results: list[StepResult] = runtime.map(run_client_step, tasks)
 
         answered, failed = self._collect(t, results)
-        labels = np.stack([_decode(r.message) for r in answered])
+        labels = np.stack([decode_labels(r.message) for r in answered])
         ids = np.array([r.client_id for r in answered])
         weights = self.consensus_.weights_for(ids, data.X_public.shape[0])
         pseudo = self.consensus_(labels, n_classes=len(self.classes_), weights=weights)
@@ -473,13 +481,6 @@ def _seeded(estimator: Any, seed: np.random.SeedSequence) -> Any:
     if unset:
         est.set_params(**unset)
     return est
-
-
-def _decode(message: bytes) -> np.ndarray:
-    from cotrain.messages import decode
-
-    decoded = decode(message)
-    return decoded.codes if isinstance(decoded, HardLabels) else decoded.probs
 
 
 def _hard(labels: np.ndarray) -> np.ndarray:
