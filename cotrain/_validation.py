@@ -266,6 +266,8 @@ def check_params(params: dict[str, Any], n_clients: int) -> None:
     share = params["share"]
     if share not in ("hard", "soft"):
         raise ValueError(f"share must be 'hard' or 'soft', got {share!r}")
+    if params["soft_dtype"] not in ("float32", "float16"):
+        raise ValueError(f"soft_dtype must be 'float32' or 'float16', got {params['soft_dtype']!r}")
     _check_int(params["rounds"], "rounds", low=1)
     participation = params["participation"]
     if (

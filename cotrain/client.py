@@ -93,6 +93,7 @@ class Client:
         share: str,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
+        soft_dtype: str = "float32",
     ) -> StepResult:
         """Run one round on this client: decode P, fit on D_i ∪ P, label U, encode.
 
@@ -120,7 +121,7 @@ class Client:
                 if X_eval is not None:
                     result.eval_codes = self.codes(eval_labels)
                 message = (
-                    SoftLabels(on_public)
+                    SoftLabels(on_public, dtype=soft_dtype)
                     if share == "soft"
                     else HardLabels(self.codes(on_public), len(self.classes))
                 )

@@ -51,6 +51,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         an object from :mod:`consensus`.
     share : {"hard", "soft"}, default="hard"
         Clients send hard labels (packed at ceil(log2 C) bits) or probabilities (float32).
+    soft_dtype : {"float32", "float16"}, default="float32"
+        Precision of soft labels on the wire (uploads with ``share="soft"`` and the
+        broadcast of a soft consensus); float16 halves the bytes.
     rounds : int, default=20
         Communication rounds.
     participation : float, default=1.0
@@ -117,6 +120,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         estimators: list[Any],
         consensus: Any = "majority",
         share: str = "hard",
+        soft_dtype: str = "float32",
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
@@ -131,6 +135,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.estimators = estimators
         self.consensus = consensus
         self.share = share
+        self.soft_dtype = soft_dtype
         self.rounds = rounds
         self.participation = participation
         self.privacy = privacy
@@ -243,7 +248,15 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         broadcast = None if self._broadcast is None else self._broadcast.to_bytes()
         want_proba = self.consensus_.output == "soft" and data.X_eval is not None
         tasks = [
-            (self._clients[i], data.X_public, broadcast, self.share, data.X_eval, want_proba)
+            (
+                self._clients[i],
+                data.X_public,
+                broadcast,
+                self.share,
+                data.X_eval,
+                want_proba,
+                self.soft_dtype,
+            )
             for i in sampled
         ]
         results: list[StepResult] = runtime.map(run_client_step, tasks)
@@ -256,7 +269,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self._broadcast = (
             HardLabels(pseudo, len(self.classes_), allow_abstain=True)
             if pseudo.ndim == 1
-            else SoftLabels(pseudo)
+            else SoftLabels(pseudo, dtype=self.soft_dtype)
         )
 
         hard = _hard(pseudo)

@@ -83,6 +83,12 @@ def test_exact_bytes_of_hard_and_soft_messages(cancer):
     soft = fit(cancer, [GaussianNB()] * 3, share="soft", consensus="mean", rounds=2)
     assert soft.history_[0].bytes_up == 3 * (HEADER + n * 2 * 4)
     assert soft.history_[1].bytes_down == 3 * (HEADER + n * 2 * 4)
+    half = fit(
+        cancer, [GaussianNB()] * 3, share="soft", consensus="mean", rounds=2, soft_dtype="float16"
+    )
+    assert half.history_[0].bytes_up == 3 * (HEADER + n * 2 * 2)
+    assert half.history_[1].bytes_down == 3 * (HEADER + n * 2 * 2)
+    np.testing.assert_allclose(half.pseudo_labels_, soft.pseudo_labels_, atol=1e-3)
 
 
 def test_same_seed_same_result_with_any_n_jobs(cancer):

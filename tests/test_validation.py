@@ -132,6 +132,7 @@ CASES = {
     "participation 0": ({"participation": 0.0}, good, ValueError, "participation"),
     "participation above 1": ({"participation": 1.5}, good, ValueError, "participation"),
     "unknown share": ({"share": "logits"}, good, ValueError, "share must be 'hard' or 'soft'"),
+    "unknown soft_dtype": ({"soft_dtype": "int8"}, good, ValueError, "soft_dtype must be"),
     "unknown on_client_error": ({"on_client_error": "ignore"}, good, ValueError, "on_client_error"),
     "early_stopping 0": ({"early_stopping": 0}, good, ValueError, "early_stopping must be >= 1"),
     "min_clients above clients": ({"min_clients": 4}, good, ValueError, "min_clients=4 exceeds"),
