@@ -60,12 +60,13 @@ def recording_tree():
 
 @pytest.fixture(scope="session")
 def cancer():
-    """Breast cancer: 60 labelled rows over 3 clients, 300 public, 209 test."""
+    """Breast cancer: 60 labelled rows over 3 clients, 300 public, 209 test (standardised)."""
     X, y = load_breast_cancer(return_X_y=True)
     rng = np.random.default_rng(0)
     order = rng.permutation(len(y))
     X, y = X[order], y[order]
     lab, pub, test = slice(0, 60), slice(60, 360), slice(360, None)
+    X = (X - X[pub].mean(axis=0)) / X[pub].std(axis=0)  # standardised on the public pool
     parts = np.array_split(np.arange(60), 3)
     return {
         "X": [X[lab][p] for p in parts],
