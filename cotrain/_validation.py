@@ -39,8 +39,54 @@ class FitData:
     feature_names: np.ndarray | None
 
 
-def check_features(X: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
-    """Return ``X`` as a finite 2-D float array, or raise naming ``name``."""
+def is_text(X: Any) -> bool:
+    """Whether ``X`` is raw text: a 1-D sequence of strings (one document per example)."""
+    if X is None or isinstance(X, str | bytes) or np.isscalar(X):
+        return False
+    arr = np.asarray(X, dtype=object) if isinstance(X, list | tuple) else np.asarray(X)
+    return arr.ndim == 1 and arr.size > 0 and pd.api.types.infer_dtype(arr) == "string"
+
+
+def check_text(X: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
+    """Return raw-text inputs as a 1-D object array of str, or raise naming ``name``."""
+    if X is None or isinstance(X, str | bytes) or np.isscalar(X):
+        raise TypeError(f"{name} must be a 1-D sequence of strings (the public pool is text)")
+    arr = np.asarray(X, dtype=object) if isinstance(X, list | tuple) else np.asarray(X)
+    arr = arr.astype(object)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be a 1-D sequence of strings (the public pool is text), "
+            f"got an array of shape {arr.shape}"
+        )
+    if arr.size == 0 and not allow_empty:
+        raise ValueError(f"{name} is empty: expected at least one document")
+    if arr.size and pd.api.types.infer_dtype(arr) != "string":
+        raise TypeError(f"{name}: every example must be a string (the public pool is text)")
+    return arr
+
+
+def feature_shape(X: np.ndarray) -> tuple[int, ...]:
+    """Shape of one example: ``()`` for text, ``(n_features,)`` for tables, ``(C, H, W)``..."""
+    return tuple(X.shape[1:])
+
+
+def describe_shape(shape: tuple[int, ...]) -> str:
+    """Human wording of a feature shape for error messages."""
+    if not shape:
+        return "text"
+    return f"{shape[0]} features" if len(shape) == 1 else f"feature shape {shape}"
+
+
+def check_features(
+    X: Any, name: str, *, allow_empty: bool = False, text: bool = False
+) -> np.ndarray:
+    """Return ``X`` as a finite float array with one row per example, or raise naming ``name``.
+
+    Tables are 2-D; image tensors ``(n, C, H, W)`` keep their shape; with ``text=True``
+    the inputs are raw documents (:func:`check_text`).
+    """
+    if text:
+        return check_text(X, name, allow_empty=allow_empty)
     if X is None:
         raise TypeError(f"{name} is required: expected a 2-D array of numeric features")
     if isinstance(X, str | bytes) or np.isscalar(X):
@@ -51,6 +97,7 @@ def check_features(X: Any, name: str, *, allow_empty: bool = False) -> np.ndarra
             dtype="numeric",
             ensure_all_finite=True,
             ensure_2d=True,
+            allow_nd=True,
             ensure_min_samples=0 if allow_empty else 1,
             input_name=name,
         )
@@ -149,19 +196,21 @@ def check_fit_inputs(
             f"estimators has {n_estimators} entries but the data has {len(X_list)} clients; "
             "give one estimator per client"
         )
-    X_public_arr = check_features(X_public, "X_public")
-    n_features = X_public_arr.shape[1]
+    text = is_text(X_public)
+    X_public_arr = check_features(X_public, "X_public", text=text)
+    shape = feature_shape(X_public_arr)
     names = _columns(X_public)
 
     X_clients, y_clients, families = [], [], {}
     for i, (Xi, yi) in enumerate(zip(X_list, y_list, strict=True)):
         if Xi is None or (hasattr(Xi, "__len__") and len(Xi) == 0):
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
-        Xi_arr = check_features(Xi, f"X[{i}] (client {i})")
-        if Xi_arr.shape[1] != n_features:
+        Xi_arr = check_features(Xi, f"X[{i}] (client {i})", text=text)
+        if feature_shape(Xi_arr) != shape:
             raise ValueError(
-                f"X[{i}] (client {i}) has {Xi_arr.shape[1]} features but X_public has "
-                f"{n_features}; all clients and the public pool must share one feature space"
+                f"X[{i}] (client {i}) has {describe_shape(feature_shape(Xi_arr))} but X_public "
+                f"has {describe_shape(shape)}; all clients and the public pool must share one "
+                "feature space"
             )
         cols = _columns(Xi)
         if names is not None and cols is not None and not np.array_equal(cols, names):
@@ -182,10 +231,11 @@ def check_fit_inputs(
     if eval_set is not None:
         if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
             raise TypeError("eval_set must be a pair (X_eval, y_eval)")
-        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)")
-        if X_eval.shape[1] != n_features:
+        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)", text=text)
+        if feature_shape(X_eval) != shape:
             raise ValueError(
-                f"eval_set[0] (X_eval) has {X_eval.shape[1]} features, expected {n_features}"
+                f"eval_set[0] (X_eval) has {describe_shape(feature_shape(X_eval))}, "
+                f"expected {describe_shape(shape)}"
             )
         y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
         y_eval_codes = encode_labels(y_eval, classes_arr, unknown=-2)

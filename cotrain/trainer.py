@@ -18,6 +18,8 @@ from cotrain._validation import (
     check_features,
     check_fit_inputs,
     check_params,
+    describe_shape,
+    feature_shape,
 )
 from cotrain.client import (
     Client,
@@ -166,8 +168,10 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             One feature array per client, or all rows with ``groups`` naming the client.
         y : list of array-like, or array-like with ``groups``
             The clients' labels (any hashable values, one type across clients).
-        X_public : array-like of shape (n_public, n_features)
-            The public unlabeled pool U that all clients label.
+        X_public : array-like of shape (n_public, ...)
+            The public unlabeled pool U that all clients label: a table
+            ``(n_public, n_features)``, image tensors ``(n_public, C, H, W)``, or raw text
+            (a 1-D sequence of strings, for text learners such as GPT2Classifier).
         groups : array-like, optional
             Client of each row when X and y are single arrays (clients in sorted order).
         eval_set : (X_eval, y_eval), optional
@@ -199,7 +203,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.consensus_ = get_consensus(self.consensus)
         _dry_run(self.consensus_, len(estimators), data)
         self.classes_ = data.classes
-        self.n_features_in_ = data.X_public.shape[1]
+        self._feature_shape = feature_shape(data.X_public)
+        if len(self._feature_shape) == 1:
+            self.n_features_in_ = self._feature_shape[0]
         self._X_public = data.X_public
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
@@ -408,9 +414,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
 
     def _check_X(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "history_")
-        X = check_features(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        X = check_features(X, "X", text=self._feature_shape == ())
+        if feature_shape(X) != self._feature_shape:
+            raise ValueError(
+                f"X has {describe_shape(feature_shape(X))}, expected "
+                f"{describe_shape(self._feature_shape)}"
+            )
         return X
 
     def predict(self, X: Any) -> np.ndarray:
@@ -460,7 +469,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             else self._broadcast.codes
         )
         X, y = with_pseudo_labels(
-            np.empty((0, self.n_features_in_)),
+            self._X_public[:0],
             np.empty(0, dtype=self.classes_.dtype),
             self._X_public,
             pseudo,
