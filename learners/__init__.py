@@ -5,10 +5,15 @@
 - :class:`ClassAlignedClassifier` wraps any classifier so that it trains on clients that lack
   classes (or hold one), takes soft targets, continues training across rounds, and always
   answers in the global label space;
-- :class:`XGBoostClassifier` and :class:`RuleFitClassifier` adapt xgboost and imodels' RuleFit.
+- :class:`XGBoostClassifier` and :class:`RuleFitClassifier` adapt xgboost and imodels' RuleFit;
+- :class:`TorchClassifier` makes any torch module an estimator that keeps training, with
+  ready-made :class:`MLP` and :class:`SmallCNN` modules (:mod:`learners.modules`);
+- :class:`GPT2Classifier` fine-tunes a GPT-2 sequence-classification head (optionally LoRA)
+  on raw text.
 
-xgboost and imodels are imported only when a model is fitted, so ``import learners`` is fast
-and works without them.
+xgboost and imodels are imported only when a model is fitted, and torch only when
+``TorchClassifier``, ``MLP``, ``SmallCNN`` or ``GPT2Classifier`` is first accessed, so
+``import learners`` is fast and works without them.
 
 Examples
 --------
@@ -27,9 +32,33 @@ from .rulefit import RuleFitClassifier
 from .xgboost import XGBoostClassifier
 
 __all__ = [
+    "MLP",
     "ClassAlignedClassifier",
+    "GPT2Classifier",
     "RuleFitClassifier",
+    "SmallCNN",
+    "TorchClassifier",
     "XGBoostClassifier",
     "align_proba",
     "expand_soft_targets",
 ]
+
+_LAZY = {
+    "TorchClassifier": "torch",
+    "MLP": "modules",
+    "SmallCNN": "modules",
+    "GPT2Classifier": "gpt2",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the torch-based names on first access, so ``import learners`` needs no torch."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

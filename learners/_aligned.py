@@ -35,7 +35,9 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
     - the probabilities of the inner model are aligned to `classes` (zeros for classes it
       never saw); a model without ``predict_proba`` answers with one-hot predictions;
     - a training set with a single class is fitted with a constant
-      :class:`~sklearn.dummy.DummyClassifier` instead (one ``UserWarning`` per fit);
+      :class:`~sklearn.dummy.DummyClassifier` instead (one ``UserWarning`` per fit), unless
+      the model takes the global classes itself (a ``classes`` parameter, as the adapters in
+      this package have): then it trains as usual, so continued training is not broken;
     - soft targets ``(n, n_classes)`` are passed straight through to a model declaring
       ``accepts_soft_targets = True``, expanded into weighted rows
       (:func:`expand_soft_targets`) for a model whose ``fit`` takes ``sample_weight``, and
@@ -146,7 +148,10 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         )
         if present.size == 0:
             raise ValueError("y holds no training signal (no samples, or all-zero soft targets)")
-        if present.size == 1:
+        # learners with a fixed global label space (a `classes` parameter: XGBoost, RuleFit,
+        # torch and GPT-2 adapters) train on one class themselves and keep continuing
+        fixed_classes = "classes" in proto.get_params(deep=False)
+        if present.size == 1 and not fixed_classes:
             label = classes[present[0]]
             warnings.warn(
                 f"the training set holds a single class ({label!r}); fitting a constant "
