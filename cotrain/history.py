@@ -47,6 +47,9 @@ class RoundRecord:
     pseudo_label_accuracy : float or None
         Accuracy of the pseudo-labels against ``y_public`` (evaluation only), over the
         labelled public examples.
+    epsilon : float or None
+        Total privacy budget ε spent up to this round, for runs with a privacy accountant
+        (e.g. DP-FedAvg); None otherwise.
 
     Examples
     --------
@@ -69,6 +72,7 @@ class RoundRecord:
     std_accuracy: float | None = None
     consensus_accuracy: float | None = None
     pseudo_label_accuracy: float | None = None
+    epsilon: float | None = None
 
 
 class History:

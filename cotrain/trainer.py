@@ -214,7 +214,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         sampler_seed, *client_seeds = seeds.spawn(len(estimators) + 1)
         self._sampler = np.random.default_rng(sampler_seed)
         self._clients = [
-            Client(i, _seeded(est, s), Xi, yi, data.classes)
+            Client(i, seeded_clone(est, s), Xi, yi, data.classes)
             for i, (est, s, Xi, yi) in enumerate(
                 zip(estimators, client_seeds, data.X_clients, data.y_clients, strict=True)
             )
@@ -491,8 +491,18 @@ def _dry_run(consensus: Any, n_clients: int, data: FitData) -> None:
     )
 
 
-def _seeded(estimator: Any, seed: np.random.SeedSequence) -> Any:
-    """Clone ``estimator`` and seed every ``random_state`` it leaves as None."""
+def seeded_clone(estimator: Any, seed: np.random.SeedSequence) -> Any:
+    """Clone ``estimator`` and seed every ``random_state`` it leaves as None.
+
+    Used by the trainer and the baselines, so that one ``random_state`` seeds every client.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> est = seeded_clone(DecisionTreeClassifier(), np.random.SeedSequence(0))
+    >>> est.random_state is not None
+    True
+    """
     est = clone(estimator)
     params = est.get_params(deep=True) if hasattr(est, "get_params") else {}
     unset = {

@@ -1,0 +1,297 @@
+"""PATE with the GNMax aggregator: noisy teacher votes label the public pool for a student."""
+
+from __future__ import annotations
+
+import time
+from numbers import Real
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from consensus import vote_counts
+from cotrain._validation import check_estimators, check_fit_inputs, check_params
+from cotrain.baselines._common import accuracy, check_predict_inputs, label_bytes, seeded
+from cotrain.baselines.reference import _fit_local
+from cotrain.history import History, RoundRecord
+from cotrain.runtime import make_runtime
+from learners import ClassAlignedClassifier
+
+__all__ = ["PATE", "gnmax"]
+
+
+def gnmax(counts: np.ndarray, sigma: float, rng: np.random.Generator | None = None) -> np.ndarray:
+    """GNMax aggregation: argmax of the vote counts plus Gaussian noise N(0, sigma²).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (n, n_classes)
+        Teacher votes per class on each example (`consensus.vote_counts`).
+    sigma : float
+        Standard deviation of the noise added to every count; 0 gives the plain
+        majority vote (ties to the smallest class).
+    rng : numpy.random.Generator, optional
+        Source of the noise (needed when ``sigma > 0``).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Pseudo-label codes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gnmax(np.array([[2.0, 1.0], [1.0, 1.0]]), sigma=0.0)
+    array([0, 0])
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if sigma > 0:
+        if rng is None:
+            raise ValueError("gnmax needs an rng when sigma > 0")
+        counts = counts + rng.normal(0.0, sigma, size=counts.shape)
+    return np.argmax(counts, axis=1).astype(np.int64)
+
+
+class PATE(ClassifierMixin, BaseEstimator):
+    """Private Aggregation of Teacher Ensembles (PATE) with the GNMax aggregator.
+
+    Every client trains one teacher, once, on its private data. Each teacher labels the
+    public pool U and uploads the hard labels; the server counts the votes per class,
+    adds Gaussian noise N(0, σ²) to every count and takes the argmax (GNMax, Papernot
+    et al. 2018). One student is trained on U with these pseudo-labels; it is the
+    model PATE outputs (``predict`` uses it).
+
+    Parameters
+    ----------
+    teachers : list of classifiers
+        One scikit-learn-style classifier per client (cloned, never mutated); clients
+        may use different learners.
+    student : classifier
+        Trained on the pseudo-labelled public pool (cloned).
+    noise_sigma : float, default=1.0
+        Standard deviation σ of the Gaussian noise on every vote count; 0 gives the
+        plain majority vote. With few teachers (one per client), any σ that protects
+        a single vote flips many labels: PATE is designed for hundreds of teachers.
+    classes : array-like, default=None
+        The global label space; default: the union of all clients' labels.
+    n_jobs : int, default=None
+        Joblib workers for the teachers' fits.
+    random_state : int, default=None
+        Seeds the teachers (as :class:`~cotrain.FederatedCoTrainer` seeds its clients),
+        the noise and the student.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Global classes.
+    teachers_ : list of estimators
+        The fitted teachers.
+    student_ : estimator
+        The fitted student.
+    votes_ : ndarray of int64, shape (n_teachers, n_public)
+        The teachers' label codes on U, as uploaded.
+    pseudo_labels_ : ndarray, shape (n_public,)
+        GNMax labels of U in the caller's label values.
+    history_ : History
+        One :class:`~cotrain.RoundRecord`: ``bytes_up`` the teachers' hard-label
+        messages, ``bytes_down`` 0 (the student lives on the server), agreement of
+        the teachers with the pseudo-labels; with ``eval_set`` the teachers' accuracies
+        (``client_accuracy``, mean, std) and the student's as ``consensus_accuracy``.
+
+    Notes
+    -----
+    No privacy guarantee (ε) is computed here: the data-dependent GNMax accounting of
+    PATE (and its composition over queries) is left to the privacy module. Note that
+    GNMax protects the aggregate, not each teacher's upload: the server sees every
+    teacher's labels in the clear.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from cotrain.baselines import PATE
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> pate = PATE([DecisionTreeClassifier()] * 3, DecisionTreeClassifier(),
+    ...             noise_sigma=0.5, random_state=0)
+    >>> pate = pate.fit([X[:40], X[40:80], X[80:120]], [y[:40], y[40:80], y[80:120]],
+    ...                 X_public=X[120:400])
+    >>> pate.pseudo_labels_.shape, pate.history_[0].bytes_up
+    ((280,), 135)
+    """
+
+    def __init__(
+        self,
+        teachers: list[Any],
+        student: Any,
+        noise_sigma: float = 1.0,
+        classes: Any = None,
+        n_jobs: int | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.teachers = teachers
+        self.student = student
+        self.noise_sigma = noise_sigma
+        self.classes = classes
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        X_public: Any,
+        groups: Any = None,
+        eval_set: Any = None,
+        y_public: Any = None,
+    ) -> PATE:
+        """Train the teachers, label U with GNMax, train the student.
+
+        Parameters
+        ----------
+        X, y : list of array-like, or arrays with ``groups``
+            The clients' private data, as for :meth:`cotrain.FederatedCoTrainer.fit`.
+        X_public : array-like of shape (n_public, n_features)
+            The public unlabeled pool U.
+        groups : array-like, optional
+            Client of each row when X and y are single arrays.
+        eval_set : (X_eval, y_eval), optional
+            Test data for the history's accuracies.
+        y_public : array-like, optional
+            Hidden truth of U, to score the pseudo-labels.
+
+        Returns
+        -------
+        self
+        """
+        teachers = check_estimators(self.teachers, "hard")
+        check_estimators([self.student], "hard")
+        data = check_fit_inputs(
+            X,
+            y,
+            X_public,
+            groups=groups,
+            n_estimators=len(teachers),
+            classes=self.classes,
+            eval_set=eval_set,
+            y_public=y_public,
+        )
+        check_params(
+            {
+                "share": "hard",
+                "soft_dtype": "float32",
+                "rounds": 1,
+                "participation": 1.0,
+                "early_stopping": None,
+                "on_client_error": "raise",
+                "min_clients": 1,
+                "n_jobs": self.n_jobs,
+                "verbose": 0,
+                "random_state": self.random_state,
+            },
+            n_clients=len(teachers),
+        )
+        sigma = self.noise_sigma
+        if (
+            isinstance(sigma, bool)
+            or not isinstance(sigma, Real)
+            or not np.isfinite(sigma)
+            or (sigma < 0)
+        ):
+            raise ValueError(f"noise_sigma must be a finite number >= 0, got {sigma!r}")
+        classes = data.classes
+        n_classes = len(classes)
+        self.classes_ = classes
+        self._row_shape = data.X_public.shape[1:]
+        self.n_features_in_ = data.X_public.shape[1]
+        noise_seed, *teacher_seeds = np.random.SeedSequence(self.random_state).spawn(
+            len(teachers) + 2
+        )
+        student_seed = teacher_seeds.pop()
+        start = time.perf_counter()
+
+        tasks = [
+            (ClassAlignedClassifier(seeded(est, s), classes=classes), Xi, yi, data.X_eval)
+            for est, s, Xi, yi in zip(
+                teachers, teacher_seeds, data.X_clients, data.y_clients, strict=True
+            )
+        ]
+        with make_runtime(self.n_jobs) as runtime:
+            results = runtime.map(_fit_local, tasks)
+        self._teachers = [r[0] for r in results]
+        learner_time = sum(r[2] for r in results)
+
+        t0 = time.perf_counter()
+        votes = np.stack(
+            [np.searchsorted(classes, m.predict(data.X_public)) for m in self._teachers]
+        )
+        learner_time += time.perf_counter() - t0
+        bytes_up = sum(label_bytes(v, n_classes) for v in votes)  # what each teacher uploads
+        pseudo = gnmax(
+            vote_counts(votes, n_classes), float(sigma), np.random.default_rng(noise_seed)
+        )
+        self.votes_ = votes
+        self.pseudo_label_codes_ = pseudo
+
+        self._student = ClassAlignedClassifier(seeded(self.student, student_seed), classes=classes)
+        self._student.fit(data.X_public, classes[pseudo])
+        learner_time += self._student.fit_time_
+
+        record: dict[str, Any] = {}
+        if data.y_public_codes is not None:
+            record["pseudo_label_accuracy"] = accuracy(pseudo, data.y_public_codes)
+        if data.X_eval is not None:
+            codes = np.stack([np.searchsorted(classes, r[1]) for r in results])
+            acc = {i: accuracy(row, data.y_eval_codes) for i, row in enumerate(codes)}
+            t0 = time.perf_counter()
+            student_pred = np.searchsorted(classes, self._student.predict(data.X_eval))
+            learner_time += time.perf_counter() - t0
+            record.update(
+                client_accuracy=acc,
+                mean_accuracy=float(np.mean(list(acc.values()))),
+                std_accuracy=float(np.std(list(acc.values()))),
+                consensus_accuracy=accuracy(student_pred, data.y_eval_codes),
+            )
+        self.history_ = History()
+        self.history_.append(
+            RoundRecord(
+                round=1,
+                clients=tuple(range(len(teachers))),
+                coverage=1.0,
+                agreement=float(np.mean(votes == pseudo)),
+                bytes_up=bytes_up,
+                bytes_down=0,
+                time_s=time.perf_counter() - start,
+                learner_time_s=learner_time,
+                **record,
+            )
+        )
+        return self
+
+    @property
+    def teachers_(self) -> list[Any]:
+        """The fitted teachers, one per client."""
+        check_is_fitted(self, "history_")
+        return [m.estimator_ for m in self._teachers]
+
+    @property
+    def student_(self) -> Any:
+        """The fitted student."""
+        check_is_fitted(self, "history_")
+        return self._student.estimator_
+
+    @property
+    def pseudo_labels_(self) -> np.ndarray:
+        """GNMax labels of the public pool, in the caller's label values."""
+        check_is_fitted(self, "history_")
+        return self.classes_[self.pseudo_label_codes_]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The student's predictions, in the caller's label values."""
+        return self._student.predict(check_predict_inputs(self, X))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """The student's probabilities, columns in ``classes_`` order."""
+        return self._student.predict_proba(check_predict_inputs(self, X))
