@@ -46,3 +46,39 @@ def test_compare_methods_runs_every_method(examples_on_path, capsys):
     ]:
         assert method in out
     sys.modules.pop("compare_methods", None)
+
+
+def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
+    pytest.importorskip("transformers")
+    from cotrain.datasets import data_home
+
+    try:
+        data_home()
+    except FileNotFoundError:
+        pytest.skip("shared data folder absent (set COTRAIN_DATA to run this test)")
+    import finetune_gpt2
+
+    table = finetune_gpt2.main(
+        [
+            "--clients",
+            "3",
+            "--labeled",
+            "8",
+            "--public",
+            "12",
+            "--test",
+            "10",
+            "--rounds",
+            "1",
+            "--max-length",
+            "32",
+            "--max-epochs",
+            "1",
+            "--lora",
+        ]
+    )
+    assert table["method"].tolist() == ["FedCT", "FedAvg"]
+    # FedCT: 12 labels at 1 bit + 10-byte header; FedAvg: only LoRA adapters and head
+    assert table["up bytes/round/client"].iloc[0] == 12
+    assert table["up bytes/round/client"].iloc[1] > 1000
+    sys.modules.pop("finetune_gpt2", None)
