@@ -21,6 +21,7 @@ array([-1,  1, -1])
 from ._base import Consensus
 from .certainty import CertaintyWeighted, certainty_weighted
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
+from .noisy import NoisyArgmax
 from .registry import available_consensus, get_consensus, register_consensus
 from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
 
@@ -29,6 +30,7 @@ __all__ = [
     "Consensus",
     "EntropyWeighted",
     "MajorityVote",
+    "NoisyArgmax",
     "QualifiedMajority",
     "SoftMean",
     "available_consensus",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from ._base import Consensus
 from .certainty import CertaintyWeighted
 from .hard import MajorityVote, QualifiedMajority
+from .noisy import NoisyArgmax
 from .soft import EntropyWeighted, SoftMean
 
 __all__ = ["available_consensus", "get_consensus", "register_consensus"]
@@ -71,8 +72,9 @@ def get_consensus(spec: str | Consensus) -> Consensus:
     spec : str or Consensus
         An instance is returned as is. Built-in names: "majority"/"majority_vote",
         "qualified"/"qualified_majority", "mean"/"soft_mean"/"dd",
-        "entropy"/"entropy_weighted"/"fedds", "certainty"/"certainty_weighted"/"fedaux"
-        (case-insensitive), each with default parameters, plus any registered name.
+        "entropy"/"entropy_weighted"/"fedds", "certainty"/"certainty_weighted"/"fedaux",
+        "noisy_argmax"/"gnmax" (case-insensitive), each with default parameters, plus any
+        registered name.
 
     Returns
     -------
@@ -112,6 +114,7 @@ for _names, _factory in [
     (("mean", "soft_mean", "dd"), SoftMean),
     (("entropy", "entropy_weighted", "fedds"), EntropyWeighted),
     (("certainty", "certainty_weighted", "fedaux"), CertaintyWeighted),
+    (("noisy_argmax", "gnmax"), NoisyArgmax),
 ]:
     for _name in _names:
         register_consensus(_name, _factory)

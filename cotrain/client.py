@@ -94,8 +94,13 @@ class Client:
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
         soft_dtype: str = "float32",
+        privacy: Any = None,
+        privacy_seed: int | None = None,
     ) -> StepResult:
         """Run one round on this client: decode P, fit on D_i ∪ P, label U, encode.
+
+        With a ``privacy`` mechanism the labels on U are randomised (seeded by
+        ``privacy_seed``) before they are encoded, so only noisy labels leave the client.
 
         Never raises: a failure is returned in ``StepResult.error`` with the previous
         model left in place, so the server decides whether to skip the client.
@@ -120,10 +125,14 @@ class Client:
                 result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
                 if X_eval is not None:
                     result.eval_codes = self.codes(eval_labels)
+                labels = on_public if share == "soft" else self.codes(on_public)
+                if privacy is not None:  # randomised here, before anything leaves the client
+                    rng = np.random.default_rng(privacy_seed)
+                    labels = privacy.randomize(labels, len(self.classes), rng)
                 message = (
-                    SoftLabels(on_public, dtype=soft_dtype)
+                    SoftLabels(labels, dtype=soft_dtype)
                     if share == "soft"
-                    else HardLabels(self.codes(on_public), len(self.classes))
+                    else HardLabels(labels, len(self.classes))
                 )
                 result.message = message.to_bytes()
                 result.model = self.model

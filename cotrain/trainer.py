@@ -60,9 +60,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Communication rounds.
     participation : float, default=1.0
         Fraction of clients asked each round, sampled with ``random_state``.
-    privacy : object, default=None
-        A label-privacy mechanism applied on the client before sending. Not implemented
-        yet: anything but None raises ``NotImplementedError``.
+    privacy : cotrain.privacy mechanism, default=None
+        A label-privacy mechanism (e.g. ``RandomizedResponse(epsilon)``) applied on each
+        client to its labels before they are encoded. Its ε is composed over the rounds
+        each client takes part in and reported in ``history_[t].epsilon`` and
+        :meth:`privacy_report`; with a ``budget`` the run stops before a round that would
+        exceed it (``stopped_reason_ == "privacy budget"``).
     early_stopping : int, default=None
         Stop once the consensus (hard labels, abstentions included) has not changed for
         this many consecutive rounds.
@@ -96,6 +99,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         bytes up and down, wall time, and accuracies when evaluation data is given.
     n_rounds_ : int
         Rounds actually run (fewer than ``rounds`` after early stopping).
+    stopped_reason_ : str or None
+        Why the run ended before ``rounds``: "early stopping", "privacy budget", or None.
     learner_warnings_ : dict
         ``(client, category, message) -> count`` of warnings raised by the learners,
         summarised once at the end of ``fit`` instead of printed every round.
@@ -196,10 +201,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             y_public=y_public,
         )
         check_params(self.get_params(deep=False), n_clients=len(estimators))
-        if self.privacy is not None:
-            raise NotImplementedError(
-                "label-privacy mechanisms are not implemented yet; leave privacy=None"
-            )
+        _check_privacy(self.privacy, self.share)
         self.consensus_ = get_consensus(self.consensus)
         _dry_run(self.consensus_, len(estimators), data)
         self.classes_ = data.classes
@@ -213,6 +215,22 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         seeds = np.random.SeedSequence(self.random_state)
         sampler_seed, *client_seeds = seeds.spawn(len(estimators) + 1)
         self._sampler = np.random.default_rng(sampler_seed)
+        self._ledger = None
+        if self.privacy is not None:
+            from cotrain.privacy.ledger import PrivacyLedger
+
+            self._ledger = PrivacyLedger(
+                self.privacy,
+                len(estimators),
+                len(data.classes),
+                data.X_public.shape[0],
+                seeds.spawn(1)[0],
+            )
+            if self._ledger.would_exceed_budget(np.arange(len(estimators))):
+                raise ValueError(
+                    f"privacy budget {self.privacy.budget} is smaller than the ε of one round "
+                    f"({self._ledger.epsilon_after(1):.4g}); raise the budget or the noise"
+                )
         self._clients = [
             Client(i, seeded_clone(est, s), Xi, yi, data.classes)
             for i, (est, s, Xi, yi) in enumerate(
@@ -231,12 +249,17 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         from tqdm.auto import tqdm
 
         unchanged = 0
+        self.stopped_reason_ = None
         with (
             make_runtime(self.n_jobs) as runtime,
             tqdm(total=self.rounds, disable=self.verbose < 1, desc="FedCT", unit="round") as bar,
         ):
             for t in range(1, self.rounds + 1):
-                record = self._round(t, runtime, data)
+                sampled = self._sample_clients()
+                if self._ledger is not None and self._ledger.would_exceed_budget(sampled):
+                    self.stopped_reason_ = "privacy budget"
+                    break
+                record = self._round(t, sampled, runtime, data)
                 self.history_.append(record)
                 bar.update(1)
                 bar.set_postfix(_postfix(record))
@@ -244,13 +267,13 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                     bar.write(_round_line(record))
                 unchanged = unchanged + 1 if record.changed == 0 else 0
                 if self.early_stopping is not None and unchanged >= self.early_stopping:
+                    self.stopped_reason_ = "early stopping"
                     break
         self.n_rounds_ = len(self.history_)
 
-    def _round(self, t: int, runtime: Any, data: FitData) -> RoundRecord:
+    def _round(self, t: int, sampled: np.ndarray, runtime: Any, data: FitData) -> RoundRecord:
         """One communication round: clients step, server decodes, votes and records."""
         start = time.perf_counter()
-        sampled = self._sample_clients()
         broadcast = None if self._broadcast is None else self._broadcast.to_bytes()
         want_proba = self.consensus_.output == "soft" and data.X_eval is not None
         tasks = [
@@ -262,6 +285,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 data.X_eval,
                 want_proba,
                 self.soft_dtype,
+                self.privacy,
+                None if self._ledger is None else self._ledger.seed_for(t, int(i)),
             )
             for i in sampled
         ]
@@ -270,6 +295,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         answered, failed = self._collect(t, results)
         labels = np.stack([decode_labels(r.message) for r in answered])
         ids = np.array([r.client_id for r in answered])
+        if self._ledger is not None:
+            self._ledger.record(ids)
         weights = self.consensus_.weights_for(ids, data.X_public.shape[0])
         pseudo = self.consensus_(labels, n_classes=len(self.classes_), weights=weights)
         self._broadcast = (
@@ -298,6 +325,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             bytes_down=0 if broadcast is None else len(broadcast) * len(sampled),
             time_s=time.perf_counter() - start,
             learner_time_s=sum(r.learner_time_s for r in results),
+            epsilon=None if self._ledger is None else self._ledger.max_epsilon(),
             **self._evaluate(data, hard, covered),
         )
 
@@ -372,6 +400,20 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
+
+    def privacy_report(self) -> dict[str, Any]:
+        """Total (ε, δ) spent by every client under the ``privacy`` mechanism.
+
+        Returns
+        -------
+        dict
+            ``mechanism``, ``delta``, ``budget``, ``max_epsilon`` and, per client, the
+            rounds in which it released labels and its ε, composed over those rounds.
+        """
+        check_is_fitted(self, "history_")
+        if self._ledger is None:
+            raise ValueError("this run used no privacy mechanism (privacy=None)")
+        return self._ledger.report()
 
     # ------------------------------------------------------------- predict
     @property
@@ -477,6 +519,23 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         )
         model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
         return model.estimator_
+
+
+def _check_privacy(privacy: Any, share: str) -> None:
+    """The mechanism must offer the interface the clients and the ledger use."""
+    if privacy is None:
+        return
+    for name in ("randomize", "dp_event"):
+        if not callable(getattr(privacy, name, None)):
+            raise TypeError(
+                f"privacy must be a label-privacy mechanism from cotrain.privacy (with "
+                f"{name}()), got {type(privacy).__name__}"
+            )
+    if getattr(privacy, "applies_to", share) != share:
+        raise ValueError(
+            f"privacy mechanism {type(privacy).__name__} randomises {privacy.applies_to} "
+            f"labels but share={share!r}"
+        )
 
 
 def _dry_run(consensus: Any, n_clients: int, data: FitData) -> None:

@@ -277,8 +277,8 @@ def test_distill_fits_a_global_model(cancer):
     )
 
 
-def test_privacy_is_not_implemented_yet(cancer):
-    with pytest.raises(NotImplementedError, match="privacy"):
+def test_privacy_argument_must_be_a_mechanism(cancer):
+    with pytest.raises(TypeError, match="privacy must be a label-privacy mechanism"):
         fit(cancer, [DecisionTreeClassifier()] * 3, privacy="rr")
 
 

@@ -1,0 +1,102 @@
+"""GNMax (PATE): the argmax of the vote counts plus Gaussian noise, as a consensus rule."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._base import Consensus
+from .hard import vote_counts
+
+__all__ = ["NoisyArgmax"]
+
+
+class NoisyArgmax(Consensus):
+    """GNMax aggregation (PATE, Papernot et al. 2018): noisy vote counts, then argmax.
+
+    The server counts the (weighted) votes per class on each public example
+    (:func:`consensus.vote_counts`), adds independent ``N(0, sigma²)`` noise to every count and
+    takes the argmax. Examples on which nobody voted get -1, as with `majority_vote`.
+
+    What is protected: the *aggregate* — the released pseudo-labels are DP with respect to one
+    client's votes (one vote changes two counts by 1, L2 sensitivity sqrt(2); GNMax's
+    data-dependent accounting is not done here). The server itself still sees every client's
+    upload in the clear: for protection of each upload use a client-side mechanism from
+    ``cotrain.privacy``.
+
+    Parameters
+    ----------
+    sigma : float
+        Standard deviation of the noise on each count (>= 0); 0 is the plain majority vote
+        (ties to the smallest class).
+    random_state : int, numpy.random.SeedSequence, numpy.random.Generator or None
+        Randomness. An int / SeedSequence / None seeds a ``SeedSequence`` kept by the object;
+        every call spawns the next child of it and draws from ``default_rng(child)``, so the
+        same seed and the same sequence of calls give the same results (and successive calls
+        get independent noise). A Generator is used as is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from consensus import NoisyArgmax
+    >>> votes = np.array([[0, 1, 2, -1], [0, 2, 1, -1], [1, 2, -1, -1]])
+    >>> NoisyArgmax(sigma=0.0)(votes, n_classes=3)
+    array([ 0,  2,  1, -1])
+    >>> a, b = NoisyArgmax(5.0, random_state=0), NoisyArgmax(5.0, random_state=0)
+    >>> bool(np.array_equal(a(votes, n_classes=3), b(votes, n_classes=3)))
+    True
+    """
+
+    output: ClassVar[Literal["hard", "soft"]] = "hard"
+
+    def __init__(self, sigma: float = 1.0, random_state: Any = None) -> None:
+        self.sigma = sigma
+        self.random_state = random_state
+
+    def _check_sigma(self) -> float:
+        sigma = self.sigma
+        if (
+            isinstance(sigma, bool)
+            or not isinstance(sigma, numbers.Real)
+            or not np.isfinite(sigma)
+            or sigma < 0
+        ):
+            raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+        return float(sigma)
+
+    def _rng(self) -> np.random.Generator:
+        state = self.random_state
+        if isinstance(state, np.random.Generator):
+            return state
+        cached = getattr(self, "_seed_source", None)
+        if cached is None or cached[0] is not state:
+            if state is not None and not isinstance(
+                state, numbers.Integral | np.random.SeedSequence
+            ):
+                raise ValueError(
+                    "random_state must be None, an int, a SeedSequence or a Generator, "
+                    f"got {type(state).__name__}"
+                )
+            seq = (
+                state
+                if isinstance(state, np.random.SeedSequence)
+                else (np.random.SeedSequence(state))
+            )
+            cached = (state, seq)
+            self._seed_source = cached
+        return np.random.default_rng(cached[1].spawn(1)[0])
+
+    def __call__(
+        self, labels: ArrayLike, *, n_classes: int, weights: ArrayLike | None = None
+    ) -> NDArray[np.int64]:
+        sigma = self._check_sigma()
+        counts = vote_counts(labels, n_classes, weights)
+        voted = counts.sum(axis=1) > 0
+        if sigma > 0:
+            counts = counts + self._rng().normal(0.0, sigma, size=counts.shape)
+        out = counts.argmax(axis=1).astype(np.int64)
+        out[~voted] = -1
+        return out

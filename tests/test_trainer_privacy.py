@@ -1,0 +1,78 @@
+"""FederatedCoTrainer(privacy=...): randomised labels, accounting, budget, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.naive_bayes import GaussianNB
+from sklearn.tree import DecisionTreeClassifier
+
+from cotrain import FederatedCoTrainer
+
+privacy = pytest.importorskip("cotrain.privacy")
+pytest.importorskip("dp_accounting")
+
+
+def fit(cancer, mechanism, **params):
+    params.setdefault("rounds", 3)
+    params.setdefault("random_state", 0)
+    ests = [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()]
+    return FederatedCoTrainer(ests, privacy=mechanism, **params).fit(
+        cancer["X"], cancer["y"], X_public=cancer["X_public"], y_public=cancer["y_public"]
+    )
+
+
+def test_negligible_noise_gives_the_non_private_result(cancer):
+    plain = fit(cancer, None)
+    private = fit(cancer, privacy.RandomizedResponse(epsilon=50.0))
+    np.testing.assert_array_equal(plain.pseudo_label_codes_, private.pseudo_label_codes_)
+
+
+def test_strong_noise_destroys_the_pseudo_labels(cancer):
+    noisy = fit(cancer, privacy.RandomizedResponse(epsilon=0.01), rounds=1)
+    assert abs(noisy.history_[0].pseudo_label_accuracy - 0.5) < 0.12
+    assert fit(cancer, None, rounds=1).history_[0].pseudo_label_accuracy > 0.85
+
+
+def test_epsilon_is_composed_over_rounds_and_reported(cancer):
+    mech = privacy.RandomizedResponse(epsilon=0.5)
+    trainer = fit(cancer, mech, rounds=4, participation=0.67)
+    eps = [r.epsilon for r in trainer.history_]
+    assert eps == sorted(eps) and eps[0] > 0
+    report = trainer.privacy_report()
+    assert report["max_epsilon"] == pytest.approx(eps[-1])
+    event = mech.dp_event(2, len(cancer["X_public"]))
+    for client in report["clients"]:
+        taken = sum(client["client"] in r.clients for r in trainer.history_)
+        assert client["rounds"] == taken
+        assert client["epsilon"] == pytest.approx(
+            privacy.epsilon_spent([event] * taken, mech.delta)
+        )
+
+
+def test_budget_stops_before_it_is_exceeded(cancer):
+    one = privacy.RandomizedResponse(epsilon=0.5)
+    two_rounds = privacy.epsilon_spent([one.dp_event(2, 300)] * 2, one.delta)
+    trainer = fit(
+        cancer, privacy.RandomizedResponse(epsilon=0.5, budget=two_rounds * 1.0001), rounds=10
+    )
+    assert trainer.n_rounds_ == 2 and trainer.stopped_reason_ == "privacy budget"
+    assert trainer.history_[-1].epsilon <= two_rounds * 1.0001
+
+
+def test_budget_below_one_round_is_refused_before_training(cancer):
+    with pytest.raises(ValueError, match=r"privacy budget .* smaller than the ε of one round"):
+        fit(cancer, privacy.RandomizedResponse(epsilon=1.0, budget=0.5))
+
+
+def test_private_runs_are_reproducible_with_any_n_jobs(cancer):
+    mech = privacy.RandomizedResponse(epsilon=1.0)
+    a, b = fit(cancer, mech), fit(cancer, mech, n_jobs=2)
+    np.testing.assert_array_equal(a.pseudo_label_codes_, b.pseudo_label_codes_)
+    c = fit(cancer, mech, random_state=1)
+    assert not np.array_equal(a.pseudo_label_codes_, c.pseudo_label_codes_)
+
+
+def test_mechanism_must_match_what_is_shared(cancer):
+    with pytest.raises(ValueError, match="randomises hard labels but share='soft'"):
+        fit(cancer, privacy.RandomizedResponse(epsilon=1.0), share="soft", consensus="mean")
