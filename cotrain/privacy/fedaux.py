@@ -1,0 +1,795 @@
+"""FedAUX certainty scoring with differential privacy, and a one-shot FedAUXfdp-style round.
+
+A client's *certainty scorer* says how much a public example looks like the client's private
+data (FedAUX, Sattler et al. 2021, eq. 4-6; ``METHODS.md`` §4). It is an L2-regularised
+logistic regression that separates the client's private features (label +1) from a public
+negative set ``D⁻`` (label -1), released with Gaussian noise so that the released weights are
+(ε, δ)-differentially private with respect to the private data. Its scores
+``s_i(x) = sigmoid(<w̃_i, h̃(x)>) + 1e-8`` weight client ``i``'s votes in
+:class:`consensus.CertaintyWeighted`.
+
+Objective and calibration (``N = |D_i| + |D⁻|``, features ``‖h̃(x)‖ ≤ 1``)::
+
+    J(w) = (1/N) Σ_x log(1 + exp(-t_x <w, h̃(x)>)) + (λ/2) ‖w‖²
+    Δ₂ = 2 / (λ N)                                  (Chaudhuri et al. 2011; FedAUX Thm. 1)
+    σ² = 8 ln(1.25/δ) / (ε² λ² N²)                  (Gaussian mechanism, 0 < ε < 1)
+
+In scikit-learn terms ``C = 1/(λN)``. The official FedAUX code passes ``C = 1/λ``: the model it
+fits is regularised N times too weakly, so its sensitivity is ``2/λ`` while the noise is
+calibrated for ``2/(λN)`` -- N times too little noise. This module uses ``C = 1/(λN)``.
+
+The one-shot mode (:func:`one_shot_fedaux`, after FedAUXfdp, Hoech et al. 2022) adds a DP
+multinomial logistic head per client (:class:`DPSoftmaxHead`, sensitivity ``2√C/(λ|D|)``); the
+clients' DP soft labels on the public pool are averaged with their DP certainty scores and a
+student is trained on the result. Privacy composes basically: ``ε = ε_scores + ε_labels``,
+``δ = δ_scores + δ_labels`` per client.
+
+Examples
+--------
+>>> import numpy as np
+>>> from cotrain.privacy.fedaux import CertaintyScorer
+>>> rng = np.random.default_rng(0)
+>>> X_private = rng.normal(loc=2.0, size=(200, 2))
+>>> X_negative = rng.normal(size=(400, 2))
+>>> scorer = CertaintyScorer(lam=0.1, dp=False).fit(X_private, X_negative)
+>>> s = scorer.certainty(np.array([[2.0, 2.0], [-2.0, -2.0]]))
+>>> bool(s[0] > s[1])
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import minimize
+from scipy.special import expit, log_softmax, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import Bunch
+
+from consensus import certainty_weighted
+
+__all__ = [
+    "CertaintyScorer",
+    "DPSoftmaxHead",
+    "certainty_scores",
+    "fedaux_features",
+    "fedaux_sigma",
+    "fedaux_weights",
+    "one_shot_fedaux",
+]
+
+#: Additive constant of FedAUX's score (``ξ`` in the paper), for a stable weighted mean.
+SCORE_EPS = 1e-8
+
+
+# ------------------------------------------------------------------------------- helpers
+def _check_privacy(lam: Any, epsilon: Any, delta: Any, dp: bool) -> tuple[float, float, float]:
+    """Validate λ (always) and ε, δ (when ``dp``); return them as floats."""
+    lam_f = float(lam)
+    if not math.isfinite(lam_f) or lam_f <= 0:
+        raise ValueError(f"lam must be a finite number > 0; got {lam!r}")
+    if not dp:
+        return lam_f, float("inf"), 0.0
+    eps_f, delta_f = float(epsilon), float(delta)
+    if not 0 < eps_f < 1:
+        raise ValueError(
+            f"epsilon must satisfy 0 < epsilon < 1 for the classic Gaussian-mechanism "
+            f"calibration sigma = sqrt(2 ln(1.25/delta)) * sensitivity / epsilon; got {epsilon!r}"
+        )
+    if not 0 < delta_f < 1:
+        raise ValueError(f"delta must satisfy 0 < delta < 1; got {delta!r}")
+    return lam_f, eps_f, delta_f
+
+
+def fedaux_sigma(
+    n_samples: int, lam: float, epsilon: float, delta: float, n_classes: int = 1
+) -> float:
+    """Gaussian noise scale of a DP L2-regularised logistic regression (FedAUX / FedAUXfdp).
+
+    ``σ = sqrt(8 · n_classes · ln(1.25/δ)) / (ε · λ · n_samples)``, i.e. the Gaussian
+    mechanism ``σ = Δ₂ · sqrt(2 ln(1.25/δ)) / ε`` with sensitivity
+    ``Δ₂ = 2 · sqrt(n_classes) / (λ · n_samples)``. ``n_classes=1`` is the binary scorer
+    (one weight vector, ``Δ₂ = 2/(λN)``); ``n_classes=C`` is the multinomial head.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of terms averaged in the objective (``N = |D_i| + |D⁻|`` for the scorer,
+        ``|D_i|`` for the head).
+    lam : float
+        Regularisation strength λ > 0.
+    epsilon : float
+        Privacy parameter, ``0 < ε < 1``.
+    delta : float
+        Privacy parameter, ``0 < δ < 1``.
+    n_classes : int, default=1
+        Number of weight vectors released (1 for the binary scorer).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``ε`` is not in ``(0, 1)``, ``δ`` not in ``(0, 1)``, or λ, n_samples, n_classes
+        are not positive.
+
+    Examples
+    --------
+    >>> from cotrain.privacy.fedaux import fedaux_sigma
+    >>> round(fedaux_sigma(1000, lam=0.1, epsilon=0.1, delta=1e-5), 6)
+    0.968961
+    """
+    lam, epsilon, delta = _check_privacy(lam, epsilon, delta, dp=True)
+    if int(n_samples) < 1 or int(n_classes) < 1:
+        raise ValueError(f"n_samples and n_classes must be >= 1; got {n_samples!r}, {n_classes!r}")
+    return math.sqrt(8.0 * n_classes * math.log(1.25 / delta)) / (epsilon * lam * n_samples)
+
+
+def _as_2d(X: ArrayLike, name: str) -> NDArray[np.float64]:
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def fedaux_features(
+    X: ArrayLike, feature_map: Callable[[Any], Any] | Any | None = None
+) -> NDArray[np.float64]:
+    """FedAUX's normalised features ``h̃(x)``: map, append a constant 1, clip to norm ≤ 1.
+
+    The constant feature replaces an unregularised intercept (which would break the
+    sensitivity bound); every row is then scaled by ``min(1, 1/‖row‖)`` so that
+    ``‖h̃(x)‖₂ ≤ 1``. The clipping is per row and data-independent (FedAUXfdp's eq. 4 divides
+    by the maximum norm over the private data, which itself depends on the private data).
+    Because the appended constant is 1, every row has norm ≥ 1 before clipping, so in effect
+    ``h̃(x) = (h(x), 1) / sqrt(1 + ‖h(x)‖²)``: a unit vector, injective in ``h(x)`` (the last
+    coordinate encodes ``‖h(x)‖``). Inputs of large norm are compressed towards their direction;
+    a ``feature_map`` that scales them down keeps more of their radial information.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Inputs (already standardised, or raw inputs of ``feature_map``).
+    feature_map : callable or fitted transformer, optional
+        A feature extractor fitted on public data only (e.g. a PCA fitted on the public pool):
+        an object with ``transform`` or a callable. Default: identity.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features_out + 1)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.privacy.fedaux import fedaux_features
+    >>> fedaux_features(np.array([[0.0, 0.0], [3.0, 0.0]])).round(3)
+    array([[0.   , 0.   , 1.   ],
+           [0.949, 0.   , 0.316]])
+    """
+    if feature_map is None:
+        H = X
+    elif hasattr(feature_map, "transform"):
+        H = feature_map.transform(X)
+    elif callable(feature_map):
+        H = feature_map(X)
+    else:
+        raise TypeError(
+            "feature_map must be None, a fitted transformer with .transform, or a callable; "
+            f"got {type(feature_map).__name__}"
+        )
+    H = _as_2d(H, "features")
+    H = np.hstack([H, np.ones((H.shape[0], 1))])
+    norms = np.linalg.norm(H, axis=1, keepdims=True)
+    return H * np.minimum(1.0, 1.0 / norms)  # norms >= 1e-300: the constant column is 1
+
+
+def _rng(random_state: Any) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return np.random.default_rng(random_state)
+
+
+# ------------------------------------------------------------------------ certainty scorer
+class CertaintyScorer(BaseEstimator):
+    """Differentially private FedAUX certainty scorer of one client.
+
+    Fits ``w* = argmin J(w)`` with
+
+    ``J(w) = (1/N) Σ_{x ∈ D_i ∪ D⁻} log(1 + exp(-t_x <w, h̃(x)>)) + (λ/2) ‖w‖²``,
+
+    ``t_x = +1`` on the private data ``D_i`` and ``-1`` on the public negatives ``D⁻``,
+    ``N = |D_i| + |D⁻|``, features ``h̃`` from :func:`fedaux_features` (constant feature
+    appended, no unregularised intercept, rows clipped to norm ≤ 1), and releases
+    ``w̃ = w* + N(0, σ² I)``, ``σ² = 8 ln(1.25/δ) / (ε² λ² N²)``.
+
+    Parameters
+    ----------
+    lam : float, default=0.1
+        Regularisation λ (FedAUX: 0.1; 0.01 for text). Larger λ, less noise.
+    epsilon : float, default=0.1
+        Privacy ε, ``0 < ε < 1`` (the classic Gaussian calibration requires ε < 1).
+    delta : float, default=1e-5
+        Privacy δ.
+    dp : bool, default=True
+        Release with noise. ``False`` gives the exact minimiser and no privacy guarantee.
+    feature_map : callable or fitted transformer, optional
+        Feature extractor fitted on *public* data only (never on private data). Default:
+        identity on already-standardised inputs.
+    random_state : int, numpy Generator or None, default=None
+        Seed of the noise.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features_out + 1,)
+        The released (noisy when ``dp``) weights; the last entry multiplies the constant
+        feature. The noise-free minimiser is not kept.
+    sigma_ : float
+        Noise standard deviation (0.0 when ``dp=False``).
+    n_samples_ : int
+        ``N = |D_i| + |D⁻|``.
+    sensitivity_ : float
+        ``2 / (λ N)``.
+    epsilon_, delta_ : float
+        The guarantee of ``coef_`` (``inf`` and 0.0 when ``dp=False``).
+    n_features_in_ : int
+        Number of input columns.
+
+    Notes
+    -----
+    The fit uses ``LogisticRegression(C=1/(λN), fit_intercept=False, l1_ratio=0,
+    solver="lbfgs")``. scikit-learn's lbfgs solver minimises
+    ``mean_x loss(x) + ½ · (1/(C·N)) · ‖w‖²`` (its ``l2_reg_strength = 1/(C·n_samples)``), which
+    with ``C = 1/(λN)`` is exactly ``J(w)``; equivalently, the documented objective
+    ``C · Σ loss + ½ ‖w‖²`` equals ``N · C · J(w) = J(w)/λ``, with the same minimiser. The
+    solver's gradient tolerance therefore applies to ``∇J`` directly.
+
+    ``certainty`` is named so as not to clash with scikit-learn's ``score`` (a metric).
+    Scores of public points are post-processing of ``coef_`` and cost no further privacy.
+    The guarantee is per client, for replace-one neighbouring of ``D_i`` (``D⁻`` is public).
+
+    Utility needs a large ``N``: the signal ``‖w*‖`` is at most ``1/λ`` while
+    ``σ ∝ 1/(ελN)``, so the signal-to-noise ratio grows like ``εN`` and raising λ does not
+    help beyond a point. At the defaults (ε = 0.1) ``N`` of a few hundred gives scores that are
+    mostly noise; FedAUX's experiments use tens of thousands of examples.
+
+    ``sklearn.base.clone`` re-creates an unfitted copy of an estimator-valued
+    ``feature_map``; pass a callable such as ``pca.transform`` if the scorer is to be cloned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.privacy.fedaux import CertaintyScorer
+    >>> rng = np.random.default_rng(0)
+    >>> X_priv, X_neg = rng.normal(2.0, size=(500, 3)), rng.normal(size=(2000, 3))
+    >>> sc = CertaintyScorer(lam=0.1, epsilon=0.5, random_state=0).fit(X_priv, X_neg)
+    >>> sc.n_samples_, round(sc.sigma_, 5)
+    (2500, 0.07752)
+    >>> sc.certainty(X_priv[:3]).shape
+    (3,)
+    """
+
+    def __init__(
+        self,
+        lam: float = 0.1,
+        epsilon: float = 0.1,
+        delta: float = 1e-5,
+        dp: bool = True,
+        feature_map: Any = None,
+        random_state: Any = None,
+    ) -> None:
+        self.lam = lam
+        self.epsilon = epsilon
+        self.delta = delta
+        self.dp = dp
+        self.feature_map = feature_map
+        self.random_state = random_state
+
+    def fit(self, X_private: ArrayLike, X_negative: ArrayLike) -> CertaintyScorer:
+        """Fit the scorer on private data against public negatives and release ``coef_``.
+
+        Parameters
+        ----------
+        X_private : array-like of shape (n_private, n_features)
+            The client's private inputs (label +1).
+        X_negative : array-like of shape (n_negative, n_features)
+            Public negative inputs ``D⁻`` (label -1), disjoint from the pool being scored.
+
+        Returns
+        -------
+        self
+        """
+        lam, epsilon, delta = _check_privacy(self.lam, self.epsilon, self.delta, self.dp)
+        X_private = _as_2d(X_private, "X_private")
+        X_negative = _as_2d(X_negative, "X_negative")
+        if X_private.shape[1] != X_negative.shape[1]:
+            raise ValueError(
+                f"X_private has {X_private.shape[1]} features but X_negative has "
+                f"{X_negative.shape[1]}"
+            )
+        H = np.vstack(
+            [
+                fedaux_features(X_private, self.feature_map),
+                fedaux_features(X_negative, self.feature_map),
+            ]
+        )
+        t = np.concatenate([np.ones(len(X_private)), -np.ones(len(X_negative))])
+        n = H.shape[0]
+        w = _fit_binary_logistic(H, t, C=1.0 / (lam * n))
+        self.n_features_in_ = X_private.shape[1]
+        self.n_samples_ = n
+        self.sensitivity_ = 2.0 / (lam * n)
+        if self.dp:
+            self.sigma_ = fedaux_sigma(n, lam, epsilon, delta)
+            w = w + _rng(self.random_state).normal(0.0, self.sigma_, size=w.shape)
+        else:
+            self.sigma_ = 0.0
+        self.epsilon_, self.delta_ = epsilon, delta
+        self.coef_ = w
+        return self
+
+    def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
+        """``<w̃, h̃(x)>`` for each row of ``X``; shape ``(n,)``."""
+        if not hasattr(self, "coef_"):
+            raise AttributeError("CertaintyScorer is not fitted yet; call fit first")
+        return fedaux_features(X, self.feature_map) @ self.coef_
+
+    def certainty(self, X: ArrayLike) -> NDArray[np.float64]:
+        """FedAUX certainty ``s(x) = sigmoid(<w̃, h̃(x)>) + 1e-8``, in ``(0, 1 + 1e-8]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        return expit(self.decision_function(X)) + SCORE_EPS
+
+
+def _fit_binary_logistic(H: NDArray[np.float64], t: NDArray[np.float64], C: float) -> NDArray:
+    """Exact minimiser of ``mean log(1+exp(-t<w,h>)) + ½ ‖w‖²/(C·n)`` (sklearn lbfgs)."""
+    model = LogisticRegression(
+        C=C, l1_ratio=0.0, fit_intercept=False, solver="lbfgs", tol=1e-10, max_iter=10_000
+    )
+    model.fit(H, t)
+    # classes_ == [-1, 1]: coef_ is the weight vector of the positive (private) class
+    return model.coef_.ravel().astype(np.float64)
+
+
+def certainty_scores(scorers: Sequence[CertaintyScorer], X_public: ArrayLike) -> NDArray:
+    """Stack the clients' certainties on the public pool: shape ``(n_clients, n_public)``.
+
+    Feed the result to ``consensus.CertaintyWeighted(scores=...)`` (row ``i`` = client ``i``).
+
+    Parameters
+    ----------
+    scorers : sequence of fitted CertaintyScorer
+        One per client, in client-id order.
+    X_public : array-like of shape (n_public, n_features)
+
+    Returns
+    -------
+    ndarray of shape (n_clients, n_public)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores
+    >>> rng = np.random.default_rng(0)
+    >>> X_neg = rng.normal(size=(100, 2))
+    >>> a = CertaintyScorer(dp=False).fit(rng.normal(3, size=(50, 2)), X_neg)
+    >>> b = CertaintyScorer(dp=False).fit(rng.normal(-3, size=(50, 2)), X_neg)
+    >>> S = certainty_scores([a, b], [[3.0, 3.0], [-3.0, -3.0]])
+    >>> S.shape, bool(S[0, 0] > S[1, 0]), bool(S[1, 1] > S[0, 1])
+    ((2, 2), True, True)
+    """
+    if len(scorers) == 0:
+        raise ValueError("certainty_scores needs at least one scorer")
+    return np.vstack([s.certainty(X_public) for s in scorers])
+
+
+def fedaux_weights(
+    X_clients: Sequence[ArrayLike],
+    X_negative: ArrayLike,
+    X_public: ArrayLike,
+    lam: float = 0.1,
+    epsilon: float = 0.1,
+    delta: float = 1e-5,
+    random_state: Any = None,
+    *,
+    dp: bool = True,
+    feature_map: Any = None,
+) -> NDArray[np.float64]:
+    """Fit one DP certainty scorer per client and score the public pool.
+
+    Parameters
+    ----------
+    X_clients : sequence of array-like
+        The clients' private inputs, one array per client.
+    X_negative : array-like
+        Public negatives ``D⁻`` (keep them apart from ``X_public`` if you can).
+    X_public : array-like
+        The public pool to score.
+    lam, epsilon, delta : float
+        See :class:`CertaintyScorer`.
+    random_state : int, SeedSequence or None, default=None
+        Client ``i``'s noise is seeded with ``SeedSequence(random_state).spawn(m)[i]``.
+    dp : bool, default=True
+        Add the noise (False: exact, non-private scores).
+    feature_map : callable or fitted transformer, optional
+        Public-fitted feature extractor, see :class:`CertaintyScorer`.
+
+    Returns
+    -------
+    ndarray of shape (n_clients, n_public)
+        Each client's ``(ε, δ)``-DP certainty on the public pool, for
+        ``consensus.CertaintyWeighted(scores=...)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from consensus import CertaintyWeighted
+    >>> from cotrain.privacy.fedaux import fedaux_weights
+    >>> rng = np.random.default_rng(0)
+    >>> clients = [rng.normal(2, size=(40, 3)), rng.normal(-2, size=(40, 3))]
+    >>> S = fedaux_weights(clients, rng.normal(size=(200, 3)), rng.normal(size=(10, 3)),
+    ...                    random_state=0)
+    >>> S.shape
+    (2, 10)
+    >>> rule = CertaintyWeighted(scores=S)
+    """
+    if len(X_clients) == 0:
+        raise ValueError("fedaux_weights needs at least one client")
+    seeds = _seed_sequence(random_state).spawn(len(X_clients))
+    scorers = [
+        CertaintyScorer(
+            lam=lam,
+            epsilon=epsilon,
+            delta=delta,
+            dp=dp,
+            feature_map=feature_map,
+            random_state=np.random.default_rng(seed),
+        ).fit(Xi, X_negative)
+        for Xi, seed in zip(X_clients, seeds, strict=True)
+    ]
+    return certainty_scores(scorers, X_public)
+
+
+def _seed_sequence(random_state: Any) -> np.random.SeedSequence:
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(2**63)))
+    return np.random.SeedSequence(random_state)
+
+
+# ---------------------------------------------------------------------- DP softmax head
+class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
+    """Differentially private multinomial logistic head (FedAUXfdp, Thm. 1 and Alg. 1).
+
+    Fits ``B* = argmin (1/|D|) Σ -log softmax(B h̃(x))_y + (λ/2) ‖B‖²_F`` over all ``C``
+    classes (one row of ``B`` per class, constant feature appended, no unregularised
+    intercept, ``‖h̃(x)‖ ≤ 1``) with scipy's L-BFGS, and releases
+    ``B̃ = B* + N(0, σ² I)``, ``σ² = 8 C ln(1.25/δ) / (ε² λ² |D|²)``.
+
+    Parameters
+    ----------
+    lam : float, default=0.1
+        Regularisation λ.
+    epsilon : float, default=0.5
+        Privacy ε, ``0 < ε < 1``.
+    delta : float, default=1e-5
+        Privacy δ.
+    dp : bool, default=True
+        Release with noise.
+    classes : array-like, optional
+        The global label space (a client may hold only some classes; every class gets a
+        row of ``B``). Default: the labels seen in ``fit``.
+    feature_map : callable or fitted transformer, optional
+        Public-fitted feature extractor, as in :class:`CertaintyScorer`.
+    random_state : int, numpy Generator or None, default=None
+        Seed of the noise.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (C,)
+    coef_ : ndarray of shape (C, n_features_out + 1)
+        The released (noisy) weights.
+    sigma_, sensitivity_ : float
+        Noise scale and the sensitivity ``2 √C / (λ |D|)``.
+    n_samples_ : int
+        ``|D|``.
+    epsilon_, delta_ : float
+        The guarantee of ``coef_`` (``inf``, 0.0 when ``dp=False``).
+
+    Notes
+    -----
+    Sensitivity (FedAUXfdp Thm. 1, after Chaudhuri et al. 2011), under replace-one
+    neighbouring of ``D``: the per-example gradient of the log-softmax loss w.r.t. ``B`` is
+    ``(p - e_y) h̃(x)ᵀ`` with Frobenius norm ``‖p - e_y‖ ‖h̃(x)‖``; the paper bounds it by
+    ``√C`` using ``‖h̃(x)‖ ≤ 1`` (guaranteed here by clipping), and λ-strong convexity turns the
+    difference of two such gradients (``≤ 2√C/|D|``) into ``‖B₁* - B₂*‖ ≤ 2√C/(λ|D|)``. The bound
+    is conservative: ``‖p - e_y‖ ≤ √2`` for any C, so ``2√2/(λ|D|)`` would also be valid; the
+    paper's ``√C`` is kept for fidelity. Soft labels computed from ``coef_`` are
+    post-processing and cost no further privacy. Requires the exact minimiser (L-BFGS run to a
+    gradient tolerance of 1e-10).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.privacy.fedaux import DPSoftmaxHead
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(-2, size=(300, 2)), rng.normal(2, size=(300, 2))])
+    >>> y = np.repeat([0, 1], 300)
+    >>> head = DPSoftmaxHead(lam=0.5, epsilon=0.5, classes=[0, 1, 2], random_state=0)
+    >>> head = head.fit(X, y)
+    >>> head.coef_.shape, round(head.sigma_, 4)
+    ((3, 3), 0.1119)
+    >>> head.predict(np.array([[-2.0, -2.0], [2.0, 2.0]]))
+    array([0, 1])
+    """
+
+    def __init__(
+        self,
+        lam: float = 0.1,
+        epsilon: float = 0.5,
+        delta: float = 1e-5,
+        dp: bool = True,
+        classes: ArrayLike | None = None,
+        feature_map: Any = None,
+        random_state: Any = None,
+    ) -> None:
+        self.lam = lam
+        self.epsilon = epsilon
+        self.delta = delta
+        self.dp = dp
+        self.classes = classes
+        self.feature_map = feature_map
+        self.random_state = random_state
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> DPSoftmaxHead:
+        """Fit on the private data and release the (noisy) head.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        y : array-like of shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        lam, epsilon, delta = _check_privacy(self.lam, self.epsilon, self.delta, self.dp)
+        X = _as_2d(X, "X")
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},); got {y.shape}")
+        classes = np.unique(y) if self.classes is None else np.asarray(self.classes)
+        if classes.ndim != 1 or classes.size == 0 or np.unique(classes).size != classes.size:
+            raise ValueError("classes must be a 1-D array of distinct labels")
+        order = np.argsort(classes, kind="stable")
+        pos = np.searchsorted(classes[order], y)
+        pos = np.clip(pos, 0, classes.size - 1)
+        codes = order[pos]
+        if not np.array_equal(classes[codes], y):
+            raise ValueError("y contains labels that are not in classes")
+        H = fedaux_features(X, self.feature_map)
+        n, d = H.shape
+        k = classes.size
+        B = _fit_multinomial(H, codes, k, lam)
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        self.n_samples_ = n
+        self.sensitivity_ = 2.0 * math.sqrt(k) / (lam * n)
+        if self.dp:
+            self.sigma_ = fedaux_sigma(n, lam, epsilon, delta, n_classes=k)
+            B = B + _rng(self.random_state).normal(0.0, self.sigma_, size=(k, d))
+        else:
+            self.sigma_ = 0.0
+        self.epsilon_, self.delta_ = epsilon, delta
+        self.coef_ = B
+        return self
+
+    def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Logits ``B̃ h̃(x)``; shape ``(n, C)``."""
+        if not hasattr(self, "coef_"):
+            raise AttributeError("DPSoftmaxHead is not fitted yet; call fit first")
+        return fedaux_features(X, self.feature_map) @ self.coef_.T
+
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Soft labels ``softmax(B̃ h̃(x))``; shape ``(n, C)``, columns in ``classes_`` order."""
+        return softmax(self.decision_function(X), axis=1)
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """Most probable class of each row."""
+        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+
+def _multinomial_objective(b: NDArray, H: NDArray, Y: NDArray, lam: float) -> tuple[float, NDArray]:
+    """``J(B)`` and its gradient for the flattened ``B`` of shape ``(C, d)``."""
+    n, d = H.shape
+    B = b.reshape(Y.shape[1], d)
+    logp = log_softmax(H @ B.T, axis=1)
+    value = -np.sum(Y * logp) / n + 0.5 * lam * np.dot(b, b)
+    grad = (np.exp(logp) - Y).T @ H / n + lam * B
+    return value, grad.ravel()
+
+
+def _fit_multinomial(H: NDArray, codes: NDArray, k: int, lam: float) -> NDArray[np.float64]:
+    Y = np.zeros((H.shape[0], k))
+    Y[np.arange(H.shape[0]), codes] = 1.0
+    res = minimize(
+        _multinomial_objective,
+        np.zeros(k * H.shape[1]),
+        args=(H, Y, lam),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 10_000, "gtol": 1e-10, "ftol": 64 * np.finfo(float).eps},
+    )
+    return res.x.reshape(k, H.shape[1])
+
+
+# ---------------------------------------------------------------------------- one shot
+def one_shot_fedaux(
+    heads: DPSoftmaxHead | Sequence[DPSoftmaxHead] | None,
+    X_clients: Sequence[ArrayLike],
+    y_clients: Sequence[ArrayLike],
+    X_negative: ArrayLike,
+    X_public: ArrayLike,
+    *,
+    lam: float = 0.1,
+    epsilon_scores: float = 0.1,
+    epsilon_labels: float = 0.5,
+    delta: float = 1e-5,
+    classes: ArrayLike | None = None,
+    feature_map: Any = None,
+    student: Any = None,
+    confidence_weights: bool = False,
+    random_state: Any = None,
+) -> Bunch:
+    """One round of fully private FedAUX (in the spirit of FedAUXfdp), with a student.
+
+    Each client ``i`` releases, once: (a) a DP certainty scorer
+    (:class:`CertaintyScorer`, ``(ε_scores, δ)``) and (b) a DP multinomial head
+    (:class:`DPSoftmaxHead`, ``(ε_labels, δ)``) fitted on its private data. From them come the
+    certainty scores ``s_i(U)`` and the soft labels ``p_i(U)`` on the public pool (both
+    post-processing). The server forms the certainty-weighted mean
+    ``Σ_i s_i p_i / Σ_i s_i`` (:func:`consensus.certainty_weighted`) and trains ``student`` on
+    ``(U, argmax)``. Each client's data is ``(ε_scores + ε_labels, 2δ)``-DP by basic composition
+    (FedAUXfdp adds them: 0.1 + 0.5 = 0.6, δ = 2e-5 with the defaults).
+
+    Parameters
+    ----------
+    heads : DPSoftmaxHead, sequence of DPSoftmaxHead, or None
+        Unfitted head template(s) (cloned; one template for all clients or one per client).
+        ``None``: ``DPSoftmaxHead(lam, epsilon_labels, delta)``. A head's own ``lam``,
+        ``epsilon`` and ``delta`` are used and reported. Arbitrary scikit-learn estimators are
+        refused: their labels carry no DP guarantee.
+    X_clients, y_clients : sequence of array-like
+        The clients' private data.
+    X_negative : array-like
+        Public negatives for the scorers.
+    X_public : array-like of shape (n_public, n_features)
+        The public pool the student is trained on.
+    lam : float, default=0.1
+        λ of the scorers (and of the default heads).
+    epsilon_scores, epsilon_labels, delta : float
+        Per-client budgets of the scorer and of the default head.
+    classes : array-like, optional
+        Global label space; default: the union of the clients' labels.
+    feature_map : callable or fitted transformer, optional
+        Public-fitted extractor used by the scorers and the default heads. The student sees
+        ``X_public`` as given.
+    student : classifier, optional
+        Trained on the public pool; default ``LogisticRegression(max_iter=1000)``.
+    confidence_weights : bool, default=False
+        Pass the consensus probability of the chosen class as ``sample_weight``.
+    random_state : int or None, default=None
+        Client ``i``'s noise comes from ``SeedSequence(random_state).spawn(m)[i]``.
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``student`` (fitted), ``pseudo_labels`` (n_public,) in label values,
+        ``soft_labels`` (n_public, C), ``scores`` (m, n_public), ``classes``, ``scorers``,
+        ``heads``, ``epsilon_total`` (m,), ``delta_total`` (m,), ``epsilon_scores`` (m,),
+        ``epsilon_labels`` (m,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.privacy.fedaux import one_shot_fedaux
+    >>> rng = np.random.default_rng(0)
+    >>> def blob(c, n):
+    ...     return rng.normal(c, size=(n, 2))
+    >>> Xc = [np.vstack([blob(-2, 300), blob(2, 30)]), np.vstack([blob(2, 300), blob(-2, 30)])]
+    >>> yc = [np.repeat([0, 1], [300, 30]), np.repeat([1, 0], [300, 30])]
+    >>> X_pub = np.vstack([blob(-2, 100), blob(2, 100)])
+    >>> res = one_shot_fedaux(None, Xc, yc, rng.normal(size=(500, 2)), X_pub, random_state=0)
+    >>> float(res.epsilon_total[0]), float(res.delta_total[0])
+    (0.6, 2e-05)
+    >>> bool((res.student.predict(X_pub) == np.repeat([0, 1], 100)).mean() > 0.9)
+    True
+    """
+    m = len(X_clients)
+    if m == 0 or len(y_clients) != m:
+        raise ValueError(
+            f"one_shot_fedaux needs one y per X and at least one client; got {m} X and "
+            f"{len(y_clients)} y"
+        )
+    if heads is None:
+        templates = [
+            DPSoftmaxHead(lam=lam, epsilon=epsilon_labels, delta=delta, feature_map=feature_map)
+        ] * m
+    elif isinstance(heads, DPSoftmaxHead):
+        templates = [heads] * m
+    else:
+        templates = list(heads)
+        if len(templates) != m:
+            raise ValueError(f"got {len(templates)} heads for {m} clients")
+    for h in templates:
+        if not isinstance(h, DPSoftmaxHead):
+            raise TypeError(
+                "one_shot_fedaux releases DP soft labels and needs DPSoftmaxHead heads (or "
+                f"None); got {type(h).__name__}, whose labels carry no DP guarantee"
+            )
+    y_all = [np.asarray(yi) for yi in y_clients]
+    classes_arr = np.unique(np.concatenate(y_all)) if classes is None else np.asarray(classes)
+    X_public_arr = _as_2d(X_public, "X_public")
+    seeds = _seed_sequence(random_state).spawn(m)
+    scorers, fitted, probs = [], [], []
+    for Xi, yi, template, seed in zip(X_clients, y_all, templates, seeds, strict=True):
+        s_seed, h_seed = seed.spawn(2)
+        scorers.append(
+            CertaintyScorer(
+                lam=lam,
+                epsilon=epsilon_scores,
+                delta=delta,
+                feature_map=feature_map,
+                random_state=np.random.default_rng(s_seed),
+            ).fit(Xi, X_negative)
+        )
+        # a shallow re-construction, not sklearn.clone: clone would un-fit a fitted
+        # estimator-valued feature_map (e.g. a public PCA)
+        head = type(template)(**template.get_params(deep=False)).set_params(
+            classes=classes_arr, random_state=np.random.default_rng(h_seed)
+        )
+        fitted.append(head.fit(Xi, yi))
+        probs.append(head.predict_proba(X_public_arr))
+    scores = certainty_scores(scorers, X_public_arr)
+    soft = certainty_weighted(np.stack(probs), classes_arr.size, scores)
+    codes = np.argmax(soft, axis=1)
+    pseudo = classes_arr[codes]
+    student_ = LogisticRegression(max_iter=1000) if student is None else clone(student)
+    if confidence_weights:
+        student_.fit(X_public_arr, pseudo, sample_weight=soft[np.arange(len(codes)), codes])
+    else:
+        student_.fit(X_public_arr, pseudo)
+    eps_s = np.array([s.epsilon_ for s in scorers])
+    eps_l = np.array([h.epsilon_ for h in fitted])
+    delta_tot = np.array([s.delta_ + h.delta_ for s, h in zip(scorers, fitted, strict=True)])
+    return Bunch(
+        student=student_,
+        pseudo_labels=pseudo,
+        soft_labels=soft,
+        scores=scores,
+        classes=classes_arr,
+        scorers=scorers,
+        heads=fitted,
+        epsilon_scores=eps_s,
+        epsilon_labels=eps_l,
+        epsilon_total=eps_s + eps_l,
+        delta_total=delta_tot,
+    )
