@@ -21,17 +21,26 @@ class NoisyArgmax(Consensus):
     (:func:`consensus.vote_counts`), adds independent ``N(0, sigma²)`` noise to every count and
     takes the argmax. Examples on which nobody voted get -1, as with `majority_vote`.
 
-    What is protected: the *aggregate* — the released pseudo-labels are DP with respect to one
-    client's votes (one vote changes two counts by 1, L2 sensitivity sqrt(2); GNMax's
-    data-dependent accounting is not done here). The server itself still sees every client's
-    upload in the clear: for protection of each upload use a client-side mechanism from
-    ``cotrain.privacy``.
+    What is protected: the *aggregate*. One private record can change its client's votes on
+    up to ``sensitivity`` public examples (default: all n), and each changed vote moves two
+    counts by 1, so the count matrix has L2 sensitivity ``sqrt(2·min(sensitivity, n))`` and
+    one round is a Gaussian mechanism with noise multiplier ``sigma / sqrt(2·min(s, n))``
+    (:meth:`dp_event`; a data-independent bound — PATE's data-dependent analysis is not done
+    here). ``FederatedCoTrainer`` composes it over rounds and reports the ε. The server
+    itself still sees every client's upload in the clear: to protect each upload use a
+    client-side mechanism from ``cotrain.privacy``.
 
     Parameters
     ----------
     sigma : float
         Standard deviation of the noise on each count (>= 0); 0 is the plain majority vote
         (ties to the smallest class).
+    sensitivity : int, optional
+        Votes on U that one private record can change (default: all of them).
+    delta : float, default=1e-5
+        δ at which the accounted ε is reported.
+    budget : float, optional
+        Total ε per client; ``FederatedCoTrainer`` stops before exceeding it.
     random_state : int, numpy.random.SeedSequence, numpy.random.Generator or None
         Randomness. An int / SeedSequence / None seeds a ``SeedSequence`` kept by the object;
         every call spawns the next child of it and draws from ``default_rng(child)``, so the
@@ -52,9 +61,41 @@ class NoisyArgmax(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, sigma: float = 1.0, random_state: Any = None) -> None:
+    def __init__(
+        self,
+        sigma: float = 1.0,
+        sensitivity: int | None = None,
+        delta: float = 1e-5,
+        budget: float | None = None,
+        random_state: Any = None,
+    ) -> None:
         self.sigma = sigma
+        self.sensitivity = sensitivity
+        self.delta = delta
+        self.budget = budget
         self.random_state = random_state
+
+    @property
+    def accountable(self) -> bool:
+        """Whether there is privacy to account (``sigma > 0``)."""
+        return self._check_sigma() > 0
+
+    def dp_event(self, n_classes: int, n_labels: int) -> Any:
+        """One round's privacy event for one record: a Gaussian mechanism on the counts.
+
+        Examples
+        --------
+        >>> event = NoisyArgmax(sigma=40.0).dp_event(n_classes=2, n_labels=200)
+        >>> float(event.noise_multiplier)  # 40 / sqrt(2 * 200)
+        2.0
+        """
+        import dp_accounting
+
+        sigma = self._check_sigma()
+        if sigma == 0:
+            raise ValueError("sigma=0 is the plain majority vote: it gives no privacy")
+        changed = n_labels if self.sensitivity is None else min(int(self.sensitivity), n_labels)
+        return dp_accounting.GaussianDpEvent(sigma / np.sqrt(2.0 * changed))
 
     def _check_sigma(self) -> float:
         sigma = self.sigma

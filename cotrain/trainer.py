@@ -202,7 +202,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         )
         check_params(self.get_params(deep=False), n_clients=len(estimators))
         _check_privacy(self.privacy, self.share)
-        self.consensus_ = get_consensus(self.consensus)
+        # a copy, so that a noisy consensus starts every fit from its own seed
+        self.consensus_ = clone(get_consensus(self.consensus), safe=False)
         _dry_run(self.consensus_, len(estimators), data)
         self.classes_ = data.classes
         self._feature_shape = feature_shape(data.X_public)
@@ -216,11 +217,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         sampler_seed, *client_seeds = seeds.spawn(len(estimators) + 1)
         self._sampler = np.random.default_rng(sampler_seed)
         self._ledger = None
-        if self.privacy is not None:
+        mechanisms = [m for m in (self.privacy, self.consensus_) if _accounted(m)]
+        if mechanisms:
             from cotrain.privacy.ledger import PrivacyLedger
 
             self._ledger = PrivacyLedger(
-                self.privacy,
+                mechanisms,
                 len(estimators),
                 len(data.classes),
                 data.X_public.shape[0],
@@ -228,7 +230,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             )
             if self._ledger.would_exceed_budget(np.arange(len(estimators))):
                 raise ValueError(
-                    f"privacy budget {self.privacy.budget} is smaller than the ε of one round "
+                    f"privacy budget {self._ledger.budget} is smaller than the ε of one round "
                     f"({self._ledger.epsilon_after(1):.4g}); raise the budget or the noise"
                 )
         self._clients = [
@@ -412,7 +414,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "history_")
         if self._ledger is None:
-            raise ValueError("this run used no privacy mechanism (privacy=None)")
+            raise ValueError(
+                "this run used no privacy mechanism (privacy=None and a noiseless consensus)"
+            )
         return self._ledger.report()
 
     # ------------------------------------------------------------- predict
@@ -519,6 +523,15 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         )
         model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
         return model.estimator_
+
+
+def _accounted(mechanism: Any) -> bool:
+    """Whether ``mechanism`` (client-side or a noisy consensus) has privacy to account."""
+    return (
+        mechanism is not None
+        and callable(getattr(mechanism, "dp_event", None))
+        and getattr(mechanism, "accountable", True)
+    )
 
 
 def _check_privacy(privacy: Any, share: str) -> None:

@@ -447,3 +447,25 @@ def test_dp_fedavg_records_the_spent_epsilon_every_round():
     ).fit(X, y)
     assert [r.epsilon for r in dp.history_] == dp.epsilon_
     assert dp.history_.to_frame()["epsilon"].is_monotonic_increasing
+
+
+def test_pate_reports_the_gnmax_epsilon():
+    pytest.importorskip("dp_accounting")
+    import dp_accounting
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain.baselines import PATE
+    from cotrain.privacy import epsilon_spent
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(20, 3)) for _ in range(3)]
+    y = [np.array([0, 1] * 10) for _ in range(3)]
+    U = rng.normal(size=(50, 3))
+    pate = PATE(
+        [DecisionTreeClassifier()] * 3, DecisionTreeClassifier(), noise_sigma=20.0, random_state=0
+    ).fit(X, y, X_public=U)
+    expected = epsilon_spent([dp_accounting.GaussianDpEvent(20.0 / np.sqrt(2 * 50))], 1e-5)
+    assert pate.epsilon_ == pytest.approx(expected)
+    assert pate.history_[0].epsilon == pate.epsilon_
+    exact = PATE([DecisionTreeClassifier()] * 3, DecisionTreeClassifier(), noise_sigma=0.0)
+    assert exact.fit(X, y, X_public=U).epsilon_ is None

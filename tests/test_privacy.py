@@ -374,7 +374,13 @@ def test_noisy_argmax_seeded_and_flips():
 def test_noisy_argmax_registered_and_validated():
     assert isinstance(get_consensus("gnmax"), NoisyArgmax)
     assert isinstance(get_consensus("noisy_argmax"), NoisyArgmax)
-    assert NoisyArgmax(2.0, random_state=1).get_params() == {"random_state": 1, "sigma": 2.0}
+    assert NoisyArgmax(2.0, random_state=1).get_params() == {
+        "random_state": 1,
+        "sigma": 2.0,
+        "sensitivity": None,
+        "delta": 1e-5,
+        "budget": None,
+    }
     assert NoisyArgmax.output == "hard"
     with pytest.raises(ValueError, match="sigma"):
         NoisyArgmax(sigma=-1.0)(np.zeros((2, 2), dtype=int), n_classes=2)

@@ -76,3 +76,38 @@ def test_private_runs_are_reproducible_with_any_n_jobs(cancer):
 def test_mechanism_must_match_what_is_shared(cancer):
     with pytest.raises(ValueError, match="randomises hard labels but share='soft'"):
         fit(cancer, privacy.RandomizedResponse(epsilon=1.0), share="soft", consensus="mean")
+
+
+def test_gnmax_consensus_is_accounted_over_rounds(cancer):
+    import dp_accounting
+
+    from consensus import NoisyArgmax
+
+    gnmax = NoisyArgmax(sigma=60.0, random_state=0)
+    trainer = fit(cancer, None, consensus=gnmax, rounds=3)
+    n = len(cancer["X_public"])
+    event = dp_accounting.GaussianDpEvent(60.0 / np.sqrt(2 * n))
+    for t, record in enumerate(trainer.history_, start=1):
+        assert record.epsilon == pytest.approx(privacy.epsilon_spent([event] * t, 1e-5))
+    # refitting with the same consensus object reproduces the noise (it is copied per fit)
+    again = fit(cancer, None, consensus=gnmax, rounds=3)
+    np.testing.assert_array_equal(trainer.pseudo_label_codes_, again.pseudo_label_codes_)
+
+
+def test_client_mechanism_and_gnmax_compose(cancer):
+    from consensus import NoisyArgmax
+
+    rr = privacy.RandomizedResponse(epsilon=0.5)
+    both = fit(cancer, rr, consensus=NoisyArgmax(sigma=60.0, random_state=0), rounds=2)
+    alone = fit(cancer, rr, rounds=2)
+    assert both.history_[-1].epsilon > alone.history_[-1].epsilon
+    assert len(both.privacy_report()["mechanisms"]) == 2
+
+
+def test_noiseless_gnmax_has_nothing_to_account(cancer):
+    from consensus import NoisyArgmax
+
+    trainer = fit(cancer, None, consensus=NoisyArgmax(sigma=0.0), rounds=1)
+    assert trainer.history_[0].epsilon is None
+    with pytest.raises(ValueError, match="no privacy mechanism"):
+        trainer.privacy_report()

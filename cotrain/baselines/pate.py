@@ -77,6 +77,10 @@ class PATE(ClassifierMixin, BaseEstimator):
         The global label space; default: the union of all clients' labels.
     n_jobs : int, default=None
         Joblib workers for the teachers' fits.
+    delta : float, default=1e-5
+        δ of the reported ε. The ε (``epsilon_`` and the record's ``epsilon``) is the
+        data-independent bound of :meth:`consensus.NoisyArgmax.dp_event`: one record can
+        change its teacher's votes on all of U, L2 sensitivity sqrt(2·|U|) on the counts.
     random_state : int, default=None
         Seeds the teachers (as :class:`~cotrain.FederatedCoTrainer` seeds its clients),
         the noise and the student.
@@ -129,6 +133,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         classes: Any = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        delta: float = 1e-5,
     ) -> None:
         self.teachers = teachers
         self.student = student
@@ -136,6 +141,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.delta = delta
 
     def fit(
         self,
@@ -254,6 +260,9 @@ class PATE(ClassifierMixin, BaseEstimator):
                 std_accuracy=float(np.std(list(acc.values()))),
                 consensus_accuracy=accuracy(student_pred, data.y_eval_codes),
             )
+        self.epsilon_ = _gnmax_epsilon(
+            self.noise_sigma, self.delta, len(data.classes), data.X_public.shape[0]
+        )
         self.history_ = History()
         self.history_.append(
             RoundRecord(
@@ -265,6 +274,7 @@ class PATE(ClassifierMixin, BaseEstimator):
                 bytes_down=0,
                 time_s=time.perf_counter() - start,
                 learner_time_s=learner_time,
+                epsilon=self.epsilon_,
                 **record,
             )
         )
@@ -295,3 +305,18 @@ class PATE(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """The student's probabilities, columns in ``classes_`` order."""
         return self._student.predict_proba(check_predict_inputs(self, X))
+
+
+def _gnmax_epsilon(sigma: float, delta: float, n_classes: int, n_public: int) -> float | None:
+    """ε of one GNMax release over the public pool (None without noise or dp-accounting)."""
+    if not sigma:
+        return None
+    try:
+        import dp_accounting  # noqa: F401
+    except ImportError:
+        return None
+    from consensus import NoisyArgmax
+    from cotrain.privacy import epsilon_spent
+
+    event = NoisyArgmax(sigma=sigma, delta=delta).dp_event(n_classes, n_public)
+    return float(epsilon_spent([event], delta))
