@@ -194,6 +194,10 @@ def decode_labels(data: bytes) -> np.ndarray:
     return message.codes if isinstance(message, HardLabels) else message.probs
 
 
-def run_client_step(client: Client, *args: Any) -> StepResult:
-    """Module-level entry point so runtimes can ship a client step to a worker."""
-    return client.step(*args)
+def run_client_step(client: Client, step: dict[str, Any], privacy_seed: int | None) -> StepResult:
+    """Module-level entry point so runtimes can ship a client step to a worker.
+
+    ``step`` holds the arguments every client of the round receives (see
+    :meth:`Client.step`); ``privacy_seed`` is this client's own.
+    """
+    return client.step(**step, privacy_seed=privacy_seed)

@@ -277,21 +277,19 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """One communication round: clients step, server decodes, votes and records."""
         start = time.perf_counter()
         broadcast = None if self._broadcast is None else self._broadcast.to_bytes()
-        want_proba = self.consensus_.output == "soft" and data.X_eval is not None
-        tasks = [
-            (
-                self._clients[i],
-                data.X_public,
-                broadcast,
-                self.share,
-                data.X_eval,
-                want_proba,
-                self.soft_dtype,
-                self.privacy,
-                None if self._ledger is None else self._ledger.seed_for(t, int(i)),
-            )
-            for i in sampled
+        step = {  # what every client of this round receives
+            "X_public": data.X_public,
+            "broadcast": broadcast,
+            "share": self.share,
+            "X_eval": data.X_eval,
+            "eval_proba": self.consensus_.output == "soft" and data.X_eval is not None,
+            "soft_dtype": self.soft_dtype,
+            "privacy": self.privacy,
+        }
+        seeds = [
+            None if self._ledger is None else self._ledger.seed_for(t, int(i)) for i in sampled
         ]
+        tasks = [(self._clients[i], step, seed) for i, seed in zip(sampled, seeds, strict=True)]
         results: list[StepResult] = runtime.map(run_client_step, tasks)
 
         answered, failed = self._collect(t, results)
