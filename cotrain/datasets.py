@@ -354,6 +354,46 @@ def _standardize_on_public(split: Bunch) -> StandardScaler:
 # --------------------------------------------------------------------------------------------
 
 
+def load_digits_split(random_state: int = 0, n_test: int = 360, n_public: int = 700) -> Bunch:
+    """scikit-learn's digits scaled to [0, 1], cut into test, public pool and labelled rows.
+
+    Two stratified cuts: ``n_test`` test rows first, then ``n_public`` rows of the rest
+    become the public pool U; the remaining rows (737 by default) are the labelled data
+    to partition over clients. Used by ``examples/compare_methods.py`` and
+    ``examples/privacy_utility.py``.
+
+    Returns
+    -------
+    Bunch
+        ``X_labeled``, ``y_labeled``, ``X_public``, ``y_public`` (hidden truth, for
+        evaluation only), ``X_test``, ``y_test``.
+
+    Examples
+    --------
+    >>> split = load_digits_split(random_state=0)
+    >>> split.X_labeled.shape, split.X_public.shape, split.X_test.shape
+    ((737, 64), (700, 64), (360, 64))
+    """
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    X_rest, X_test, y_rest, y_test = train_test_split(
+        X, y, test_size=n_test, stratify=y, random_state=random_state
+    )
+    X_lab, X_pub, y_lab, y_pub = train_test_split(
+        X_rest, y_rest, test_size=n_public, stratify=y_rest, random_state=random_state
+    )
+    return Bunch(
+        X_labeled=X_lab,
+        y_labeled=y_lab,
+        X_public=X_pub,
+        y_public=y_pub,
+        X_test=X_test,
+        y_test=y_test,
+    )
+
+
 def load_breast_cancer_split(random_state: int | None = 0, standardize: bool = True) -> Bunch:
     """The FedCT paper's split of scikit-learn's Breast Cancer Wisconsin data.
 

@@ -22,36 +22,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.model_selection import train_test_split
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
 from cotrain.baselines import PATE, Centralised, DistributedDistillation, FedAvg, LocalOnly
+from cotrain.datasets import load_digits_split
 from learners import MLP, SmallCNN, TorchClassifier, XGBoostClassifier
 
 N_CLIENTS = 5
-
-
-def digits_split(seed: int) -> dict[str, Any]:
-    """Digits scaled to [0, 1]: 360 test, 700 public (U), the rest labelled over clients."""
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    X_rest, X_test, y_rest, y_test = train_test_split(
-        X, y, test_size=360, stratify=y, random_state=seed
-    )
-    X_lab, X_pub, y_lab, y_pub = train_test_split(
-        X_rest, y_rest, test_size=700, stratify=y_rest, random_state=seed
-    )
-    return {
-        "X_lab": X_lab,
-        "y_lab": y_lab,
-        "X_pub": X_pub,
-        "y_pub": y_pub,
-        "X_test": X_test,
-        "y_test": y_test,
-    }
 
 
 def neural(model: str, seed: int, max_epochs: int, epochs_per_fit: int) -> TorchClassifier:
@@ -81,8 +60,8 @@ def run_methods(
     split: dict, parts: list[np.ndarray], args: argparse.Namespace, seed: int
 ) -> list[dict[str, Any]]:
     """Every method on one split; one result row per method."""
-    X = [split["X_lab"][p] for p in parts]
-    y = [split["y_lab"][p] for p in parts]
+    X = [split["X_labeled"][p] for p in parts]
+    y = [split["y_labeled"][p] for p in parts]
     test = (split["X_test"], split["y_test"])
     E, B = args.max_epochs, args.epochs_per_round
 
@@ -91,10 +70,10 @@ def run_methods(
 
     methods: dict[str, Callable[[], Any]] = {
         "FedCT": lambda: FederatedCoTrainer(clients(), rounds=args.rounds, random_state=seed).fit(
-            X, y, X_public=split["X_pub"], eval_set=test
+            X, y, X_public=split["X_public"], eval_set=test
         ),
         "DD": lambda: DistributedDistillation(clients(), rounds=args.rounds, random_state=seed).fit(
-            X, y, X_public=split["X_pub"], eval_set=test
+            X, y, X_public=split["X_public"], eval_set=test
         ),
         "FedAvg": lambda: FedAvg(
             neural(args.model, seed, B, B),
@@ -107,7 +86,7 @@ def run_methods(
             neural(args.model, seed, E, B),
             noise_sigma=args.pate_sigma,
             random_state=seed,
-        ).fit(X, y, X_public=split["X_pub"], eval_set=test),
+        ).fit(X, y, X_public=split["X_public"], eval_set=test),
         "local only": lambda: LocalOnly(clients()).fit(X, y, eval_set=test),
         "centralised": lambda: Centralised(neural(args.model, seed, E, B)).fit(X, y, eval_set=test),
     }
@@ -138,8 +117,8 @@ def mixed_federation(
     split: dict, parts: list[np.ndarray], args: argparse.Namespace, seed: int
 ) -> pd.DataFrame:
     """2 neural clients + DT + RF + XGBoost: each client's FedCT vs local-only accuracy."""
-    X = [split["X_lab"][p] for p in parts]
-    y = [split["y_lab"][p] for p in parts]
+    X = [split["X_labeled"][p] for p in parts]
+    y = [split["y_labeled"][p] for p in parts]
     test = (split["X_test"], split["y_test"])
     ests = [
         neural("cnn", seed, args.max_epochs, args.epochs_per_round),
@@ -149,7 +128,7 @@ def mixed_federation(
         XGBoostClassifier(n_estimators=50, random_state=seed),
     ]
     fedct = FederatedCoTrainer(ests, rounds=args.rounds, random_state=seed).fit(
-        X, y, X_public=split["X_pub"], eval_set=test
+        X, y, X_public=split["X_public"], eval_set=test
     )
     local = fedct.history_[0].client_accuracy  # round 1: private data only
     final = fedct.history_[-1].client_accuracy
@@ -182,11 +161,13 @@ def main(argv: list[str] | None = None) -> None:
     results, curves = [], {}
     for split_name in ["iid", f"dirichlet({args.alpha})"]:
         for seed in range(args.seeds):
-            split = digits_split(seed)
+            split = load_digits_split(random_state=seed)
             parts = (
-                partition.iid(split["y_lab"], N_CLIENTS, random_state=seed)
+                partition.iid(split["y_labeled"], N_CLIENTS, random_state=seed)
                 if split_name == "iid"
-                else partition.dirichlet(split["y_lab"], N_CLIENTS, args.alpha, random_state=seed)
+                else partition.dirichlet(
+                    split["y_labeled"], N_CLIENTS, args.alpha, random_state=seed
+                )
             )
             for row in run_methods(split, parts, args, seed):
                 curves.setdefault((split_name, row["method"]), row.pop("curve"))
@@ -203,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"digits, {N_CLIENTS} {args.model.upper()} clients, mean over {args.seeds} seeds")
     print(table.round(4).to_string())
     if not args.no_mixed:
-        split = digits_split(0)
-        parts = partition.iid(split["y_lab"], N_CLIENTS, random_state=0)
+        split = load_digits_split(random_state=0)
+        parts = partition.iid(split["y_labeled"], N_CLIENTS, random_state=0)
         mixed = mixed_federation(split, parts, args, seed=0)
         print("\nmixed federation (seed 0): test accuracy of each client")
         print(mixed.round(3).to_string(index=False))

@@ -35,35 +35,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from cotrain import FederatedCoTrainer, partition
 from cotrain.audit import audit_clients
 from cotrain.baselines import PATE, DistributedDistillation, DPFedAvg, FedAvg
+from cotrain.datasets import load_digits_split
 from learners import MLP, TorchClassifier
 
 N_CLIENTS = 5
-
-
-def digits_split(seed: int) -> dict[str, Any]:
-    """Digits in [0, 1]: 360 test, 700 public (U), the rest labelled over the clients."""
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
-    X_rest, X_test, y_rest, y_test = train_test_split(
-        X, y, test_size=360, stratify=y, random_state=seed
-    )
-    X_lab, X_pub, y_lab, y_pub = train_test_split(
-        X_rest, y_rest, test_size=700, stratify=y_rest, random_state=seed
-    )
-    return {
-        "X_lab": X_lab,
-        "y_lab": y_lab,
-        "X_pub": X_pub,
-        "y_pub": y_pub,
-        "X_test": X_test,
-        "y_test": y_test,
-    }
 
 
 def mlp(seed: int, max_epochs: int, epochs_per_fit: int) -> TorchClassifier:
@@ -125,16 +104,16 @@ def rr_privatizer(mechanism: Any, classes: np.ndarray, seed: int) -> Callable:
 
 def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[str, Any]]:
     """Every method on one split: accuracy, VUL (simple and reference attack), ε."""
-    split = digits_split(seed)
-    parts = partition.iid(split["y_lab"], N_CLIENTS, random_state=seed)
-    X = [split["X_lab"][p] for p in parts]
-    y = [split["y_lab"][p] for p in parts]
+    split = load_digits_split(random_state=seed)
+    parts = partition.iid(split["y_labeled"], N_CLIENTS, random_state=seed)
+    X = [split["X_labeled"][p] for p in parts]
+    y = [split["y_labeled"][p] for p in parts]
     members = list(zip(X, y, strict=True))
     test = (split["X_test"], split["y_test"])
     E, B, R = args.max_epochs, args.epochs_per_round, args.rounds
 
     # the attacker's reference model: its own MLP on U with the true labels
-    reference = mlp(10_000 + seed, E, B).fit(split["X_pub"], split["y_pub"])
+    reference = mlp(10_000 + seed, E, B).fit(split["X_public"], split["y_public"])
 
     def clients() -> list[TorchClassifier]:
         return [mlp(seed * 100 + i, E, B) for i in range(N_CLIENTS)]
@@ -171,7 +150,7 @@ def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[s
 
     t0 = time.perf_counter()
     fedct = FederatedCoTrainer(clients(), rounds=R, random_state=seed).fit(
-        X, y, X_public=split["X_pub"], eval_set=test
+        X, y, X_public=split["X_public"], eval_set=test
     )
     add("FedCT", fedct, fedct.history_[-1].mean_accuracy, None, time.perf_counter() - t0)
 
@@ -182,7 +161,7 @@ def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[s
             t0 = time.perf_counter()
             mech = RandomizedResponse(epsilon=eps)
             dp = FederatedCoTrainer(clients(), rounds=R, random_state=seed, privacy=mech).fit(
-                X, y, X_public=split["X_pub"], eval_set=test
+                X, y, X_public=split["X_public"], eval_set=test
             )
             total = dp.history_[-1].epsilon
             add(
@@ -198,7 +177,7 @@ def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[s
 
     t0 = time.perf_counter()
     dd = DistributedDistillation(clients(), rounds=R, random_state=seed).fit(
-        X, y, X_public=split["X_pub"], eval_set=test
+        X, y, X_public=split["X_public"], eval_set=test
     )
     add("DD", dd, dd.history_[-1].mean_accuracy, None, time.perf_counter() - t0)
 
@@ -227,7 +206,7 @@ def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[s
 
     t0 = time.perf_counter()
     pate = PATE(clients(), mlp(seed, E, B), noise_sigma=args.pate_sigma, random_state=seed).fit(
-        X, y, X_public=split["X_pub"], eval_set=test
+        X, y, X_public=split["X_public"], eval_set=test
     )
     add("PATE", pate, pate.history_[-1].consensus_accuracy, None, time.perf_counter() - t0)
     return rows
