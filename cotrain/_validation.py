@@ -188,17 +188,26 @@ def check_fit_inputs(
     classes: Any,
     eval_set: Any,
     y_public: Any,
+    require_public: bool = True,
 ) -> FitData:
-    """Validate all data given to ``fit``; return arrays ready for training."""
+    """Validate all data given to ``fit``; return arrays ready for training.
+
+    Baselines without a public pool pass ``X_public=None`` with ``require_public=False``;
+    client 0's inputs then fix the feature space.
+    """
     X_list, y_list = split_clients(X, y, groups)
     if len(X_list) != n_estimators:
         raise ValueError(
             f"estimators has {n_estimators} entries but the data has {len(X_list)} clients; "
             "give one estimator per client"
         )
-    text = is_text(X_public)
-    X_public_arr = check_features(X_public, "X_public", text=text)
-    shape = feature_shape(X_public_arr)
+    # the public pool fixes the feature space; without one (FedAvg, local-only), client 0
+    if X_public is not None or require_public:
+        text = is_text(X_public)
+        X_public_arr = check_features(X_public, "X_public", text=text)
+        shape, reference = feature_shape(X_public_arr), "X_public"
+    else:
+        text, X_public_arr, shape, reference = is_text(X_list[0]), None, None, "client 0"
     names = _columns(X_public)
 
     X_clients, y_clients, families = [], [], {}
@@ -206,11 +215,13 @@ def check_fit_inputs(
         if Xi is None or (hasattr(Xi, "__len__") and len(Xi) == 0):
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
         Xi_arr = check_features(Xi, f"X[{i}] (client {i})", text=text)
-        if feature_shape(Xi_arr) != shape:
+        if shape is None:
+            shape = feature_shape(Xi_arr)
+        elif feature_shape(Xi_arr) != shape:
             raise ValueError(
-                f"X[{i}] (client {i}) has {describe_shape(feature_shape(Xi_arr))} but X_public "
-                f"has {describe_shape(shape)}; all clients and the public pool must share one "
-                "feature space"
+                f"X[{i}] (client {i}) has {describe_shape(feature_shape(Xi_arr))} but "
+                f"{reference} has {describe_shape(shape)}; all clients and the public pool "
+                "must share one feature space"
             )
         cols = _columns(Xi)
         if names is not None and cols is not None and not np.array_equal(cols, names):
@@ -240,6 +251,8 @@ def check_fit_inputs(
         y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
         y_eval_codes = encode_labels(y_eval, classes_arr, unknown=-2)
     y_public_codes = None
+    if y_public is not None and X_public_arr is None:
+        raise ValueError("y_public is given but there is no public pool (X_public)")
     if y_public is not None:
         y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
         y_public_codes = encode_labels(y_pub, classes_arr, unknown=-2)

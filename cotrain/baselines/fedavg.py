@@ -347,14 +347,13 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             y,
             groups=groups,
             eval_set=eval_set,
-            features="any",
             classes=getattr(self.estimator, "classes", None),
         )
         m = len(data.X_clients)
         self._check_params(m)
         self._check_extra_params()
         self.classes_ = data.classes
-        self._row_shape = getattr(data.X_clients[0], "shape", (None,))[1:]
+        self._row_shape = data.X_clients[0].shape[1:]
         seeds = np.random.SeedSequence(self.random_state).spawn(m + 3)
         sampler = np.random.default_rng(seeds[0])
         self._noise_rng = np.random.default_rng(seeds[m + 2])
@@ -470,11 +469,11 @@ class FedAvg(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predictions of the global model, in the caller's label values."""
-        return self.global_model_.predict(check_predict_inputs(self, X, features="any"))
+        return self.global_model_.predict(check_predict_inputs(self, X))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probabilities of the global model, columns in ``classes_`` order."""
-        return self.global_model_.predict_proba(check_predict_inputs(self, X, features="any"))
+        return self.global_model_.predict_proba(check_predict_inputs(self, X))
 
 
 def _epsilons(noise_multiplier: float, q: float, rounds: int, delta: float) -> list[float]:
