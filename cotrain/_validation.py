@@ -331,6 +331,12 @@ def check_params(params: dict[str, Any], n_clients: int) -> None:
         raise ValueError(f"share must be 'hard' or 'soft', got {share!r}")
     if params["soft_dtype"] not in ("float32", "float16"):
         raise ValueError(f"soft_dtype must be 'float32' or 'float16', got {params['soft_dtype']!r}")
+    if params["encoding"] not in ("packed", "delta"):
+        raise ValueError(f"encoding must be 'packed' or 'delta', got {params['encoding']!r}")
+    if params["soft_bits"] is not None:
+        _check_int(params["soft_bits"], "soft_bits", low=1)
+        if params["soft_bits"] > 16:
+            raise ValueError(f"soft_bits must be <= 16, got {params['soft_bits']}")
     _check_int(params["rounds"], "rounds", low=1)
     participation = params["participation"]
     if (

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.compact import DeltaHardLabels, QuantizedSoftLabels
 from cotrain.messages import HardLabels, SoftLabels, decode
 from learners import ClassAlignedClassifier
 
@@ -30,6 +31,7 @@ class StepResult:
     warnings: Counter = field(default_factory=Counter)
     eval_codes: np.ndarray | None = None
     eval_proba: np.ndarray | None = None
+    sent_codes: np.ndarray | None = None
     error: BaseException | None = None
 
 
@@ -72,6 +74,8 @@ class Client:
         self.fitted = False
         # the latest (hard codes, probabilities) on the evaluation data, for the history
         self.last_eval: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+        # hard codes of the last upload the server received (delta coding's reference)
+        self.last_sent: np.ndarray | None = None
         self._X = X
         self._y = y
 
@@ -96,6 +100,8 @@ class Client:
         soft_dtype: str = "float32",
         privacy: Any = None,
         privacy_seed: int | None = None,
+        encoding: str = "packed",
+        soft_bits: int | None = None,
     ) -> StepResult:
         """Run one round on this client: decode P, fit on D_i ∪ P, label U, encode.
 
@@ -129,17 +135,32 @@ class Client:
                 if privacy is not None:  # randomised here, before anything leaves the client
                     rng = np.random.default_rng(privacy_seed)
                     labels = privacy.randomize(labels, len(self.classes), rng)
-                message = (
-                    SoftLabels(labels, dtype=soft_dtype)
-                    if share == "soft"
-                    else HardLabels(labels, len(self.classes))
-                )
-                result.message = message.to_bytes()
+                result.message = self.encode(labels, share, encoding, soft_dtype, soft_bits)
+                if share == "hard":
+                    result.sent_codes = labels
                 result.model = self.model
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
         return result
+
+    def encode(
+        self,
+        labels: np.ndarray,
+        share: str,
+        encoding: str = "packed",
+        soft_dtype: str = "float32",
+        soft_bits: int | None = None,
+    ) -> bytes:
+        """The upload: hard codes packed, or delta-coded against :attr:`last_sent`; soft
+        labels as floats, or quantised to ``soft_bits`` bits per class."""
+        if share == "soft":
+            if soft_bits is not None:
+                return QuantizedSoftLabels(labels, bits=soft_bits).to_bytes()
+            return SoftLabels(labels, dtype=soft_dtype).to_bytes()
+        if encoding == "delta":
+            return DeltaHardLabels.encode(labels, self.last_sent, len(self.classes))
+        return HardLabels(labels, len(self.classes)).to_bytes()
 
     def codes(self, labels: np.ndarray) -> np.ndarray:
         """Indices of global-class labels in ``classes``."""

@@ -10,7 +10,9 @@ Wire format
 Every message is a fixed 10-byte little-endian header followed by a payload::
 
     offset  size  field       struct
-    0       1     kind        B    1 = HardLabels, 2 = SoftLabels
+    0       1     kind        B    1 = HardLabels, 2 = SoftLabels,
+                                   3 = QuantizedSoftLabels, 4 = DeltaHardLabels
+                                   (the last two in :mod:`cotrain.compact`)
     1       1     flags       B    HardLabels: bit 0 = abstain allowed
                                    SoftLabels: 0 = float32, 1 = float16
     2       4     n           I    number of labels (rows)
@@ -103,7 +105,7 @@ def _unpack(payload: memoryview, n: int, b: int) -> np.ndarray:
     buf = np.frombuffer(payload, dtype=np.uint8)
     tail = (n * b) % 8
     if tail and buf[-1] >> tail:
-        raise ValueError("corrupt HardLabels message: non-zero padding bits")
+        raise ValueError("corrupt message: non-zero padding bits")
     out = np.empty(n, dtype=np.int64)
     step_bytes = _CHUNK * b // 8
     for k, start in enumerate(range(0, n, _CHUNK)):
@@ -216,7 +218,9 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
 
     Returns
     -------
-    HardLabels or SoftLabels
+    HardLabels, SoftLabels, QuantizedSoftLabels or DeltaHardLabels
+        A :class:`cotrain.compact.DeltaHardLabels` is returned parsed but not applied: call
+        its ``apply(previous)`` to get the codes.
 
     Examples
     --------
@@ -533,3 +537,8 @@ def encode_labels(
     raise ValueError(
         f"labels must be 1-D codes or 2-D probabilities, got an array of shape {arr.shape}"
     )
+
+
+# The compact kinds (3 and 4) register themselves with Message on import, so that decode()
+# and Message.from_bytes() understand every kind whichever module is imported first.
+from cotrain import compact as _compact  # noqa: E402, F401

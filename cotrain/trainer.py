@@ -28,6 +28,7 @@ from cotrain.client import (
     run_client_step,
     with_pseudo_labels,
 )
+from cotrain.compact import DeltaDecoder, QuantizedSoftLabels
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels, SoftLabels
 from cotrain.runtime import make_runtime
@@ -56,6 +57,14 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     soft_dtype : {"float32", "float16"}, default="float32"
         Precision of soft labels on the wire (uploads with ``share="soft"`` and the
         broadcast of a soft consensus); float16 halves the bytes.
+    encoding : {"packed", "delta"}, default="packed"
+        Hard-label uploads: packed at ceil(log2 C) bits, or delta-coded — only the labels
+        that changed since the client's previous upload, compressed (zlib), with a CRC;
+        the server keeps each client's last labels to decode them. Broadcasts stay packed.
+    soft_bits : int, default=None
+        Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
+        per class, rows kept summing to one (largest-remainder rounding); None sends
+        ``soft_dtype`` floats.
     rounds : int, default=20
         Communication rounds.
     participation : float, default=1.0
@@ -128,6 +137,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         consensus: Any = "majority",
         share: str = "hard",
         soft_dtype: str = "float32",
+        encoding: str = "packed",
+        soft_bits: int | None = None,
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
@@ -143,6 +154,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.consensus = consensus
         self.share = share
         self.soft_dtype = soft_dtype
+        self.encoding = encoding
+        self.soft_bits = soft_bits
         self.rounds = rounds
         self.participation = participation
         self.privacy = privacy
@@ -240,6 +253,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             )
         ]
         self.history_ = History()
+        self._uplink = [DeltaDecoder() for _ in estimators]  # server state for delta coding
         self._broadcast: HardLabels | SoftLabels | None = None
         self._hard_consensus: np.ndarray | None = None
         self._warnings: Counter = Counter()
@@ -285,6 +299,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             "eval_proba": self.consensus_.output == "soft" and data.X_eval is not None,
             "soft_dtype": self.soft_dtype,
             "privacy": self.privacy,
+            "encoding": self.encoding,
+            "soft_bits": self.soft_bits,
         }
         seeds = [
             None if self._ledger is None else self._ledger.seed_for(t, int(i)) for i in sampled
@@ -293,17 +309,13 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         results: list[StepResult] = runtime.map(run_client_step, tasks)
 
         answered, failed = self._collect(t, results)
-        labels = np.stack([decode_labels(r.message) for r in answered])
+        labels = np.stack([self._decode_upload(r) for r in answered])
         ids = np.array([r.client_id for r in answered])
         if self._ledger is not None:
             self._ledger.record(ids)
         weights = self.consensus_.weights_for(ids, data.X_public.shape[0])
         pseudo = self.consensus_(labels, n_classes=len(self.classes_), weights=weights)
-        self._broadcast = (
-            HardLabels(pseudo, len(self.classes_), allow_abstain=True)
-            if pseudo.ndim == 1
-            else SoftLabels(pseudo, dtype=self.soft_dtype)
-        )
+        self._broadcast = self._encode_broadcast(pseudo)
 
         hard = _hard(pseudo)
         changed = (
@@ -345,6 +357,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 failed[r.client_id] = f"{type(r.error).__name__}: {r.error}"
                 continue
             client.model, client.fitted = r.model, True
+            client.last_sent = r.sent_codes
             client.last_eval = (r.eval_codes, r.eval_proba)
             answered.append(r)
         if len(answered) < self.min_clients:
@@ -353,6 +366,19 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 f"fewer than min_clients={self.min_clients}; failures: {failed}"
             )
         return answered, failed
+
+    def _decode_upload(self, result: StepResult) -> np.ndarray:
+        """A client's labels from its message (delta messages against its last upload)."""
+        if self.encoding == "delta" and self.share == "hard":
+            return self._uplink[result.client_id].decode(result.message)
+        return decode_labels(result.message)
+
+    def _encode_broadcast(self, pseudo: np.ndarray) -> HardLabels | SoftLabels:
+        if pseudo.ndim == 1:
+            return HardLabels(pseudo, len(self.classes_), allow_abstain=True)
+        if self.soft_bits is not None:
+            return QuantizedSoftLabels(pseudo, bits=self.soft_bits)
+        return SoftLabels(pseudo, dtype=self.soft_dtype)
 
     def _evaluate(self, data: FitData, hard: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
         """Accuracies for the round record (only from evaluation-only data)."""
@@ -434,7 +460,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         client answered.
         """
         check_is_fitted(self, "history_")
-        if isinstance(self._broadcast, SoftLabels):
+        if not isinstance(self._broadcast, HardLabels):
             return self._broadcast.probs
         codes = self._broadcast.codes
         return np.ma.masked_array(self.classes_[np.maximum(codes, 0)], mask=codes < 0)
@@ -508,9 +534,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "history_")
         pseudo = (
-            self._broadcast.probs
-            if isinstance(self._broadcast, SoftLabels)
-            else self._broadcast.codes
+            self._broadcast.codes
+            if isinstance(self._broadcast, HardLabels)
+            else self._broadcast.probs
         )
         X, y = with_pseudo_labels(
             self._X_public[:0],

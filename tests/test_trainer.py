@@ -295,3 +295,43 @@ def test_silent_by_default(cancer, capsys):
     fit(cancer, [DecisionTreeClassifier()] * 3, rounds=2)
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+def test_delta_coding_gives_the_same_run_with_fewer_bytes(cancer):
+    from cotrain.compact import DELTA_HEADER_SIZE
+
+    packed = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4)
+    delta = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4, encoding="delta")
+    np.testing.assert_array_equal(packed.pseudo_label_codes_, delta.pseudo_label_codes_)
+    assert [r.bytes_down for r in packed.history_] == [r.bytes_down for r in delta.history_]
+    # trees reproduce the consensus, so from round 3 on nothing changes: header only
+    assert [r.changed for r in delta.history_][2:] == [0, 0]
+    assert delta.history_[3].bytes_up == 3 * DELTA_HEADER_SIZE
+    assert sum(r.bytes_up for r in delta.history_) < sum(r.bytes_up for r in packed.history_)
+
+
+def test_delta_coding_with_skipped_clients_stays_in_sync(cancer):
+    trainer = fit(
+        cancer,
+        [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()],
+        rounds=6,
+        participation=0.67,
+        encoding="delta",
+        n_jobs=2,
+    )
+    reference = fit(
+        cancer,
+        [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()],
+        rounds=6,
+        participation=0.67,
+    )
+    np.testing.assert_array_equal(trainer.pseudo_label_codes_, reference.pseudo_label_codes_)
+
+
+def test_quantised_soft_labels(cancer):
+    n = len(cancer["X_public"])
+    soft = fit(cancer, [GaussianNB()] * 3, share="soft", consensus="mean", rounds=2, soft_bits=4)
+    assert soft.history_[0].bytes_up == 3 * (HEADER + math.ceil(n * 2 * 4 / 8))
+    assert soft.history_[1].bytes_down == 3 * (HEADER + math.ceil(n * 2 * 4 / 8))
+    levels = soft.pseudo_labels_ * 15
+    np.testing.assert_allclose(levels, np.round(levels), atol=1e-9)

@@ -138,6 +138,9 @@ CASES = {
     "min_clients above clients": ({"min_clients": 4}, good, ValueError, "min_clients=4 exceeds"),
     "n_jobs 0": ({"n_jobs": 0}, good, ValueError, "n_jobs"),
     "negative verbose": ({"verbose": -1}, good, ValueError, "verbose"),
+    "unknown encoding": ({"encoding": "gzip"}, good, ValueError, "encoding must be"),
+    "soft_bits 0": ({"soft_bits": 0}, good, ValueError, "soft_bits must be >= 1"),
+    "soft_bits 17": ({"soft_bits": 17}, good, ValueError, "soft_bits must be <= 16"),
     "random_state a string": ({"random_state": "seed"}, good, TypeError, "random_state"),
     "labels outside given classes": (
         {"classes": [0, 2]},
