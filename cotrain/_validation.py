@@ -324,8 +324,30 @@ def check_estimators(estimators: Any, share: str) -> list[Any]:
     return list(estimators)
 
 
+#: Defaults for the parameters ``check_params`` knows, so callers (the baselines) can pass
+#: only the ones they have.
+PARAM_DEFAULTS: dict[str, Any] = {
+    "share": "hard",
+    "soft_dtype": "float32",
+    "encoding": "packed",
+    "soft_bits": None,
+    "rounds": 1,
+    "participation": 1.0,
+    "early_stopping": None,
+    "on_client_error": "raise",
+    "min_clients": 1,
+    "n_jobs": None,
+    "verbose": 0,
+    "random_state": None,
+}
+
+
 def check_params(params: dict[str, Any], n_clients: int) -> None:
-    """Validate the trainer's constructor parameters (scikit-learn: at fit time)."""
+    """Validate the trainer's constructor parameters (scikit-learn: at fit time).
+
+    Parameters missing from ``params`` take their :data:`PARAM_DEFAULTS`.
+    """
+    params = {**PARAM_DEFAULTS, **params}
     share = params["share"]
     if share not in ("hard", "soft"):
         raise ValueError(f"share must be 'hard' or 'soft', got {share!r}")

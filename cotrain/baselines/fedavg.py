@@ -279,13 +279,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     def _check_params(self, n_clients: int) -> None:
         check_params(
             {
-                "share": "hard",
-                "soft_dtype": "float32",
                 "rounds": self.rounds,
                 "participation": self.participation,
-                "early_stopping": None,
-                "on_client_error": "raise",
-                "min_clients": 1,
                 "n_jobs": self.n_jobs,
                 "verbose": self.verbose,
                 "random_state": self.random_state,

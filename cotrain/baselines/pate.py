@@ -186,15 +186,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         )
         check_params(
             {
-                "share": "hard",
-                "soft_dtype": "float32",
-                "rounds": 1,
-                "participation": 1.0,
-                "early_stopping": None,
-                "on_client_error": "raise",
-                "min_clients": 1,
                 "n_jobs": self.n_jobs,
-                "verbose": 0,
                 "random_state": self.random_state,
             },
             n_clients=len(teachers),
