@@ -339,6 +339,8 @@ PARAM_DEFAULTS: dict[str, Any] = {
     "n_jobs": None,
     "verbose": 0,
     "random_state": None,
+    "runtime": None,
+    "round_timeout": None,
 }
 
 
@@ -384,6 +386,22 @@ def check_params(params: dict[str, Any], n_clients: int) -> None:
     ):
         raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
     _check_int(params["verbose"], "verbose", low=0)
+    timeout = params["round_timeout"]
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, Real) or not timeout > 0
+    ):
+        raise ValueError(f"round_timeout must be None or a positive number, got {timeout!r}")
+    runtime = params["runtime"]
+    if isinstance(runtime, str) and runtime not in ("sequential", "joblib", "ray"):
+        raise ValueError(
+            f"runtime must be 'sequential', 'joblib', 'ray' or a runtime object, got {runtime!r}"
+        )
+    if (
+        runtime is not None
+        and not isinstance(runtime, str)
+        and not callable(getattr(runtime, "map", None))
+    ):
+        raise TypeError(f"runtime must have a map() method, got {type(runtime).__name__}")
     rs = params["random_state"]
     if rs is not None and not isinstance(rs, Integral | np.random.SeedSequence):
         raise TypeError(f"random_state must be None or an int, got {type(rs).__name__}")

@@ -21,6 +21,9 @@ class RoundRecord:
         Clients asked to take part this round (after participation sampling).
     failed : dict of int to str
         Clients that failed this round (``on_client_error="skip"``), with the error.
+    timed_out : tuple of int
+        Clients that did not answer within ``round_timeout`` (stragglers); they sit the
+        round out. The clients that answered are ``clients`` minus these and ``failed``.
     coverage : float
         Share of the public pool that received a pseudo-label (qualified majority may
         abstain; 1.0 for majority voting).
@@ -60,6 +63,7 @@ class RoundRecord:
     round: int
     clients: tuple[int, ...] = ()
     failed: dict[int, str] = field(default_factory=dict)
+    timed_out: tuple[int, ...] = ()
     coverage: float = float("nan")
     agreement: float = float("nan")
     changed: int | None = None
@@ -122,6 +126,7 @@ class History:
             per_client = row.pop("client_accuracy")
             row["n_clients"] = len(record.clients)
             row["n_failed"] = len(record.failed)
+            row["n_timed_out"] = len(record.timed_out)
             row.update({f"accuracy_client_{c}": acc for c, acc in sorted(per_client.items())})
             rows.append(row)
         return pd.DataFrame(rows)

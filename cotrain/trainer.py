@@ -31,7 +31,7 @@ from cotrain.client import (
 from cotrain.compact import DeltaDecoder, QuantizedSoftLabels
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels, SoftLabels
-from cotrain.runtime import make_runtime
+from cotrain.runtime import Straggler, make_runtime
 from learners import ClassAlignedClassifier
 
 
@@ -86,6 +86,13 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         The global label space; default: the union of all clients' labels.
     n_jobs : int, default=None
         Joblib workers for the client steps; results are identical for any value.
+    runtime : {"sequential", "joblib", "ray"} or runtime object, default=None
+        Where client steps run; None picks sequential or joblib from ``n_jobs``. "ray"
+        needs the ``ray`` extra. The round logic is the same in every runtime.
+    round_timeout : float, default=None
+        Seconds a round waits for its clients; the ones still running are stragglers,
+        recorded in ``history_[t].timed_out``, and the round goes on with the others if
+        at least ``min_clients`` answered.
     random_state : int, default=None
         Seeds client sampling and every client estimator whose ``random_state`` is None.
     verbose : int, default=0
@@ -147,6 +154,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         min_clients: int = 1,
         classes: Any = None,
         n_jobs: int | None = None,
+        runtime: Any = None,
+        round_timeout: float | None = None,
         random_state: int | None = None,
         verbose: int = 0,
     ) -> None:
@@ -164,6 +173,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.min_clients = min_clients
         self.classes = classes
         self.n_jobs = n_jobs
+        self.runtime = runtime
+        self.round_timeout = round_timeout
         self.random_state = random_state
         self.verbose = verbose
 
@@ -267,7 +278,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         unchanged = 0
         self.stopped_reason_ = None
         with (
-            make_runtime(self.n_jobs) as runtime,
+            make_runtime(self.n_jobs, self.runtime) as runtime,
             tqdm(total=self.rounds, disable=self.verbose < 1, desc="FedCT", unit="round") as bar,
         ):
             for t in range(1, self.rounds + 1):
@@ -306,9 +317,13 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             None if self._ledger is None else self._ledger.seed_for(t, int(i)) for i in sampled
         ]
         tasks = [(self._clients[i], step, seed) for i, seed in zip(sampled, seeds, strict=True)]
-        results: list[StepResult] = runtime.map(run_client_step, tasks)
+        outcomes = runtime.map(run_client_step, tasks, timeout=self.round_timeout)
+        timed_out = tuple(
+            int(i) for i, o in zip(sampled, outcomes, strict=True) if isinstance(o, Straggler)
+        )
+        results: list[StepResult] = [o for o in outcomes if not isinstance(o, Straggler)]
 
-        answered, failed = self._collect(t, results)
+        answered, failed = self._collect(t, results, timed_out)
         labels = np.stack([self._decode_upload(r) for r in answered])
         ids = np.array([r.client_id for r in answered])
         if self._ledger is not None:
@@ -328,6 +343,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             round=t,
             clients=tuple(int(i) for i in sampled),
             failed=failed,
+            timed_out=timed_out,
             coverage=float(covered.mean()),
             agreement=float((client_hard[:, covered] == hard[covered]).mean())
             if covered.any()
@@ -341,7 +357,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             **self._evaluate(data, hard, covered),
         )
 
-    def _collect(self, t: int, results: list[StepResult]) -> tuple[list[StepResult], dict]:
+    def _collect(
+        self, t: int, results: list[StepResult], timed_out: tuple[int, ...] = ()
+    ) -> tuple[list[StepResult], dict]:
         """Take back the clients' models; raise or skip failures; enforce min_clients."""
         answered, failed = [], {}
         for r in results:
@@ -362,8 +380,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             answered.append(r)
         if len(answered) < self.min_clients:
             raise RuntimeError(
-                f"round {t}: only {len(answered)} of {len(results)} sampled clients answered, "
-                f"fewer than min_clients={self.min_clients}; failures: {failed}"
+                f"round {t}: only {len(answered)} of {len(results) + len(timed_out)} sampled "
+                f"clients answered, fewer than min_clients={self.min_clients}; failures: "
+                f"{failed}; timed out: {list(timed_out)}"
             )
         return answered, failed
 

@@ -76,3 +76,19 @@ def cancer():
         "X_test": X[test],
         "y_test": y[test],
     }
+
+
+class SlowTree(DecisionTreeClassifier):
+    """A tree whose fit sleeps ``delay`` seconds once it sees pseudo-labelled rows."""
+
+    def __init__(self, delay=0.0, max_rows=25, random_state=None):
+        super().__init__(random_state=random_state)
+        self.delay = delay
+        self.max_rows = max_rows
+
+    def fit(self, X, y, sample_weight=None, check_input=True):
+        import time
+
+        if len(X) > self.max_rows:
+            time.sleep(self.delay)
+        return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)

@@ -141,6 +141,8 @@ CASES = {
     "unknown encoding": ({"encoding": "gzip"}, good, ValueError, "encoding must be"),
     "soft_bits 0": ({"soft_bits": 0}, good, ValueError, "soft_bits must be >= 1"),
     "soft_bits 17": ({"soft_bits": 17}, good, ValueError, "soft_bits must be <= 16"),
+    "round_timeout 0": ({"round_timeout": 0}, good, ValueError, "round_timeout must be"),
+    "unknown runtime": ({"runtime": "dask"}, good, ValueError, "runtime must be"),
     "random_state a string": ({"random_state": "seed"}, good, TypeError, "random_state"),
     "labels outside given classes": (
         {"classes": [0, 2]},
