@@ -14,8 +14,8 @@ where client work is each step's own duration timed inside the worker and worker
 scheduling, serialisation or transfer cost would need. Also checks that every runtime
 gives the same pseudo-labels and predictions as sequential.
 
-Until the trainer takes ``runtime=``, the script injects the runtime by replacing
-``cotrain.trainer.make_runtime`` (benchmark only).
+Each runtime is wrapped to time the clients' own work and passed as
+``FederatedCoTrainer(runtime=...)``.
 
     python benchmarks/ray_overhead.py [--rounds 6] [--actors]
 """
@@ -31,7 +31,6 @@ from _common import record
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
-import cotrain.trainer
 from cotrain import FederatedCoTrainer, partition
 from cotrain.runtime import JoblibRuntime, RayRuntime, SequentialRuntime
 
@@ -67,11 +66,11 @@ class Timed:
 
 
 def run(runtime: Timed, Xc, yc, U, X_test, rounds: int):
-    cotrain.trainer.make_runtime = lambda n_jobs: runtime  # until runtime= exists
     trainer = FederatedCoTrainer(
         [DecisionTreeClassifier(max_depth=3, random_state=0) for _ in range(N_CLIENTS)],
         rounds=rounds,
         random_state=0,
+        runtime=runtime,
     )
     trainer.fit(Xc, yc, X_public=U)
     counted = runtime.rounds[1:]  # round 1: warm-up
