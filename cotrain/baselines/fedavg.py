@@ -536,8 +536,8 @@ class DPFedAvg(FedAvg):
     ``participation < 1`` it is treated as Poisson subsampling with rate
     ``q = k / m`` (k clients of m sampled), the usual approximation for the
     fixed-size sampling done here; ``rounds`` rounds compose in the RDP accountant.
-    The ε of the last round is ``privacy_report()["epsilon"]``; a per-round ε field
-    in :class:`~cotrain.RoundRecord` does not exist yet.
+    The ε after each round is in ``epsilon_`` and in every record's ``epsilon``
+    (:class:`~cotrain.RoundRecord`); ``privacy_report()["epsilon"]`` is the last one.
 
     Examples
     --------

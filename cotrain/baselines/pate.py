@@ -105,10 +105,10 @@ class PATE(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    No privacy guarantee (ε) is computed here: the data-dependent GNMax accounting of
-    PATE (and its composition over queries) is left to the privacy module. Note that
-    GNMax protects the aggregate, not each teacher's upload: the server sees every
-    teacher's labels in the clear.
+    The reported ε (``epsilon_``, and ``history_[0].epsilon``) is the data-independent
+    bound of :meth:`consensus.NoisyArgmax.dp_event` at ``delta``; PATE's tighter,
+    data-dependent GNMax analysis is not done. GNMax protects the aggregate, not each
+    teacher's upload: the server sees every teacher's labels in the clear.
 
     Examples
     --------
