@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,15 +24,13 @@ from cotrain._validation import (
 )
 from cotrain.client import (
     Client,
-    StepResult,
-    decode_labels,
     run_client_step,
     with_pseudo_labels,
 )
-from cotrain.compact import DeltaDecoder, QuantizedSoftLabels
 from cotrain.history import History, RoundRecord
-from cotrain.messages import HardLabels, SoftLabels
+from cotrain.messages import HardLabels
 from cotrain.runtime import Straggler, make_runtime
+from cotrain.server import CoTrainingServer, sample_clients
 from learners import ClassAlignedClassifier
 
 
@@ -263,11 +262,21 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 zip(estimators, client_seeds, data.X_clients, data.y_clients, strict=True)
             )
         ]
+        self._server = CoTrainingServer(
+            self.consensus_,
+            len(data.classes),
+            len(estimators),
+            data.X_public.shape[0],
+            share=self.share,
+            encoding=self.encoding,
+            soft_dtype=self.soft_dtype,
+            soft_bits=self.soft_bits,
+            on_client_error=self.on_client_error,
+            min_clients=self.min_clients,
+            ledger=self._ledger,
+            client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
+        )
         self.history_ = History()
-        self._uplink = [DeltaDecoder() for _ in estimators]  # server state for delta coding
-        self._broadcast: HardLabels | SoftLabels | None = None
-        self._hard_consensus: np.ndarray | None = None
-        self._warnings: Counter = Counter()
         self._run_rounds(data)
         self._summarise_warnings()
         return self
@@ -299,9 +308,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.n_rounds_ = len(self.history_)
 
     def _round(self, t: int, sampled: np.ndarray, runtime: Any, data: FitData) -> RoundRecord:
-        """One communication round: clients step, server decodes, votes and records."""
+        """One communication round: clients step, the server decodes, votes and records."""
         start = time.perf_counter()
-        broadcast = None if self._broadcast is None else self._broadcast.to_bytes()
+        broadcast = self._server.broadcast_bytes()
         step = {  # what every client of this round receives
             "X_public": data.X_public,
             "broadcast": broadcast,
@@ -321,83 +330,17 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         timed_out = tuple(
             int(i) for i, o in zip(sampled, outcomes, strict=True) if isinstance(o, Straggler)
         )
-        results: list[StepResult] = [o for o in outcomes if not isinstance(o, Straggler)]
-
-        answered, failed = self._collect(t, results, timed_out)
-        labels = np.stack([self._decode_upload(r) for r in answered])
-        ids = np.array([r.client_id for r in answered])
-        if self._ledger is not None:
-            self._ledger.record(ids)
-        weights = self.consensus_.weights_for(ids, data.X_public.shape[0])
-        pseudo = self.consensus_(labels, n_classes=len(self.classes_), weights=weights)
-        self._broadcast = self._encode_broadcast(pseudo)
-
-        hard = _hard(pseudo)
-        changed = (
-            None if self._hard_consensus is None else int(np.sum(hard != self._hard_consensus))
+        results = [o for o in outcomes if not isinstance(o, Straggler)]
+        record, answered = self._server.finish_round(
+            t, sampled, results, timed_out, started=start, broadcast=broadcast
         )
-        self._hard_consensus = hard
-        covered = hard >= 0
-        client_hard = np.stack([_hard(lab) for lab in labels])
-        return RoundRecord(
-            round=t,
-            clients=tuple(int(i) for i in sampled),
-            failed=failed,
-            timed_out=timed_out,
-            coverage=float(covered.mean()),
-            agreement=float((client_hard[:, covered] == hard[covered]).mean())
-            if covered.any()
-            else float("nan"),
-            changed=changed,
-            bytes_up=sum(len(r.message) for r in answered),
-            bytes_down=0 if broadcast is None else len(broadcast) * len(sampled),
-            time_s=time.perf_counter() - start,
-            learner_time_s=sum(r.learner_time_s for r in results),
-            epsilon=None if self._ledger is None else self._ledger.max_epsilon(),
-            **self._evaluate(data, hard, covered),
-        )
-
-    def _collect(
-        self, t: int, results: list[StepResult], timed_out: tuple[int, ...] = ()
-    ) -> tuple[list[StepResult], dict]:
-        """Take back the clients' models; raise or skip failures; enforce min_clients."""
-        answered, failed = [], {}
-        for r in results:
-            for (category, message), n in r.warnings.items():
-                self._warnings[(r.client_id, category, message)] += n
+        for r in answered:  # the workers' copies of the clients come back
             client = self._clients[r.client_id]
-            if r.error is not None:
-                if self.on_client_error == "raise":
-                    raise RuntimeError(
-                        f"client {r.client_id} ({type(client.model.estimator).__name__}) "
-                        f"failed in round {t}: {type(r.error).__name__}: {r.error}"
-                    ) from r.error
-                failed[r.client_id] = f"{type(r.error).__name__}: {r.error}"
-                continue
             client.model, client.fitted = r.model, True
             client.last_sent = r.sent_codes
             client.last_eval = (r.eval_codes, r.eval_proba)
-            answered.append(r)
-        if len(answered) < self.min_clients:
-            raise RuntimeError(
-                f"round {t}: only {len(answered)} of {len(results) + len(timed_out)} sampled "
-                f"clients answered, fewer than min_clients={self.min_clients}; failures: "
-                f"{failed}; timed out: {list(timed_out)}"
-            )
-        return answered, failed
-
-    def _decode_upload(self, result: StepResult) -> np.ndarray:
-        """A client's labels from its message (delta messages against its last upload)."""
-        if self.encoding == "delta" and self.share == "hard":
-            return self._uplink[result.client_id].decode(result.message)
-        return decode_labels(result.message)
-
-    def _encode_broadcast(self, pseudo: np.ndarray) -> HardLabels | SoftLabels:
-        if pseudo.ndim == 1:
-            return HardLabels(pseudo, len(self.classes_), allow_abstain=True)
-        if self.soft_bits is not None:
-            return QuantizedSoftLabels(pseudo, bits=self.soft_bits)
-        return SoftLabels(pseudo, dtype=self.soft_dtype)
+        covered = self._server.hard_consensus >= 0
+        return replace(record, **self._evaluate(data, self._server.hard_consensus, covered))
 
     def _evaluate(self, data: FitData, hard: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
         """Accuracies for the round record (only from evaluation-only data)."""
@@ -425,17 +368,15 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         return out
 
     def _sample_clients(self) -> np.ndarray:
-        m = len(self._clients)
-        k = max(self.min_clients, round(self.participation * m))
-        if k >= m:
-            return np.arange(m)
-        return np.sort(self._sampler.choice(m, size=k, replace=False))
+        return sample_clients(
+            self._sampler, len(self._clients), self.participation, self.min_clients
+        )
 
     def _summarise_warnings(self) -> None:
-        self.learner_warnings_ = dict(self._warnings)
+        self.learner_warnings_ = dict(self._server.warnings)
         by_message: dict[tuple[str, str], list[int]] = {}
         counts: Counter = Counter()
-        for (client, category, message), n in self._warnings.items():
+        for (client, category, message), n in self._server.warnings.items():
             by_message.setdefault((category, message), []).append(client)
             counts[(category, message)] += n
         for (category, message), clients in by_message.items():
@@ -479,16 +420,16 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         client answered.
         """
         check_is_fitted(self, "history_")
-        if not isinstance(self._broadcast, HardLabels):
-            return self._broadcast.probs
-        codes = self._broadcast.codes
+        if not isinstance(self._server.broadcast, HardLabels):
+            return self._server.broadcast.probs
+        codes = self._server.broadcast.codes
         return np.ma.masked_array(self.classes_[np.maximum(codes, 0)], mask=codes < 0)
 
     @property
     def pseudo_label_codes_(self) -> np.ndarray:
         """Hard consensus on the public pool as class indices, -1 where it abstained."""
         check_is_fitted(self, "history_")
-        return self._hard_consensus
+        return self._server.hard_consensus
 
     def _fitted_models(self) -> list[ClassAlignedClassifier]:
         check_is_fitted(self, "history_")
@@ -553,9 +494,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "history_")
         pseudo = (
-            self._broadcast.codes
-            if isinstance(self._broadcast, HardLabels)
-            else self._broadcast.probs
+            self._server.broadcast.codes
+            if isinstance(self._server.broadcast, HardLabels)
+            else self._server.broadcast.probs
         )
         X, y = with_pseudo_labels(
             self._X_public[:0],
@@ -606,36 +547,32 @@ def _dry_run(consensus: Any, n_clients: int, data: FitData) -> None:
     )
 
 
-def seeded_clone(estimator: Any, seed: np.random.SeedSequence) -> Any:
+def seeded_clone(estimator: Any, seed: np.random.SeedSequence | int) -> Any:
     """Clone ``estimator`` and seed every ``random_state`` it leaves as None.
 
-    Used by the trainer and the baselines, so that one ``random_state`` seeds every client.
+    Used by the trainer, the baselines and Flower sites, so that one ``random_state``
+    seeds every client. ``seed`` is the client's seed sequence or the integer it
+    generates (``client_seed``), which is what a Flower site receives.
 
     Examples
     --------
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> est = seeded_clone(DecisionTreeClassifier(), np.random.SeedSequence(0))
-    >>> est.random_state is not None
+    >>> est.random_state == client_seed(np.random.SeedSequence(0))
     True
     """
+    value = seed if isinstance(seed, int | np.integer) else client_seed(seed)
     est = clone(estimator)
     params = est.get_params(deep=True) if hasattr(est, "get_params") else {}
-    unset = {
-        k: int(seed.generate_state(1)[0])
-        for k, v in params.items()
-        if k.endswith("random_state") and v is None
-    }
+    unset = {k: int(value) for k, v in params.items() if k.endswith("random_state") and v is None}
     if unset:
         est.set_params(**unset)
     return est
 
 
-def _hard(labels: np.ndarray) -> np.ndarray:
-    """Hard codes of a label array: itself if 1-D, argmax (-1 for NaN rows) if soft."""
-    if labels.ndim == 1:
-        return labels.astype(np.int64)
-    absent = np.isnan(labels).any(axis=-1)
-    return np.where(absent, -1, np.argmax(np.nan_to_num(labels, nan=-1.0), axis=-1))
+def client_seed(seed: np.random.SeedSequence) -> int:
+    """The integer that seeds a client's unset ``random_state`` parameters."""
+    return int(seed.generate_state(1)[0])
 
 
 def _postfix(record: RoundRecord) -> dict[str, str]:
