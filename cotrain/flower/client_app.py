@@ -1,0 +1,155 @@
+"""The site side: a Flower ClientApp that runs one :class:`cotrain.client.Client` step.
+
+The site's private data, public pool and learner come from its ``site.toml`` (see
+:mod:`cotrain.flower.site`), located through the SuperNode's node config:
+
+- ``site="/path/to/site.toml"`` (a deployment), or
+- ``partition-id=N`` with the run config's ``sites-dir`` holding ``site-N/site.toml``
+  (Flower's simulation engine, which numbers its virtual SuperNodes).
+
+Each ``train`` message runs exactly :meth:`cotrain.client.Client.step`, the code an
+in-process federation runs; the only state a site keeps between rounds (in Flower's
+``context.state``) is its last upload, the reference for delta coding, used only when
+the server says (``ref-round``) that it decoded that upload. Models are
+refitted every round from the private data and the broadcast, so learners that
+continue training across rounds (``warm_start``, torch adapters) are refused here.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cotrain.client import Client
+from cotrain.flower import protocol
+from cotrain.flower.site import Site, load_site
+from cotrain.trainer import seeded_clone
+from learners._aligned import _continues_training
+
+STATE = "cotrain"
+
+
+def make_client_app() -> Any:
+    """The cotrain ClientApp (``clientapp = "your_app.client_app:app"``).
+
+    Returns
+    -------
+    flwr.clientapp.ClientApp
+        Handles ``query`` (the handshake) and ``train`` (one round) messages.
+    """
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+    app.query()(handle_query)
+    app.train()(handle_train)
+    return app
+
+
+def handle_query(msg: Any, context: Any) -> Any:
+    """Handshake: tell the server who this site is and which public pool it holds."""
+    from flwr.app import ConfigRecord, Message, RecordDict
+
+    site = site_for(context)
+    if _continues_training(site.estimator, site.estimator.get_params(deep=False)):
+        raise NotImplementedError(
+            f"{type(site.estimator).__name__} continues training across rounds "
+            "(warm_start); Flower sites refit every round and cannot keep such a model yet"
+        )
+    record = ConfigRecord(
+        {
+            "client-id": -1 if site.client_id is None else site.client_id,
+            "pool-hash": site.pool_hash,
+            "n-public": int(site.X_public.shape[0]),
+            "n-samples": int(site.X.shape[0]),
+            "learner": type(site.estimator).__name__,
+            "labels": protocol.labels_to_config(np.unique(site.y)),
+        }
+    )
+    return Message(content=RecordDict({protocol.SITE: record}), reply_to=msg)
+
+
+def handle_train(msg: Any, context: Any) -> Any:
+    """One round at this site: check the pool, decode the broadcast, fit, label, encode."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+
+    started = time.time()
+    site = site_for(context)
+    config = msg.content.config_records[protocol.ROUND]
+    if config["pool-hash"] != site.pool_hash:
+        raise ValueError(
+            f"public pool mismatch: this site ({site.path}) holds a pool with SHA-256 "
+            f"{site.pool_hash[:16]}…, the federation's has {str(config['pool-hash'])[:16]}…; "
+            "every site must hold the same public pool"
+        )
+    classes = np.asarray(config["classes"])
+    client = Client(
+        int(config["client-index"]),
+        seeded_clone(site.estimator, int(config["seed"])),
+        site.X,
+        site.y,
+        classes,
+    )
+    # delta coding's reference: our last upload, if it is the one the server decoded
+    state = context.state.array_records.get(STATE)
+    if state is not None and int(state["sent-round"].numpy()[0]) == int(config["ref-round"]):
+        client.last_sent = state["last-sent"].numpy()
+    labels = msg.content.array_records.get(protocol.LABELS)
+    broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
+    soft_bits = int(config["soft-bits"])
+    result = client.step(
+        X_public=site.X_public,
+        broadcast=broadcast,
+        share=str(config["share"]),
+        soft_dtype=str(config["soft-dtype"]),
+        encoding=str(config["encoding"]),
+        soft_bits=None if soft_bits == 0 else soft_bits,
+    )
+    content = RecordDict()
+    if result.error is not None:
+        content[protocol.ERROR] = ConfigRecord(
+            {"type": type(result.error).__name__, "message": str(result.error)[:2000]}
+        )
+    else:
+        content[protocol.LABELS] = ArrayRecord(
+            {protocol.PAYLOAD: protocol.to_array(result.message)}
+        )
+        content[protocol.STATS] = MetricRecord(
+            {
+                "learner-time-s": float(result.learner_time_s),
+                "handler-start": started,
+                "handler-end": time.time(),
+            }
+        )
+        if result.sent_codes is not None:
+            context.state[STATE] = ArrayRecord(
+                {
+                    "last-sent": Array(result.sent_codes),
+                    "sent-round": Array(np.array([int(config["round"])])),
+                }
+            )
+    if result.warnings:
+        content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))
+    return Message(content=content, reply_to=msg)
+
+
+def site_for(context: Any) -> Site:
+    """The site this ClientApp runs at, from the node config (see the module docs)."""
+    node = context.node_config
+    if "site" in node:
+        return _load(str(node["site"]))
+    if "partition-id" in node and "sites-dir" in context.run_config:
+        folder = Path(str(context.run_config["sites-dir"])) / f"site-{int(node['partition-id'])}"
+        return _load(str(folder))
+    raise ValueError(
+        "this SuperNode has no cotrain site: start it with --node-config "
+        "'site=\"/path/to/site.toml\"' (or, in simulation, set the run config 'sites-dir')"
+    )
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> Site:
+    return load_site(path)

@@ -1,0 +1,87 @@
+"""What travels between the cotrain ServerApp and ClientApps, as Flower records.
+
+Everything is a numeric array or a config value — never a pickle. Labels travel as
+the same encoded bytes as in-process (packed, delta-coded or quantised label messages
+from :mod:`cotrain.messages` and :mod:`cotrain.compact`), held in a ``uint8``
+:class:`flwr.app.Array`, so the byte counts in the history are those of the messages.
+
+Messages
+--------
+``query`` (handshake), server → site: nothing; site → server: ``site`` config record
+with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``n-samples``,
+``learner`` and the site's label values (``labels``).
+
+``train`` (one round), server → site: ``round`` config record (round, client index,
+seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes) and, from round 2,
+the ``labels`` array record with the broadcast; site → server: the ``labels`` array
+record with the upload, a ``stats`` metric record (learner time) and a ``warnings``
+config record, or an ``error`` config record (type and message) when the step failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+LABELS = "labels"
+ROUND = "round"
+SITE = "site"
+STATS = "stats"
+WARNINGS = "warnings"
+ERROR = "error"
+PAYLOAD = "payload"
+
+
+class RemoteClientError(RuntimeError):
+    """An exception raised at a site, as reported back to the server."""
+
+
+def to_array(data: bytes) -> Any:
+    """An encoded label message as a ``uint8`` Flower Array."""
+    from flwr.app import Array
+
+    return Array(np.frombuffer(data, dtype=np.uint8).copy())
+
+
+def from_array(array: Any) -> bytes:
+    """The encoded label message held in a ``uint8`` Flower Array."""
+    values = array.numpy()
+    if values.dtype != np.uint8 or values.ndim != 1:
+        raise ValueError(
+            f"a label message must be a 1-D uint8 array, got {values.dtype} {values.shape}"
+        )
+    return values.tobytes()
+
+
+def labels_to_config(values: np.ndarray) -> list[int] | list[str]:
+    """Class labels as a config list: integers stay integers, anything else is text."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iub":
+        return [int(v) for v in values]
+    return [str(v) for v in values]
+
+
+def warnings_to_config(counts: Counter) -> dict[str, Any]:
+    """Counted learner warnings ``{(category, message): n}`` as a config record body."""
+    items = sorted(counts.items())
+    return {
+        "categories": [c for (c, _), _ in items],
+        "messages": [m[:500] for (_, m), _ in items],
+        "counts": [int(n) for _, n in items],
+    }
+
+
+def warnings_from_config(record: Any) -> Counter:
+    """The inverse of :func:`warnings_to_config`."""
+    if record is None or "counts" not in record:
+        return Counter()
+    return Counter(
+        {
+            (c, m): int(n)
+            for c, m, n in zip(
+                record["categories"], record["messages"], record["counts"], strict=True
+            )
+        }
+    )

@@ -1,0 +1,238 @@
+"""A deployment site: its private data, its copy of the public pool and its learner.
+
+A site is a folder with a ``site.toml`` that a Flower SuperNode is pointed at through
+its node config (``--node-config 'site="/data/cotrain/site.toml"'``). The private data
+never leaves the folder; the ClientApp reads it on the site's own machine. This module
+imports no Flower code, so sites can be prepared anywhere.
+
+``site.toml``::
+
+    client-id = 0                      # optional: the site's position in the federation
+    data = "private.npz"               # arrays X and y (paths relative to this file)
+    public-pool = "public.npy"         # the public pool U, identical at every site
+
+    [estimator]
+    class = "sklearn.tree.DecisionTreeClassifier"
+    params = { max_depth = 5 }
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import is_classifier
+
+SITE_FILE = "site.toml"
+
+
+@dataclass
+class Site:
+    """What a ClientApp knows about the site it runs at.
+
+    Attributes
+    ----------
+    client_id : int or None
+        The site's position in the federation, if it has one.
+    X, y : ndarray
+        The private training data.
+    X_public : ndarray
+        The site's copy of the public pool.
+    estimator : classifier
+        An unfitted scikit-learn-style classifier.
+    path : Path
+        The ``site.toml`` it was read from.
+    """
+
+    client_id: int | None
+    X: np.ndarray
+    y: np.ndarray
+    X_public: np.ndarray
+    estimator: Any
+    path: Path
+
+    @property
+    def pool_hash(self) -> str:
+        """Fingerprint of the site's public pool (see :func:`pool_fingerprint`)."""
+        return pool_fingerprint(self.X_public)
+
+
+def pool_fingerprint(X_public: np.ndarray) -> str:
+    """SHA-256 of a public pool's dtype, shape and bytes: equal pools, equal hashes.
+
+    Examples
+    --------
+    >>> a = np.arange(6.0).reshape(3, 2)
+    >>> pool_fingerprint(a) == pool_fingerprint(a.copy())
+    True
+    >>> pool_fingerprint(a) == pool_fingerprint(a.astype(np.float32))
+    False
+    """
+    X = np.ascontiguousarray(X_public)
+    digest = hashlib.sha256(f"{X.dtype.str}|{X.shape}|".encode())
+    digest.update(X.tobytes())
+    return digest.hexdigest()
+
+
+def write_site(
+    directory: str | Path,
+    X: Any,
+    y: Any,
+    X_public: Any,
+    estimator: Any,
+    client_id: int | None = None,
+) -> Path:
+    """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
+
+    The estimator is stored as its class path and its ``get_params(deep=False)``; every
+    parameter must be a TOML value (numbers, strings, booleans, lists of those).
+
+    Returns
+    -------
+    Path
+        The ``site.toml`` to give the SuperNode as ``--node-config 'site="..."'``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> folder = tempfile.mkdtemp()
+    >>> path = write_site(folder, np.zeros((2, 3)), np.array([0, 1]), np.ones((4, 3)),
+    ...                   DecisionTreeClassifier(max_depth=2), client_id=0)
+    >>> site = load_site(path)
+    >>> site.estimator, site.X_public.shape, site.client_id
+    (DecisionTreeClassifier(max_depth=2), (4, 3), 0)
+    """
+    import tomli_w
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(folder / "private.npz", X=np.asarray(X), y=np.asarray(y))
+    np.save(folder / "public.npy", np.asarray(X_public))
+    defaults = type(estimator)().get_params(deep=False)
+    params = {
+        k: v
+        for k, v in estimator.get_params(deep=False).items()
+        if v is not None and (k not in defaults or defaults[k] != v)
+    }
+    config: dict[str, Any] = {"data": "private.npz", "public-pool": "public.npy"}
+    if client_id is not None:
+        config = {"client-id": int(client_id), **config}
+    config["estimator"] = {"class": _public_path(type(estimator))}
+    if params:
+        config["estimator"]["params"] = params
+    path = folder / SITE_FILE
+    path.write_text(tomli_w.dumps(config))
+    return path
+
+
+def _public_path(cls: type) -> str:
+    """``sklearn.tree.DecisionTreeClassifier`` rather than ``sklearn.tree._classes.…``."""
+    parts = cls.__module__.split(".")
+    for n in range(1, len(parts) + 1):
+        module = ".".join(parts[:n])
+        try:
+            if getattr(importlib.import_module(module), cls.__name__, None) is cls:
+                return f"{module}.{cls.__name__}"
+        except ImportError:
+            continue
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+def load_site(path: str | Path) -> Site:
+    """Read a site from its ``site.toml`` (or the folder holding it).
+
+    Raises
+    ------
+    ValueError
+        With the file and the reason, for a missing file or key, or a learner that is
+        not a classifier.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / SITE_FILE
+    if not path.is_file():
+        raise ValueError(f"site config {path} does not exist")
+    with path.open("rb") as f:
+        config = tomllib.load(f)
+    for key in ("data", "public-pool", "estimator"):
+        if key not in config:
+            raise ValueError(f"site config {path} lacks the key {key!r}")
+    data = np.load(path.parent / config["data"], allow_pickle=False)
+    if "X" not in data or "y" not in data:
+        raise ValueError(f"{config['data']} (site {path}) must hold arrays 'X' and 'y'")
+    X_public = load_array(path.parent / config["public-pool"])
+    client_id = config.get("client-id")
+    if client_id is not None and not isinstance(client_id, int):
+        raise ValueError(f"site config {path}: client-id must be an integer, got {client_id!r}")
+    return Site(
+        client_id=client_id,
+        X=data["X"],
+        y=data["y"],
+        X_public=X_public,
+        estimator=_build_estimator(config["estimator"], path),
+        path=path,
+    )
+
+
+def load_array(path: str | Path) -> np.ndarray:
+    """A public pool from ``.npy``, or ``.npz`` (array ``X``, else the first array)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"public pool {path} does not exist")
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            return data["X"] if "X" in data else data[data.files[0]]
+    return np.load(path, allow_pickle=False)
+
+
+def _build_estimator(spec: dict[str, Any], path: Path) -> Any:
+    """Instantiate ``[estimator] class`` with ``params``; only a classifier is accepted."""
+    if not isinstance(spec, dict) or "class" not in spec:
+        raise ValueError(f"site config {path}: [estimator] needs a 'class' (a dotted path)")
+    module_name, _, name = str(spec["class"]).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"site config {path}: cannot import {spec['class']!r}: {err}") from err
+    estimator = cls(**spec.get("params", {}))
+    if not is_classifier(estimator):
+        raise ValueError(f"site config {path}: {spec['class']} is not a classifier")
+    return estimator
+
+
+def write_sites(
+    directory: str | Path,
+    X_clients: list[Any],
+    y_clients: list[Any],
+    X_public: Any,
+    estimators: list[Any],
+) -> list[Path]:
+    """Write ``site-0 … site-(n-1)`` folders, one per client, with ``client-id`` set.
+
+    The layout is what a SuperNode's ``site`` node config, or the simulation engine's
+    ``partition-id`` with the run config's ``sites-dir``, expects.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> paths = write_sites(tempfile.mkdtemp(), [np.zeros((2, 1))] * 2, [np.array([0, 1])] * 2,
+    ...                     np.ones((3, 1)), [DecisionTreeClassifier()] * 2)
+    >>> [p.parent.name for p in paths]
+    ['site-0', 'site-1']
+    """
+    if not len(X_clients) == len(y_clients) == len(estimators):
+        raise ValueError(
+            f"X_clients, y_clients and estimators must have one entry per client, got "
+            f"{len(X_clients)}, {len(y_clients)} and {len(estimators)}"
+        )
+    return [
+        write_site(Path(directory) / f"site-{i}", Xi, yi, X_public, est, client_id=i)
+        for i, (Xi, yi, est) in enumerate(zip(X_clients, y_clients, estimators, strict=True))
+    ]

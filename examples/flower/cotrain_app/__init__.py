@@ -1,0 +1,1 @@
+"""A Flower App running federated co-training with cotrain."""

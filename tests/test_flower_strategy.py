@@ -1,0 +1,324 @@
+"""The Flower server strategy and ClientApp handlers, over an in-memory Grid.
+
+The grid below delivers each pushed message to the real ClientApp handlers at once
+(no SuperLink, no processes), so these tests check the protocol and the round logic
+in seconds; ``test_flower_deployment.py`` runs the same code over real processes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neural_network import MLPClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from cotrain import FederatedCoTrainer
+from cotrain.flower import protocol
+from cotrain.flower.client_app import handle_query, handle_train
+from cotrain.flower.server_app import FlowerCoTraining
+from cotrain.flower.site import load_site, pool_fingerprint, write_site, write_sites
+from tests.conftest import FailingClassifier
+
+
+class InMemoryGrid:
+    """A Grid whose nodes answer at once by calling the ClientApp handlers.
+
+    ``lost[node] = {rounds}``: the site runs those rounds but its reply never arrives
+    (a dropped connection). ``silent``: nodes that never answer anything.
+    """
+
+    def __init__(self, site_paths, lost=None, silent=()):
+        self.sites = {1000 + 7 * i: str(p) for i, p in enumerate(site_paths)}
+        self.states = {node: RecordDict() for node in self.sites}
+        self.lost = lost or {}
+        self.silent = set(silent)
+        self.replies = {}
+        self.pushed = []
+
+    def get_node_ids(self):
+        return list(self.sites)
+
+    def push_messages(self, messages):
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = msg.object_id
+            self.pushed.append(msg)
+            ids.append(msg.metadata.message_id)
+            node = msg.metadata.dst_node_id
+            if node in self.silent:
+                continue
+            context = Context(1, node, {"site": self.sites[node]}, self.states[node], {})
+            handler = handle_query if msg.metadata.message_type == "query" else handle_train
+            try:
+                reply = handler(msg, context)
+            except Exception as err:
+                reply = Message(Error(2, f"{type(err)}:<'{err}'>"), reply_to=msg)
+            group = msg.metadata.group_id
+            if group and int(group) in self.lost.get(node, ()):
+                continue
+            self.replies[msg.metadata.message_id] = reply
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
+
+
+@pytest.fixture(autouse=True)
+def task_identity():
+    """Messages need a run id, as they would have inside a Flower app process."""
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    yield
+    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
+
+
+def mixed():
+    return [
+        DecisionTreeClassifier(max_depth=4),
+        LogisticRegression(max_iter=300),
+        KNeighborsClassifier(n_neighbors=3),
+    ]
+
+
+@pytest.fixture
+def federation(cancer, tmp_path):
+    """Three mixed sites on breast cancer, written to disk as a deployment would have."""
+    X_clients, y_clients, X_public = cancer["X"], cancer["y"], cancer["X_public"]
+    paths = write_sites(tmp_path / "sites", X_clients, y_clients, X_public, mixed())
+    np.save(tmp_path / "public.npy", X_public)
+    return {
+        "paths": paths,
+        "pool": tmp_path / "public.npy",
+        "X_clients": X_clients,
+        "y_clients": y_clients,
+        "X_public": X_public,
+    }
+
+
+def in_process(federation, **params):
+    return FederatedCoTrainer(mixed(), **params).fit(
+        federation["X_clients"], federation["y_clients"], X_public=federation["X_public"]
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"encoding": "delta"},
+        {"share": "soft", "consensus": "mean"},
+        {"share": "soft", "consensus": "mean", "soft_bits": 4},
+        {"participation": 0.67, "consensus": "qualified"},
+    ],
+    ids=["packed", "delta", "soft", "soft-4bit", "sampled-qualified"],
+)
+def test_flower_strategy_equals_in_process_trainer(federation, params):
+    grid = InMemoryGrid(federation["paths"])
+    flower = FlowerCoTraining(federation["pool"], rounds=4, random_state=3, **params).run(grid)
+    local = in_process(federation, rounds=4, random_state=3, **params)
+
+    np.testing.assert_array_equal(flower.pseudo_label_codes_, local.pseudo_label_codes_)
+    if params.get("share") == "soft":
+        np.testing.assert_array_equal(flower.pseudo_labels_, local.pseudo_labels_)
+    for a, b in zip(flower.history_, local.history_, strict=True):
+        assert (a.clients, a.bytes_up, a.bytes_down, a.changed) == (
+            b.clients,
+            b.bytes_up,
+            b.bytes_down,
+            b.changed,
+        )
+        assert a.agreement == pytest.approx(b.agreement)
+    assert flower.learners_ == [
+        "DecisionTreeClassifier",
+        "LogisticRegression",
+        "KNeighborsClassifier",
+    ]
+
+
+def test_labels_travel_as_uint8_arrays_never_pickles(federation):
+    grid = InMemoryGrid(federation["paths"])
+    FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(grid)
+    train = [m for m in grid.pushed if m.metadata.message_type == "train"]
+    with_labels = [m for m in train if protocol.LABELS in m.content.array_records]
+    assert len(with_labels) == 3  # the broadcast of round 1, sent in round 2
+    array = with_labels[0].content.array_records[protocol.LABELS][protocol.PAYLOAD]
+    assert array.dtype == "uint8" and array.stype == "numpy.ndarray"
+    # 300 binary labels with abstentions allowed: 10-byte header + 2 bits each
+    assert array.numpy().nbytes == 10 + 300 * 2 // 8
+
+
+def test_site_with_a_different_public_pool_is_refused(federation, tmp_path):
+    other = write_site(
+        tmp_path / "stranger",
+        federation["X_clients"][0],
+        federation["y_clients"][0],
+        federation["X_public"][:-1],  # one row short
+        DecisionTreeClassifier(),
+    )
+    grid = InMemoryGrid([*federation["paths"], other])
+    strategy = FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(grid)
+    stranger = list(grid.sites)[-1]
+    assert list(strategy.refused_) == [stranger]
+    assert "public pool mismatch" in strategy.refused_[stranger]
+    assert "299 rows" in strategy.refused_[stranger]
+    assert stranger not in strategy.node_ids_ and len(strategy.node_ids_) == 3
+
+
+def test_site_checks_the_pool_hash_of_every_round(federation):
+    site = load_site(federation["paths"][0])
+    grid = InMemoryGrid(federation["paths"][:1])
+    strategy = FlowerCoTraining(federation["pool"], rounds=1, min_nodes=1, random_state=0)
+    strategy.run(grid)
+    message = strategy._train_message(2, 0, None)
+    message.content.config_records[protocol.ROUND]["pool-hash"] = "0" * 64
+    message.metadata.__dict__["_message_id"] = message.object_id
+    context = Context(1, 1, {"site": str(site.path)}, RecordDict(), {})
+    with pytest.raises(ValueError, match="public pool mismatch"):
+        handle_train(message, context)
+
+
+def test_silent_node_is_a_straggler_and_the_round_goes_on(federation):
+    grid = InMemoryGrid(federation["paths"])
+    # the third node answers the handshake, then goes quiet
+    strategy = FlowerCoTraining(federation["pool"], rounds=2, round_timeout=0.2, random_state=0)
+    original = grid.push_messages
+
+    def push(messages):
+        messages = list(messages)
+        if messages[0].metadata.message_type == "train":
+            grid.silent = {strategy.node_ids_[2]}
+        return original(messages)
+
+    grid.push_messages = push
+    strategy.run(grid)
+    for record in strategy.history_:
+        assert record.timed_out == (2,)
+        assert record.clients == (0, 1, 2)
+    assert strategy.history_[0].bytes_up == 2 * (10 + 300 // 8 + 1)
+
+
+def test_lost_reply_under_delta_coding_falls_back_to_a_full_message(federation):
+    grid = InMemoryGrid(federation["paths"])
+    node = list(grid.sites)[1]
+    grid.lost = {node: {2}}  # site 1 runs round 2 but its upload never arrives
+    strategy = FlowerCoTraining(
+        federation["pool"], rounds=4, encoding="delta", round_timeout=0.2, random_state=0
+    ).run(grid)
+    assert strategy.history_[1].timed_out == (1,)
+    assert [r.failed for r in strategy.history_] == [{}, {}, {}, {}]
+    # without the server's ref-round the site would delta-code against round 2, which
+    # the server never saw, and the CRC check would fail in round 3
+    assert strategy.history_[2].timed_out == ()
+
+
+def test_failing_site_is_skipped_or_raises(federation, tmp_path):
+    bad = write_site(
+        tmp_path / "bad",
+        federation["X_clients"][0],
+        federation["y_clients"][0],
+        federation["X_public"],
+        FailingClassifier(),
+    )
+    paths = [*federation["paths"], bad]
+    skip = FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(InMemoryGrid(paths))
+    assert skip.history_[0].failed == {3: "RemoteClientError: ArithmeticError: deliberate failure"}
+    with pytest.raises(
+        RuntimeError, match=r"site 3 \(node .*FailingClassifier\) failed in round 1"
+    ):
+        FlowerCoTraining(federation["pool"], rounds=2, on_client_error="raise", random_state=0).run(
+            InMemoryGrid(paths)
+        )
+
+
+def test_warm_start_learner_is_refused_at_the_handshake(federation, tmp_path):
+    warm = write_site(
+        tmp_path / "warm",
+        federation["X_clients"][0],
+        federation["y_clients"][0],
+        federation["X_public"],
+        MLPClassifier(warm_start=True),
+    )
+    grid = InMemoryGrid([*federation["paths"], warm])
+    strategy = FlowerCoTraining(federation["pool"], rounds=1, random_state=0).run(grid)
+    reason = strategy.refused_[list(grid.sites)[-1]]
+    assert "NotImplementedError" in reason and "warm_start" in reason
+
+
+def test_bad_parameters_are_refused_before_any_round(federation):
+    grid = InMemoryGrid(federation["paths"])
+    with pytest.raises(ValueError, match="share must be 'hard' or 'soft'"):
+        FlowerCoTraining(federation["pool"], share="labels").run(grid)
+    assert not [m for m in grid.pushed if m.metadata.message_type == "train"]
+
+
+def test_too_few_nodes_is_a_clear_error(federation):
+    grid = InMemoryGrid(federation["paths"][:1])
+    with pytest.raises(RuntimeError, match=r"only 1 SuperNodes connected .* min_nodes=2"):
+        FlowerCoTraining(federation["pool"], node_timeout=0.3).run(grid)
+
+
+def test_run_config_maps_to_parameters():
+    strategy = FlowerCoTraining.from_run_config(
+        {
+            "public-pool": "u.npy",
+            "rounds": 7,
+            "on-client-error": "raise",
+            "early-stopping": 0,
+            "round-timeout": 0,
+            "random-state": 5,
+            "sites-dir": "ignored by the server",
+        }
+    )
+    assert (strategy.rounds, strategy.on_client_error, strategy.random_state) == (7, "raise", 5)
+    assert strategy.early_stopping is None and strategy.round_timeout is None
+    with pytest.raises(ValueError, match="public-pool"):
+        FlowerCoTraining.from_run_config({"rounds": 2})
+
+
+def test_early_stopping_and_save(federation, tmp_path):
+    strategy = FlowerCoTraining(
+        federation["pool"], rounds=30, early_stopping=2, random_state=0
+    ).run(InMemoryGrid(federation["paths"]))
+    assert strategy.stopped_reason_ == "early stopping" and strategy.n_rounds_ < 30
+    folder = strategy.save(tmp_path / "out")
+    codes = np.load(folder / "consensus_codes.npy")
+    assert codes.shape == (strategy.n_rounds_, 300)
+    np.testing.assert_array_equal(codes[-1], strategy.pseudo_label_codes_)
+    assert (folder / "history.csv").read_text().count("\n") == strategy.n_rounds_ + 1
+
+
+def test_site_files_round_trip_and_errors(tmp_path, cancer):
+    path = write_site(
+        tmp_path / "s",
+        cancer["X"][0],
+        cancer["y"][0],
+        cancer["X_public"],
+        LogisticRegression(C=0.5),
+        client_id=4,
+    )
+    site = load_site(path.parent)
+    assert site.client_id == 4 and site.estimator.C == 0.5
+    assert site.pool_hash == pool_fingerprint(cancer["X_public"])
+    text = path.read_text()
+    path.write_text(text.replace("sklearn.linear_model.LogisticRegression", "numpy.ndarray"))
+    with pytest.raises((ValueError, TypeError)):
+        load_site(path)
+    path.write_text(
+        text.replace(
+            'class = "sklearn.linear_model.LogisticRegression"',
+            'class = "sklearn.preprocessing.StandardScaler"',
+        ).replace("C = 0.5", "")
+    )
+    with pytest.raises(ValueError, match="is not a classifier"):
+        load_site(path)
+    path.write_text(text.replace('data = "private.npz"\n', ""))
+    with pytest.raises(ValueError, match="lacks the key 'data'"):
+        load_site(path)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_site(tmp_path / "nowhere")
