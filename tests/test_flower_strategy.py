@@ -271,11 +271,13 @@ def test_run_config_maps_to_parameters():
             "on-client-error": "raise",
             "early-stopping": 0,
             "round-timeout": 0,
-            "random-state": 5,
+            "random-state": 0,
             "sites-dir": "ignored by the server",
         }
     )
-    assert (strategy.rounds, strategy.on_client_error, strategy.random_state) == (7, "raise", 5)
+    assert (strategy.rounds, strategy.on_client_error, strategy.random_state) == (7, "raise", 0)
+    unseeded = FlowerCoTraining.from_run_config({"public-pool": "u", "random-state": -1})
+    assert unseeded.random_state is None
     assert strategy.early_stopping is None and strategy.round_timeout is None
     with pytest.raises(ValueError, match="public-pool"):
         FlowerCoTraining.from_run_config({"rounds": 2})

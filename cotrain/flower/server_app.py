@@ -50,7 +50,7 @@ RUN_CONFIG_KEYS = {
     "public-pool": "public_pool",
     "classes": "classes",
 }
-_ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout", "random_state"}
+_ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout"}
 
 
 class FlowerCoTraining:
@@ -139,7 +139,10 @@ class FlowerCoTraining:
 
     @classmethod
     def from_run_config(cls, run_config: dict[str, Any]) -> FlowerCoTraining:
-        """Build the strategy from a Flower run config (kebab-case keys, 0 for None).
+        """Build the strategy from a Flower run config (kebab-case keys).
+
+        TOML has no None: 0 stands for it in ``soft-bits``, ``early-stopping`` and
+        ``round-timeout``, and a negative ``random-state`` means unseeded.
 
         Examples
         --------
@@ -153,7 +156,8 @@ class FlowerCoTraining:
         for key, name in RUN_CONFIG_KEYS.items():
             if key in run_config:
                 value = run_config[key]
-                params[name] = None if name in _ZERO_IS_NONE and value == 0 else value
+                none = value == 0 if name in _ZERO_IS_NONE else name == "random_state" and value < 0
+                params[name] = None if none else value
         return cls(**params)
 
     # ------------------------------------------------------------------ run
@@ -375,7 +379,8 @@ def make_server_app() -> Any:
     """The cotrain ServerApp (``serverapp = "your_app.server_app:app"``).
 
     The run config (``[tool.flwr.app.config]``) holds the strategy's parameters in
-    kebab case (see :data:`RUN_CONFIG_KEYS`; 0 stands for None) and, optionally,
+    kebab case (see :data:`RUN_CONFIG_KEYS` and :meth:`FlowerCoTraining.from_run_config`)
+    and, optionally,
     ``output-dir``, where :meth:`FlowerCoTraining.save` writes the results.
     """
     from flwr.serverapp import ServerApp

@@ -1,0 +1,1 @@
+"""Tiny Flower app used by cotrain's ``LocalFederation`` tests."""

@@ -1,0 +1,119 @@
+"""LocalFederation: a real Flower deployment (SuperLink + SuperNodes) on localhost.
+
+Each test starts real ``flower-superlink`` / ``flower-supernode`` processes and runs the tiny
+echo app in ``tests/flower_echo_app``, whose ServerApp writes the node ids it saw and every
+node's reply (node id, node config, ClientApp process id) to a JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from cotrain.flower.localhost import LocalFederation, pid_alive
+
+pytestmark = pytest.mark.slow
+
+ECHO_APP = Path(__file__).parent / "flower_echo_app"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _echo(fed: LocalFederation, out: Path, *, check_status: bool = False, **config) -> dict:
+    done = fed.run(ECHO_APP, {"out": str(out), **config}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Successfully started run" in done.stdout
+    if check_status:  # `flwr run --stream` returns once the SuperLink marks the run finished
+        (run,) = fed.runs()
+        assert run["status"] == "finished:completed", run
+    return json.loads(out.read_text())
+
+
+def test_insecure_run_reaches_every_node_and_stop_leaves_nothing(tmp_path):
+    configs = [{"partition-id": i, "data": f"/data/part-{i}.npz"} for i in range(2)]
+    fed = LocalFederation(tmp_path / "home", 2, configs)
+    with fed:
+        assert sorted(fed.node_ids) == [0, 1]
+        echo = _echo(fed, tmp_path / "echo.json", check_status=True, **{"min-nodes": 2})
+        started = fed.all_pids
+        assert len(fed.processes()) >= 3  # SuperLink, 2 SuperNodes (+ their SuperExecs)
+
+    assert echo["errors"] == []
+    assert sorted(echo["node_ids"]) == sorted(fed.node_ids.values())
+    by_node = {r["node_id"]: r["node_config"] for r in echo["replies"]}
+    assert by_node == {fed.node_ids[i]: configs[i] for i in range(2)}
+    # every ClientApp ran in its own flwr-clientapp process, started under a SuperNode
+    assert {r["pid"] for r in echo["replies"]} <= started
+    assert len({r["pid"] for r in echo["replies"]}) == 2
+
+    assert [p for p in started if pid_alive(p)] == []
+    assert fed.processes() == []
+    fed.stop()  # idempotent
+
+
+def test_tls_and_node_auth_refuse_an_unregistered_node(tmp_path):
+    fed = LocalFederation(
+        tmp_path / "home",
+        2,
+        [{"partition-id": 0}, {"partition-id": 1}, {"partition-id": 99}],
+        tls=True,
+        auth=True,
+        unregistered_nodes=1,
+    )
+    with fed:
+        assert "--enable-supernode-auth" in fed.superlink_command()
+        assert "https://127.0.0.1" in fed.superlink_log()
+        assert sorted(fed.node_ids.values()) == sorted(fed.registered_node_ids)
+
+        # The unregistered node connects over TLS, but the SuperLink does not know its
+        # public key: ActivateNode fails (HTTP 412, Flower API error 2004) and the
+        # SuperNode exits with Flower exit code 305 (process exit status 1).
+        outsider = fed.node_process(2)
+        assert outsider.wait(timeout=30) == 1
+        log = fed.node_log(2)
+        assert "Exit Code: 305" in log
+        assert "[code: 2004] Failed to activate SuperNode." in log
+        assert "SuperNode ID:" not in log
+        assert "No SuperNode found with the given public key." in fed.superlink_log()
+
+        echo = _echo(fed, tmp_path / "echo.json", **{"min-nodes": 2})
+
+    assert echo["errors"] == []
+    assert sorted(echo["node_ids"]) == sorted(fed.registered_node_ids)
+    assert sorted(r["node_id"] for r in echo["replies"]) == sorted(fed.registered_node_ids)
+    assert sorted(r["node_config"]["partition-id"] for r in echo["replies"]) == [0, 1]
+    assert fed.processes() == []
+
+
+def test_kill_node_kills_the_node_and_its_children(tmp_path):
+    fed = LocalFederation(tmp_path / "home", 1)
+    with fed:
+        run = fed.submit(ECHO_APP, {"client-sleep": 60.0, "wait-timeout": 90.0})
+        deadline = time.monotonic() + 60
+        while not any("flwr-clientapp" in _cmdline(p) for p in fed.node_children(0)):
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, fed.node_log(0)
+            time.sleep(0.2)
+        node = fed.node_process(0).pid
+        children = fed.node_children(0)
+        assert any("flower-superexec" in _cmdline(p) for p in children)
+
+        killed = fed.kill_node(0)
+
+        assert {node, *children} <= set(killed)
+        assert not any(pid_alive(p) for p in [node, *children])
+        assert fed.node_process(0).returncode == -9
+        assert pid_alive(fed.superlink_process.pid)
+        assert run.poll() is None  # the run waits for a reply that never comes
+    assert fed.processes() == []
+    assert run.returncode is not None
