@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -82,3 +83,25 @@ def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
     assert table["up bytes/round/client"].iloc[0] == 12
     assert table["up bytes/round/client"].iloc[1] > 1000
     sys.modules.pop("finetune_gpt2", None)
+
+
+def test_flower_prepare_sites_writes_three_loadable_sites(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("flwr")
+    monkeypatch.syspath_prepend(str(EXAMPLES / "flower"))
+    import prepare_sites
+
+    from cotrain.flower.site import load_site, pool_fingerprint
+
+    prepare_sites.main(["--out", str(tmp_path), "--rounds", "2"])
+    sites = [load_site(tmp_path / f"site-{i}") for i in range(3)]
+    assert [s.client_id for s in sites] == [0, 1, 2]
+    assert [type(s.estimator).__name__ for s in sites] == [
+        "DecisionTreeClassifier",
+        "LogisticRegression",
+        "KNeighborsClassifier",
+    ]
+    assert sum(len(s.y) for s in sites) == 85  # the FedCT breast-cancer split
+    pool = np.load(tmp_path / "public.npy")
+    assert all(s.pool_hash == pool_fingerprint(pool) for s in sites)
+    assert np.load(tmp_path / "in_process_consensus.npy").shape == (370,)
+    assert "in-process run: test accuracy" in capsys.readouterr().out

@@ -257,6 +257,12 @@ def test_bad_parameters_are_refused_before_any_round(federation):
     assert not [m for m in grid.pushed if m.metadata.message_type == "train"]
 
 
+def test_noisy_consensus_is_not_available_on_flower(federation):
+    grid = InMemoryGrid(federation["paths"])
+    with pytest.raises(NotImplementedError, match="privacy accounting"):
+        FlowerCoTraining(federation["pool"], consensus="noisy_argmax").run(grid)
+
+
 def test_too_few_nodes_is_a_clear_error(federation):
     grid = InMemoryGrid(federation["paths"][:1])
     with pytest.raises(RuntimeError, match=r"only 1 SuperNodes connected .* min_nodes=2"):

@@ -1,1 +1,15 @@
-"""Deployment on Flower: a ClientApp per site and a ServerApp running the cotrain round."""
+"""Deployment on Flower: a ClientApp per site and a ServerApp running the cotrain round.
+
+Needs the ``flower`` extra (``pip install -e ".[flower]"``); Flower is imported only
+inside the functions that use it.
+
+- :mod:`cotrain.flower.site` — a site's folder (private data, public pool, learner);
+- :mod:`cotrain.flower.client_app` — ``make_client_app()``: one client step per message;
+- :mod:`cotrain.flower.server_app` — ``FlowerCoTraining`` (the server strategy) and
+  ``make_server_app()``;
+- :mod:`cotrain.flower.protocol` — what the messages carry (numeric arrays only);
+- :mod:`cotrain.flower.localhost` — ``LocalFederation``: a SuperLink and SuperNodes on
+  localhost as processes, for tests, benchmarks and trying a deployment.
+
+See ``examples/flower/README.md``.
+"""

@@ -29,7 +29,7 @@ from cotrain.flower.site import load_array, pool_fingerprint
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels
 from cotrain.server import CoTrainingServer, sample_clients
-from cotrain.trainer import client_seed
+from cotrain.trainer import _accounted, client_seed
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
@@ -174,6 +174,11 @@ class FlowerCoTraining:
         n = len(sites)
         check_params(self._trainer_params(), n_clients=n)
         self.consensus_ = clone(get_consensus(self.consensus), safe=False)
+        if _accounted(self.consensus_):
+            raise NotImplementedError(
+                f"{type(self.consensus_).__name__} spends privacy budget; privacy accounting "
+                "is not available on Flower yet (run it in-process with FederatedCoTrainer)"
+            )
         self.node_ids_ = [s["node"] for s in sites]
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
