@@ -415,6 +415,11 @@ class LocalFederation:
             FLWR_DISABLE_UPDATE_CHECK="1",
             PYTHONUNBUFFERED="1",
         )
+        # Flower starts flower-superexec, flwr-serverapp and flwr-clientapp by name: take
+        # them from this Python's environment even when it is not activated
+        bin_dir = str(Path(sys.executable).parent)
+        if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+            env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
         # SuperExecs poll for new ServerApp/ClientApp tasks every second by default
         env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2")
         env[_TAG] = f"{self._token}/{role}/"
