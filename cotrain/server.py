@@ -136,6 +136,9 @@ class CoTrainingServer:
             self.ledger.record(ids)
         weights = self.consensus.weights_for(ids, self.n_public)
         pseudo = self.consensus(labels, n_classes=self.n_classes, weights=weights)
+        observe = getattr(self.consensus, "observe", None)
+        if callable(observe):  # stateful rules (reputation) learn from each round
+            observe(ids, labels, pseudo)
         self.broadcast = self._encode_broadcast(pseudo)
 
         hard = hard_codes(pseudo)
