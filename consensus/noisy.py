@@ -130,6 +130,48 @@ class NoisyArgmax(Consensus):
             self._seed_source = cached
         return np.random.default_rng(cached[1].spawn(1)[0])
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where the noise stream stands, for checkpoints (see :meth:`load_state_dict`).
+
+        Examples
+        --------
+        >>> a = NoisyArgmax(5.0, random_state=0)
+        >>> _ = a(np.array([[0, 1], [1, 1]]), n_classes=2)
+        >>> b = NoisyArgmax(5.0, random_state=0)
+        >>> b.load_state_dict(a.state_dict())
+        >>> votes = np.array([[0, 1], [1, 0]])
+        >>> bool((a(votes, n_classes=2) == b(votes, n_classes=2)).all())
+        True
+        """
+        if isinstance(self.random_state, np.random.Generator):
+            return {"generator": self.random_state.bit_generator.state}
+        cached = getattr(self, "_seed_source", None)
+        return {"spawned": 0 if cached is None else int(cached[1].n_children_spawned)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the noise stream from :meth:`state_dict`."""
+        if "generator" in state:
+            self.random_state.bit_generator.state = state["generator"]
+            return
+        self._rng_seed_sequence_only()
+        _, seq = self._seed_source
+        self._seed_source = (
+            self.random_state,
+            np.random.SeedSequence(
+                seq.entropy, spawn_key=seq.spawn_key, n_children_spawned=int(state["spawned"])
+            ),
+        )
+
+    def _rng_seed_sequence_only(self) -> None:
+        """Create the cached seed sequence without drawing from it."""
+        if getattr(self, "_seed_source", None) is None:
+            self._rng()
+            _, seq = self._seed_source
+            self._seed_source = (
+                self.random_state,
+                np.random.SeedSequence(seq.entropy, spawn_key=seq.spawn_key),
+            )
+
     def __call__(
         self, labels: ArrayLike, *, n_classes: int, weights: ArrayLike | None = None
     ) -> NDArray[np.int64]:

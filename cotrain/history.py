@@ -78,6 +78,31 @@ class RoundRecord:
     pseudo_label_accuracy: float | None = None
     epsilon: float | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON types (integer dict keys become strings).
+
+        Examples
+        --------
+        >>> r = RoundRecord(round=2, clients=(0, 1), failed={1: "boom"})
+        >>> RoundRecord.from_json(r.to_json()) == r
+        True
+        """
+        out = asdict(self)
+        out["clients"], out["timed_out"] = list(self.clients), list(self.timed_out)
+        out["failed"] = {str(k): v for k, v in self.failed.items()}
+        out["client_accuracy"] = {str(k): v for k, v in self.client_accuracy.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RoundRecord:
+        """The inverse of :meth:`to_json`."""
+        data = dict(data)
+        data["clients"] = tuple(int(i) for i in data["clients"])
+        data["timed_out"] = tuple(int(i) for i in data["timed_out"])
+        data["failed"] = {int(k): v for k, v in data["failed"].items()}
+        data["client_accuracy"] = {int(k): v for k, v in data["client_accuracy"].items()}
+        return cls(**data)
+
 
 class History:
     """The records of a run, one per round; a table with :meth:`to_frame`.

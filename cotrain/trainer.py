@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections import Counter
@@ -22,13 +23,20 @@ from cotrain._validation import (
     describe_shape,
     feature_shape,
 )
+from cotrain.checkpoint import (
+    FORMAT,
+    Checkpointer,
+    estimator_types,
+    fingerprint,
+    load_model,
+)
 from cotrain.client import (
     Client,
     run_client_step,
     with_pseudo_labels,
 )
 from cotrain.history import History, RoundRecord
-from cotrain.messages import HardLabels
+from cotrain.messages import HardLabels, decode
 from cotrain.runtime import Straggler, make_runtime
 from cotrain.server import CoTrainingServer, sample_clients
 from learners import ClassAlignedClassifier
@@ -92,6 +100,13 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Seconds a round waits for its clients; the ones still running are stragglers,
         recorded in ``history_[t].timed_out``, and the round goes on with the others if
         at least ``min_clients`` answered.
+    checkpoint_dir : str or path, default=None
+        Write a checkpoint after every round (client models with skops — torch tensors
+        with ``torch.save`` —, pseudo-labels, the server's message state, generator states
+        and the history; atomically, see :mod:`cotrain.checkpoint`), so that
+        ``fit(..., resume=True)`` continues an interrupted run from its last complete
+        round with exactly the result of an uninterrupted one. A fit without ``resume``
+        starts afresh and replaces the directory's checkpoints.
     random_state : int, default=None
         Seeds client sampling and every client estimator whose ``random_state`` is None.
     verbose : int, default=0
@@ -155,6 +170,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         n_jobs: int | None = None,
         runtime: Any = None,
         round_timeout: float | None = None,
+        checkpoint_dir: Any = None,
         random_state: int | None = None,
         verbose: int = 0,
     ) -> None:
@@ -174,6 +190,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.runtime = runtime
         self.round_timeout = round_timeout
+        self.checkpoint_dir = checkpoint_dir
         self.random_state = random_state
         self.verbose = verbose
 
@@ -187,6 +204,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         groups: Any = None,
         eval_set: tuple[Any, Any] | None = None,
         y_public: Any = None,
+        resume: bool = False,
     ) -> FederatedCoTrainer:
         """Run federated co-training.
 
@@ -207,6 +225,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         y_public : array-like, optional
             Hidden truth of the public pool, to score the pseudo-labels; never used to
             train.
+        resume : bool, default=False
+            Continue from the last complete round checkpointed in ``checkpoint_dir`` (a
+            run that had finished is restored without training). The same estimators,
+            parameters and data are required; a checkpoint from another configuration,
+            or one that was altered, is refused with a ``ValueError``. Without a
+            checkpoint in the directory the fit starts from round 1.
 
         Returns
         -------
@@ -277,26 +301,43 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
         )
         self.history_ = History()
-        self._run_rounds(data)
+        self.stopped_reason_ = None
+        self._checkpointer = self._make_checkpointer(estimators, data, resume)
+        start, finished = 1, False
+        if self._checkpointer is not None and resume and self._checkpointer.latest():
+            start, finished = self._restore_checkpoint(estimators)
+        if not finished:
+            self._run_rounds(data, start)
+        self.n_rounds_ = len(self.history_)
         self._summarise_warnings()
         return self
 
-    def _run_rounds(self, data: FitData) -> None:
+    def _run_rounds(self, data: FitData, start: int = 1) -> None:
         from tqdm.auto import tqdm
 
-        unchanged = 0
-        self.stopped_reason_ = None
+        unchanged = _trailing_unchanged(self.history_)
         with (
             make_runtime(self.n_jobs, self.runtime) as runtime,
-            tqdm(total=self.rounds, disable=self.verbose < 1, desc="FedCT", unit="round") as bar,
+            tqdm(
+                total=self.rounds,
+                initial=start - 1,
+                disable=self.verbose < 1,
+                desc="FedCT",
+                unit="round",
+            ) as bar,
         ):
-            for t in range(1, self.rounds + 1):
+            for t in range(start, self.rounds + 1):
+                if self.early_stopping is not None and unchanged >= self.early_stopping:
+                    self.stopped_reason_ = "early stopping"  # (a resumed, settled run)
+                    break
                 sampled = self._sample_clients()
                 if self._ledger is not None and self._ledger.would_exceed_budget(sampled):
                     self.stopped_reason_ = "privacy budget"
                     break
                 record = self._round(t, sampled, runtime, data)
                 self.history_.append(record)
+                if self._checkpointer is not None:
+                    self._save_checkpoint(t)
                 bar.update(1)
                 bar.set_postfix(_postfix(record))
                 if self.verbose >= 2:
@@ -305,7 +346,109 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 if self.early_stopping is not None and unchanged >= self.early_stopping:
                     self.stopped_reason_ = "early stopping"
                     break
-        self.n_rounds_ = len(self.history_)
+        if self._checkpointer is not None:
+            self._checkpointer.update_state(finished=True, stopped_reason=self.stopped_reason_)
+
+    # ----------------------------------------------------------- checkpoints
+    def _make_checkpointer(
+        self, estimators: list[Any], data: FitData, resume: bool
+    ) -> Checkpointer | None:
+        if self.checkpoint_dir is None:
+            if resume:
+                raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
+            return None
+        if not isinstance(self.checkpoint_dir, str | os.PathLike):
+            raise TypeError(
+                f"checkpoint_dir must be a path (str or os.PathLike), got "
+                f"{type(self.checkpoint_dir).__name__}"
+            )
+        for est in estimators:
+            if type(est).__name__ in _NOT_CHECKPOINTABLE:
+                raise NotImplementedError(
+                    f"checkpoint_dir: {type(est).__name__} models cannot be checkpointed yet "
+                    f"({_NOT_CHECKPOINTABLE[type(est).__name__]})"
+                )
+        params = self.get_params(deep=False)
+        # what the result of the rounds so far depends on: not n_jobs, runtime or verbose,
+        # nor `rounds` (a finished run can be extended)
+        for name in ("n_jobs", "runtime", "verbose", "checkpoint_dir", "estimators", "rounds"):
+            params.pop(name)
+        config = fingerprint(
+            FORMAT,
+            [repr(e) for e in estimators],
+            sorted((k, repr(v)) for k, v in params.items()),
+            data.X_clients,
+            data.y_clients,
+            data.X_public,
+            data.classes,
+            data.X_eval,
+            data.y_eval_codes,
+            data.y_public_codes,
+        )
+        checkpointer = Checkpointer(self.checkpoint_dir, config)
+        self._trusted_types = estimator_types(estimators)
+        if not resume:
+            checkpointer.clear()
+        return checkpointer
+
+    def _save_checkpoint(self, t: int) -> None:
+        server = self._server
+        arrays: dict[str, np.ndarray] = {}
+        if server.hard_consensus is not None:
+            arrays["hard_consensus"] = server.hard_consensus
+        for c in self._clients:
+            for key, value in (
+                ("last_sent", c.last_sent),
+                ("eval_codes", c.last_eval[0]),
+                ("eval_proba", c.last_eval[1]),
+                ("uplink", server.uplink[c.client_id].previous),
+            ):
+                if value is not None:
+                    arrays[f"{key}_{c.client_id}"] = value
+        if self._ledger is not None:
+            arrays["ledger_rounds_taken"] = self._ledger.rounds_taken
+        state_dict = getattr(self.consensus_, "state_dict", None)
+        state = {
+            "round": t,
+            "sampler": self._sampler.bit_generator.state,
+            "consensus": _jsonable(state_dict()) if callable(state_dict) else None,
+            "history": [r.to_json() for r in self.history_],
+            "warnings": [[*key, n] for key, n in server.warnings.items()],
+            "fitted": [c.fitted for c in self._clients],
+            "stopped_reason": None,
+            "finished": False,
+        }
+        models = {c.client_id: c.model for c in self._clients if c.fitted}
+        self._checkpointer.save(t, state, arrays, server.broadcast_bytes(), models)
+
+    def _restore_checkpoint(self, estimators: list[Any]) -> tuple[int, bool]:
+        """Put the state of the last checkpoint back; returns (next round, finished)."""
+        state, arrays, broadcast, folder = self._checkpointer.load()
+        server = self._server
+        for c in self._clients:
+            i = c.client_id
+            if state["fitted"][i]:
+                c.model = load_model(folder, f"client-{i}", self._trusted_types)
+                c.fitted = True
+            c.last_sent = arrays.get(f"last_sent_{i}")
+            c.last_eval = (arrays.get(f"eval_codes_{i}"), arrays.get(f"eval_proba_{i}"))
+            server.uplink[i].previous = arrays.get(f"uplink_{i}")
+        server.hard_consensus = arrays.get("hard_consensus")
+        server.broadcast = None if broadcast is None else decode(broadcast)
+        server.warnings = Counter({(c, cat, msg): n for c, cat, msg, n in state["warnings"]})
+        if self._ledger is not None:
+            self._ledger.rounds_taken = arrays["ledger_rounds_taken"].copy()
+        if state["consensus"] is not None:
+            self.consensus_.load_state_dict(state["consensus"])
+        self._sampler.bit_generator.state = state["sampler"]
+        for record in state["history"]:
+            self.history_.append(RoundRecord.from_json(record))
+        self.stopped_reason_ = state["stopped_reason"]
+        # a run that stopped early stays stopped; one that used up its rounds can go on
+        finished = state["finished"] and (
+            state["stopped_reason"] is not None or state["round"] >= self.rounds
+        )
+        return state["round"] + 1, bool(finished)
 
     def _round(self, t: int, sampled: np.ndarray, runtime: Any, data: FitData) -> RoundRecord:
         """One communication round: clients step, the server decodes, votes and records."""
@@ -507,6 +650,28 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         )
         model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
         return model.estimator_
+
+
+#: learners whose fitted models cannot be stored without pickle yet, and why
+_NOT_CHECKPOINTABLE = {
+    "RuleFitClassifier": "skops cannot store imodels' rule dictionaries (tuple keys)",
+    "GPT2Classifier": "saving transformers models in checkpoints is not implemented",
+}
+
+
+def _trailing_unchanged(history: History) -> int:
+    """Rounds at the end of ``history`` in which the consensus did not change."""
+    n = 0
+    for record in reversed(list(history)):
+        if record.changed != 0:
+            break
+        n += 1
+    return n
+
+
+def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
+    """A consensus ``state_dict()`` with arrays as lists, for ``state.json``."""
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in state.items()}
 
 
 def _accounted(mechanism: Any) -> bool:

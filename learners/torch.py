@@ -574,6 +574,30 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         codes = self._logits(X).argmax(dim=1).numpy()
         return self.classes_[codes]
 
+    # -------------------------------------------------------------- checkpoints
+    #: attributes holding tensors, stored by :func:`cotrain.checkpoint.save_model` with
+    #: ``torch.save`` (read back with ``weights_only=True``) instead of skops
+    _checkpoint_tensor_attrs = ("module_", "optimizer_", "_rng_state")
+
+    def _checkpoint_tensors(self) -> dict[str, Any]:
+        """The network, optimizer and random-generator state as plain tensors."""
+        return {
+            "module": self.module_.state_dict(),
+            "optimizer": self.optimizer_.state_dict(),
+            "rng": dict(self._rng_state),
+        }
+
+    def _restore_tensors(self, saved: dict[str, Any]) -> None:
+        """Rebuild the network and optimizer from :meth:`_checkpoint_tensors`."""
+        device = self._device()
+        module = self._make_module(math.prod(self.input_shape_), self.n_classes_).to(device)
+        module.load_state_dict(saved["module"])
+        module.train()
+        self.module_ = module
+        self.optimizer_ = self._make_optimizer(module)
+        self.optimizer_.load_state_dict(saved["optimizer"])
+        self._rng_state = dict(saved["rng"])
+
     # ------------------------------------------------------------------ weights
     def _named_parameters(self, trainable_only: bool) -> Iterator[tuple[str, nn.Parameter]]:
         if not hasattr(self, "module_"):

@@ -61,6 +61,11 @@ def recording_tree():
 @pytest.fixture(scope="session")
 def cancer():
     """Breast cancer: 60 labelled rows over 3 clients, 300 public, 209 test (standardised)."""
+    return cancer_split()
+
+
+def cancer_split():
+    """The data of the ``cancer`` fixture, for code that runs outside pytest."""
     X, y = load_breast_cancer(return_X_y=True)
     rng = np.random.default_rng(0)
     order = rng.permutation(len(y))

@@ -1,0 +1,328 @@
+"""Checkpoints of a federated run: everything needed to continue after a crash.
+
+A checkpoint is a folder ``round-<t>`` inside the trainer's ``checkpoint_dir``:
+
+- ``client-<i>.skops`` — each fitted client model, stored with :mod:`skops.io` (no
+  pickle); for torch learners the tensors (module, optimizer, random generator) go to
+  ``client-<i>.pt``, read back with ``torch.load(weights_only=True)``;
+- ``arrays.npz`` — the server's arrays (consensus, every client's last upload as the
+  delta reference, evaluation predictions, privacy ledger), loaded without pickle;
+- ``broadcast.bin`` — the encoded consensus the next round's clients receive;
+- ``state.json`` — the round, the sampler's generator state, the consensus state, the
+  history, counted learner warnings and why the run stopped;
+- ``manifest.json`` — the format version, a fingerprint of the configuration and the
+  data, and the SHA-256 of every file above.
+
+Writes are atomic: the folder is written under a temporary name, flushed, renamed, and
+only then does the ``LATEST`` file (itself replaced atomically) point at it, so a crash
+at any moment leaves the previous checkpoint usable. Loading checks the fingerprint
+(a different configuration or data is refused) and every file's hash (a tampered or
+corrupt checkpoint is refused), and lets skops build only the types this trainer's own
+estimators use.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = 1
+LATEST = "LATEST"
+MANIFEST = "manifest.json"
+#: module prefixes whose types a checkpoint may contain besides the configured estimators'
+TRUSTED_MODULES = ("sklearn.", "xgboost.", "numpy.", "scipy.", "learners.", "builtins.")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: tampered, corrupt, or from another run."""
+
+
+def fingerprint(*parts: Any) -> str:
+    """SHA-256 over arrays (dtype, shape, bytes) and ``repr`` of everything else.
+
+    Examples
+    --------
+    >>> fingerprint(np.arange(3), "a") == fingerprint(np.arange(3), "a")
+    True
+    >>> fingerprint(np.arange(3)) == fingerprint(np.arange(3.0))
+    False
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        _update(digest, part)
+    return digest.hexdigest()
+
+
+def _update(digest: Any, part: Any) -> None:
+    if isinstance(part, np.ndarray) and part.dtype != object:
+        arr = np.ascontiguousarray(part)
+        digest.update(f"array|{arr.dtype.str}|{arr.shape}|".encode())
+        digest.update(arr.tobytes())
+    elif isinstance(part, list | tuple):
+        digest.update(f"seq|{len(part)}|".encode())
+        for item in part:
+            _update(digest, item)
+    else:
+        digest.update(f"repr|{part!r}|".encode())
+
+
+class Checkpointer:
+    """Writes and reads the checkpoints in one directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Created if missing.
+    config : str
+        Fingerprint of the configuration and data; a checkpoint with another is refused.
+    keep : int, default=2
+        Complete checkpoints kept (older ones are deleted after a new one is in place).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> ckpt = Checkpointer(tempfile.mkdtemp(), config="abc")
+    >>> _ = ckpt.save(1, {"round": 1}, {"codes": np.array([0, 1])}, b"\\x01", {})
+    >>> state, arrays, broadcast, folder = ckpt.load()
+    >>> state["round"], arrays["codes"].tolist(), broadcast
+    (1, [0, 1], b'\\x01')
+    """
+
+    def __init__(self, directory: str | Path, config: str, keep: int = 2) -> None:
+        self.directory = Path(directory)
+        self.config = config
+        self.keep = keep
+
+    # ---------------------------------------------------------------- write
+    def save(
+        self,
+        round_: int,
+        state: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+        broadcast: bytes | None,
+        models: dict[int, Any],
+    ) -> Path:
+        """Write the checkpoint of round ``round_`` atomically and point ``LATEST`` at it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"round-{round_:06d}"
+        final = self.directory / name
+        tmp = self.directory / f".{name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        files: list[str] = []
+        for i, model in models.items():
+            files += save_model(model, tmp, f"client-{i}")
+        np.savez(tmp / "arrays.npz", **arrays)
+        files.append("arrays.npz")
+        if broadcast is not None:
+            (tmp / "broadcast.bin").write_bytes(broadcast)
+            files.append("broadcast.bin")
+        (tmp / "state.json").write_text(json.dumps(state))
+        files.append("state.json")
+        manifest = {
+            "format": FORMAT,
+            "round": round_,
+            "config": self.config,
+            "files": {f: _sha256(tmp / f) for f in sorted(files)},
+        }
+        _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
+        for f in [*files, MANIFEST]:
+            _fsync(tmp / f)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(self.directory)
+        _write_atomic(self.directory / LATEST, name.encode())
+        self._prune(keep_name=name)
+        return final
+
+    def update_state(self, **fields: Any) -> None:
+        """Change fields of the latest checkpoint's ``state.json`` (e.g. ``finished``)."""
+        folder = self.latest()
+        if folder is None:
+            return
+        state = json.loads((folder / "state.json").read_text())
+        state.update(fields)
+        data = json.dumps(state).encode()
+        manifest = json.loads((folder / MANIFEST).read_text())
+        manifest["files"]["state.json"] = hashlib.sha256(data).hexdigest()
+        # the state first: a crash in between leaves a hash mismatch, caught at load
+        _write_atomic(folder / "state.json", data)
+        _write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
+
+    def clear(self) -> None:
+        """Remove this directory's checkpoints (a fresh, non-resumed fit)."""
+        if not self.directory.exists():
+            return
+        for path in self.directory.iterdir():
+            if path.name == LATEST or path.name.startswith(("round-", ".round-")):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def _prune(self, keep_name: str) -> None:
+        rounds = sorted(p for p in self.directory.glob("round-*") if p.is_dir())
+        for path in rounds[: max(0, len(rounds) - self.keep)]:
+            if path.name != keep_name:
+                shutil.rmtree(path, ignore_errors=True)
+
+    # ----------------------------------------------------------------- read
+    def latest(self) -> Path | None:
+        """The folder ``LATEST`` points at, or None when there is no checkpoint."""
+        pointer = self.directory / LATEST
+        if not pointer.is_file():
+            return None
+        folder = self.directory / pointer.read_text().strip()
+        if not folder.is_dir() or "/" in pointer.read_text().strip():
+            raise CheckpointError(f"{pointer} points at {folder}, which is not a checkpoint")
+        return folder
+
+    def load(self) -> tuple[dict[str, Any], dict[str, np.ndarray], bytes | None, Path]:
+        """Verify and read the latest checkpoint (models are read by :func:`load_model`).
+
+        Raises
+        ------
+        CheckpointError
+            For a different configuration or data, a missing or altered file, or an
+            unknown format.
+        """
+        folder = self.latest()
+        if folder is None:
+            raise CheckpointError(f"no checkpoint in {self.directory}")
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"unreadable manifest in {folder}: {err}") from err
+        if manifest.get("format") != FORMAT:
+            raise CheckpointError(
+                f"checkpoint {folder} has format {manifest.get('format')!r}, expected {FORMAT}"
+            )
+        if manifest.get("config") != self.config:
+            raise CheckpointError(
+                f"checkpoint {folder} comes from a different configuration or data (its "
+                "fingerprint differs): the estimators, the trainer's parameters, the clients' "
+                "data and the public pool must be those of the checkpointed run"
+            )
+        expected = manifest.get("files", {})
+        present = {p.name for p in folder.iterdir()} - {MANIFEST}
+        if present != set(expected):
+            raise CheckpointError(
+                f"checkpoint {folder} is incomplete or was altered: files {sorted(present)} "
+                f"differ from the manifest's {sorted(expected)}"
+            )
+        for name, digest in expected.items():
+            if _sha256(folder / name) != digest:
+                raise CheckpointError(
+                    f"checkpoint file {folder / name} was altered or is corrupt (SHA-256 "
+                    "differs from the manifest)"
+                )
+        state = json.loads((folder / "state.json").read_text())
+        with np.load(folder / "arrays.npz", allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        broadcast_file = folder / "broadcast.bin"
+        broadcast = broadcast_file.read_bytes() if broadcast_file.exists() else None
+        return state, arrays, broadcast, folder
+
+
+def save_model(model: Any, folder: Path, name: str) -> list[str]:
+    """Store a fitted :class:`learners.ClassAlignedClassifier`; returns the files written."""
+    import skops.io as sio
+
+    estimator = model.estimator_
+    files = [f"{name}.skops"]
+    tensors = getattr(estimator, "_checkpoint_tensors", None)
+    if callable(tensors):
+        import torch
+
+        torch.save(tensors(), folder / f"{name}.pt")
+        files.append(f"{name}.pt")
+        stripped = copy.copy(estimator)
+        for attr in estimator._checkpoint_tensor_attrs:
+            stripped.__dict__.pop(attr, None)
+        model = copy.copy(model)
+        model.estimator_ = stripped
+    sio.dump(model, folder / f"{name}.skops")
+    return files
+
+
+def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
+    """Read a model written by :func:`save_model`, building only trusted types.
+
+    Raises
+    ------
+    CheckpointError
+        If the file holds a type outside :data:`TRUSTED_MODULES` and ``trusted_types``.
+    """
+    import skops.io as sio
+
+    path = folder / f"{name}.skops"
+    untrusted = sio.get_untrusted_types(file=path)
+    refused = [t for t in untrusted if not (t.startswith(TRUSTED_MODULES) or t in trusted_types)]
+    if refused:
+        raise CheckpointError(
+            f"{path} holds types this trainer's estimators do not use: {refused}; refusing "
+            "to load it"
+        )
+    model = sio.load(path, trusted=untrusted)
+    tensors = folder / f"{name}.pt"
+    if tensors.exists():
+        import torch
+
+        model.estimator_._restore_tensors(torch.load(tensors, weights_only=True))
+    return model
+
+
+def estimator_types(estimators: list[Any]) -> set[str]:
+    """Dotted names of the estimators' classes and of every estimator in their params."""
+    names: set[str] = set()
+
+    def visit(obj: Any) -> None:
+        cls = type(obj)
+        names.add(f"{cls.__module__}.{cls.__qualname__}")
+        if hasattr(obj, "get_params"):
+            for value in obj.get_params(deep=False).values():
+                if hasattr(value, "get_params"):
+                    visit(value)
+                elif isinstance(value, type):
+                    names.add(f"{value.__module__}.{value.__qualname__}")
+
+    for est in estimators:
+        visit(est)
+    return names
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        _fsync(path)
+    except OSError:  # some file systems cannot fsync a directory
+        pass
