@@ -81,14 +81,31 @@ def check_nonnegative_finite(values: ArrayLike, name: str) -> NDArray[np.float64
     return arr
 
 
+def _as_array(values: ArrayLike, name: str) -> np.ndarray:
+    """``np.asarray(values)``, with a ragged nested sequence reported under ``name``."""
+    try:
+        return np.asarray(values)
+    except ValueError as err:  # numpy: "setting an array element with a sequence ..."
+        raise ValueError(
+            f"{name} must be a rectangular array (equal-length rows); could not convert it: {err}"
+        ) from None
+
+
 def _check_weights(weights: ArrayLike | None, m: int, n: int) -> NDArray[np.float64] | None:
     if weights is None:
         return None
-    w = check_nonnegative_finite(weights, "weights")
+    w = check_nonnegative_finite(_as_array(weights, "weights"), "weights")
     if w.shape not in ((m,), (m, n)):
         raise ValueError(
             f"weights must have shape ({m},) (one per client) or ({m}, {n}) (one per client "
             f"per example) to match labels; got shape {w.shape}"
+        )
+    with np.errstate(over="ignore"):  # the overflow is the error reported here
+        overflows = w.size and np.isinf(w.sum(axis=0)).any()
+    if overflows:
+        raise ValueError(
+            "weights are too large: their sum over the clients overflows float64 "
+            "(rescale them; only their ratios matter to the weighted rules)"
         )
     return w
 
@@ -185,7 +202,7 @@ class Checked:
 def check_inputs(labels: ArrayLike, n_classes: Any, weights: ArrayLike | None) -> Checked:
     """Validate ``labels``, ``n_classes`` and ``weights`` together and return a `Checked`."""
     n_classes = check_n_classes(n_classes)
-    arr = np.asarray(labels)
+    arr = _as_array(labels, "labels")
     if arr.ndim == 2:
         values, present, kind = _check_votes(arr, n_classes), None, "hard"
     elif arr.ndim == 3:

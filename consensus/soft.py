@@ -48,8 +48,13 @@ def weighted_mean(checked: Checked) -> NDArray[np.float64]:
     if checked.present is None and (w is None or w.ndim == 1):
         if w is None:
             return _normalise(probs.sum(axis=0), np.full(n, float(m)))
+        # scaled so the largest weight is 1: tiny (subnormal) weights keep their precision
+        w = w / w.max() if w.size and w.max() > 0 else w
         return _normalise(np.tensordot(w, probs, axes=(0, 0)), np.full(n, w.sum()))
     coef = _client_coefficients(checked)
+    # scaled per example so the largest coefficient is 1 (see above); the mean is unchanged
+    top = coef.max(axis=0) if m else np.zeros(n)
+    coef = coef / np.where(top > 0, top, 1.0)
     return _normalise(np.einsum("mn,mnc->nc", coef, probs), coef.sum(axis=0))
 
 

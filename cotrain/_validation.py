@@ -107,13 +107,34 @@ def check_features(
         raise TypeError(f"{name}: {err}") from None
 
 
+def _as_array(value: Any, name: str, what: str) -> np.ndarray:
+    """``np.asarray(value)``, with a ragged nested sequence reported under ``name``."""
+    try:
+        return np.asarray(value)
+    except ValueError as err:  # numpy: "setting an array element with a sequence ..."
+        raise ValueError(
+            f"{name} must be {what}; could not convert it to an array: {err}"
+        ) from None
+
+
+def _unique(values: np.ndarray, name: str, **kwargs: Any) -> Any:
+    """``np.unique``, with values that cannot be ordered (mixed types) reported under ``name``."""
+    try:
+        return np.unique(values, **kwargs)
+    except TypeError as err:
+        raise TypeError(
+            f"{name} mixes values that cannot be compared with each other ({err}); "
+            "use values of one type"
+        ) from None
+
+
 def check_labels(y: Any, name: str, n_samples: int) -> np.ndarray:
     """Return ``y`` as a 1-D array of ``n_samples`` valid labels, or raise naming ``name``."""
     if y is None:
         raise TypeError(f"{name} is required: expected a 1-D array of class labels")
     if isinstance(y, str | bytes) or np.isscalar(y):
         raise TypeError(f"{name} must be a 1-D array-like of labels, got {type(y).__name__}")
-    y = np.asarray(y)
+    y = _as_array(y, name, "a 1-D array-like of labels")
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.ravel()
     if y.ndim != 1:
@@ -149,13 +170,13 @@ def split_clients(X: Any, y: Any, groups: Any) -> tuple[list[Any], list[Any]]:
             raise TypeError("groups= is given, so X and y must be single arrays, not lists")
         if y is None:
             raise TypeError("y is required when groups= is given")
-        groups = np.asarray(groups)
+        groups = _as_array(groups, "groups", "a 1-D array with one client per row of X")
         n = len(X)
         if groups.ndim != 1 or groups.shape[0] != n:
             raise ValueError(
                 f"groups must be 1-D with one entry per row of X ({n}), got shape {groups.shape}"
             )
-        names, inverse = np.unique(groups, return_inverse=True)
+        names, inverse = _unique(groups, "groups", return_inverse=True)
         rows = [np.flatnonzero(inverse == k) for k in range(len(names))]
         take = (lambda a, r: a.iloc[r]) if hasattr(X, "iloc") else (lambda a, r: np.asarray(a)[r])
         take_y = (lambda a, r: a.iloc[r]) if hasattr(y, "iloc") else (lambda a, r: np.asarray(a)[r])
@@ -172,6 +193,17 @@ def split_clients(X: Any, y: Any, groups: Any) -> tuple[list[Any], list[Any]]:
     if len(X) == 0:
         raise ValueError("X and y are empty: expected at least one client")
     return list(X), list(y)
+
+
+def _n_rows(X: Any) -> int | None:
+    """Rows of ``X`` without converting it (None if unknown; sparse matrices have no len)."""
+    shape = getattr(X, "shape", None)
+    if isinstance(shape, tuple) and shape:
+        return shape[0]
+    try:
+        return len(X)
+    except TypeError:
+        return None
 
 
 def _columns(X: Any) -> np.ndarray | None:
@@ -212,7 +244,7 @@ def check_fit_inputs(
 
     X_clients, y_clients, families = [], [], {}
     for i, (Xi, yi) in enumerate(zip(X_list, y_list, strict=True)):
-        if Xi is None or (hasattr(Xi, "__len__") and len(Xi) == 0):
+        if Xi is None or _n_rows(Xi) == 0:
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
         Xi_arr = check_features(Xi, f"X[{i}] (client {i})", text=text)
         if shape is None:
@@ -249,16 +281,31 @@ def check_fit_inputs(
                 f"expected {describe_shape(shape)}"
             )
         y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
+        _check_same_label_kind(y_eval, "eval_set[1] (y_eval)", families)
         y_eval_codes = encode_labels(y_eval, classes_arr, unknown=-2)
     y_public_codes = None
     if y_public is not None and X_public_arr is None:
         raise ValueError("y_public is given but there is no public pool (X_public)")
     if y_public is not None:
         y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
+        _check_same_label_kind(y_pub, "y_public", families)
         y_public_codes = encode_labels(y_pub, classes_arr, unknown=-2)
     return FitData(
         X_clients, y_clients, X_public_arr, classes_arr, X_eval, y_eval_codes, y_public_codes, names
     )
+
+
+def _check_same_label_kind(y: np.ndarray, name: str, families: dict[str, list[int]]) -> None:
+    """Scoring labels must be comparable with the clients' (numbers vs strings vs bytes);
+    otherwise every one of them would silently count as an unknown class."""
+    comparable = {"boolean": "numeric"}  # booleans compare equal to 0 and 1
+    kind = label_family(y, name)
+    kind = comparable.get(kind, kind)
+    clients = {comparable.get(f, f) for f in families} - {"empty"}
+    if kind != "empty" and clients and kind not in clients:
+        raise TypeError(
+            f"{name} has {kind} labels but the clients' labels are {', '.join(sorted(clients))}"
+        )
 
 
 def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
@@ -267,10 +314,10 @@ def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
     if classes is None:
         result = seen
     else:
-        result = np.asarray(classes)
+        result = _as_array(classes, "classes", "a 1-D array-like of class labels")
         if result.ndim != 1:
             raise ValueError(f"classes must be 1-D, got shape {result.shape}")
-        if len(np.unique(result)) != len(result):
+        if len(_unique(result, "classes")) != len(result):
             raise ValueError("classes contains duplicates")
         result = np.unique(result)
         unknown = np.setdiff1d(seen, result)

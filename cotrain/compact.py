@@ -158,6 +158,10 @@ def quantize_probs(probs: Any, bits: int) -> np.ndarray:
         return q
     valid = ~np.isnan(p[:, 0])
     pv = p[valid]
+    # rows scaled by a power of two (exact) to a maximum in [1, 2) first, so that the sum
+    # cannot overflow (finite rows of huge values) and subnormal rows keep their precision
+    top = pv.max(axis=1, keepdims=True) if pv.size else np.ones((0, 1))
+    pv = pv / np.ldexp(1.0, np.frexp(np.where(top > 0, top, 1.0))[1] - 1)
     total = pv.sum(axis=1, keepdims=True)
     if (total <= 0).any():
         raise ValueError("probs has a row summing to zero (use an all-NaN row to abstain)")

@@ -122,7 +122,10 @@ def _unpack(payload: memoryview, n: int, b: int) -> np.ndarray:
 def _as_buffer(data: Any) -> memoryview:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes, bytearray or memoryview, got {type(data).__name__}")
-    view = memoryview(data).cast("B")
+    view = memoryview(data)
+    if not view.c_contiguous:  # e.g. a strided slice of an array: copy, casting would fail
+        view = memoryview(view.tobytes())
+    view = view.cast("B")
     if len(view) < HEADER_SIZE:
         raise ValueError(
             f"truncated message: {len(view)} bytes, shorter than the {HEADER_SIZE}-byte header"
