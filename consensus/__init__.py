@@ -23,6 +23,7 @@ from .certainty import CertaintyWeighted, certainty_weighted
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
 from .noisy import NoisyArgmax
 from .registry import available_consensus, get_consensus, register_consensus
+from .robust import ReputationVote, TrimmedVote, client_agreement, trimmed_vote
 from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
 
 __all__ = [
@@ -32,14 +33,18 @@ __all__ = [
     "MajorityVote",
     "NoisyArgmax",
     "QualifiedMajority",
+    "ReputationVote",
     "SoftMean",
+    "TrimmedVote",
     "available_consensus",
     "certainty_weighted",
+    "client_agreement",
     "entropy_weighted",
     "get_consensus",
     "majority_vote",
     "qualified_majority",
     "register_consensus",
     "soft_mean",
+    "trimmed_vote",
     "vote_counts",
 ]

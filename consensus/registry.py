@@ -8,6 +8,7 @@ from ._base import Consensus
 from .certainty import CertaintyWeighted
 from .hard import MajorityVote, QualifiedMajority
 from .noisy import NoisyArgmax
+from .robust import ReputationVote, TrimmedVote
 from .soft import EntropyWeighted, SoftMean
 
 __all__ = ["available_consensus", "get_consensus", "register_consensus"]
@@ -73,8 +74,8 @@ def get_consensus(spec: str | Consensus) -> Consensus:
         An instance is returned as is. Built-in names: "majority"/"majority_vote",
         "qualified"/"qualified_majority", "mean"/"soft_mean"/"dd",
         "entropy"/"entropy_weighted"/"fedds", "certainty"/"certainty_weighted"/"fedaux",
-        "noisy_argmax"/"gnmax" (case-insensitive), each with default parameters, plus any
-        registered name.
+        "noisy_argmax"/"gnmax", "trimmed"/"trimmed_vote", "reputation"/"reputation_vote"
+        (case-insensitive), each with default parameters, plus any registered name.
 
     Returns
     -------
@@ -115,6 +116,8 @@ for _names, _factory in [
     (("entropy", "entropy_weighted", "fedds"), EntropyWeighted),
     (("certainty", "certainty_weighted", "fedaux"), CertaintyWeighted),
     (("noisy_argmax", "gnmax"), NoisyArgmax),
+    (("trimmed", "trimmed_vote"), TrimmedVote),
+    (("reputation", "reputation_vote"), ReputationVote),
 ]:
     for _name in _names:
         register_consensus(_name, _factory)

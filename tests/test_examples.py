@@ -105,3 +105,16 @@ def test_flower_prepare_sites_writes_three_loadable_sites(monkeypatch, tmp_path,
     assert all(s.pool_hash == pool_fingerprint(pool) for s in sites)
     assert np.load(tmp_path / "in_process_consensus.npy").shape == (370,)
     assert "in-process run: test accuracy" in capsys.readouterr().out
+
+
+def test_robustness_quick_prints_the_table(examples_on_path, capsys):
+    import robustness
+
+    results = robustness.main(["--quick", "--n-jobs", "1"])
+    out = capsys.readouterr().out
+    assert "| hostile clients | majority | qualified (0.9) | trimmed (0.2) | reputation |" in out
+    assert "reputation + trimmed" in out
+    assert "| random, 20% |" in out and "| crash, 20% |" in out
+    assert len(results) == 3 * 5  # (all honest, random, crash) x 5 rules
+    assert all(0.5 < acc <= 1.0 for acc in results.values())
+    sys.modules.pop("robustness", None)
