@@ -162,9 +162,11 @@ def test_checkpoint_files_hold_no_pickle(cancer, tmp_path):
         assert arrays["hard_consensus"].shape == (300,)
 
 
-def test_early_stopping_stops_once_stable_and_resuming_does_nothing(
-    cancer, tmp_path, recording_tree
-):
+def test_early_stopping_stops_once_stable_and_resuming_does_nothing(cancer, tmp_path):
+    # the class from `tests.conftest`, not the fixture's: pytest may import the fixture
+    # module as a top-level `conftest`, a name skops could not import back reliably
+    recording_tree = RecordingTree
+    recording_tree.sizes = []
     model = trainer(
         30, estimators=[recording_tree()] * 3, early_stopping=2, checkpoint_dir=tmp_path
     )
