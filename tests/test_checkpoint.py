@@ -311,3 +311,24 @@ def test_noise_streams_and_privacy_ledger_continue_exactly(cancer, tmp_path):
     assert_same_run(resumed, full, cancer["X_test"])
     assert resumed.privacy_report() == full.privacy_report()
     assert [r.epsilon for r in resumed.history_] == [r.epsilon for r in full.history_]
+
+
+def test_reputation_state_is_checkpointed(cancer, tmp_path):
+    from consensus import ReputationVote
+    from cotrain.hostile import HostileClassifier
+
+    def hostile(rounds, **kw):
+        estimators = [
+            DecisionTreeClassifier(max_depth=2),
+            LogisticRegression(),
+            HostileClassifier(DecisionTreeClassifier(), behaviour="random", random_state=0),
+        ]
+        return trainer(rounds, estimators=estimators, consensus=ReputationVote(decay=0.5), **kw)
+
+    full = fit(hostile(5), cancer)
+    fit(hostile(2, checkpoint_dir=tmp_path), cancer)
+    resumed = fit(hostile(5, checkpoint_dir=tmp_path), cancer, resume=True)
+    assert_same_run(resumed, full, cancer["X_test"])
+    np.testing.assert_array_equal(
+        resumed.consensus_.state_dict()["reputation"], full.consensus_.state_dict()["reputation"]
+    )
