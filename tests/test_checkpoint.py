@@ -332,3 +332,21 @@ def test_reputation_state_is_checkpointed(cancer, tmp_path):
     np.testing.assert_array_equal(
         resumed.consensus_.state_dict()["reputation"], full.consensus_.state_dict()["reputation"]
     )
+
+
+def test_xgboost_continued_boosting_and_joblib_workers_resume_exactly(cancer, tmp_path):
+    pytest.importorskip("xgboost")
+    from learners import XGBoostClassifier
+
+    def boosted(rounds, **kw):
+        estimators = [
+            XGBoostClassifier(n_estimators=5),
+            LogisticRegression(),
+            DecisionTreeClassifier(),
+        ]
+        return trainer(rounds, estimators=estimators, n_jobs=2, **kw)
+
+    full = fit(boosted(4), cancer)
+    fit(boosted(2, checkpoint_dir=tmp_path), cancer)
+    resumed = fit(boosted(4, checkpoint_dir=tmp_path), cancer, resume=True)
+    assert_same_run(resumed, full, cancer["X_test"])
