@@ -26,7 +26,32 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--n-jobs", type=int, default=None, help="joblib workers for clients")
     demo.add_argument("--plot", metavar="FILE", help="save the convergence plot (PNG/PDF)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    run = sub.add_parser("run", help="run an experiment file (TOML) and write a results folder")
+    run.add_argument("experiment", help="the experiment file, e.g. experiments/table3.toml")
+    run.add_argument("--out", help="results folder (default results/<name>)")
+    run.add_argument(
+        "--resume", action="store_true", help="keep finished runs, continue interrupted ones"
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress output")
+    rep = sub.add_parser("report", help="tabulate results folders side by side (Markdown)")
+    rep.add_argument("folders", nargs="+", help="results folders written by `cotrain run`")
     args = parser.parse_args(argv)
+    if args.command in ("run", "report"):
+        from cotrain.experiment import ExperimentError, report, run_experiment
+
+        try:
+            if args.command == "run":
+                folder = run_experiment(
+                    args.experiment, args.out, resume=args.resume, verbose=0 if args.quiet else 1
+                )
+                print((folder / "summary.md").read_text())
+                print(f"results: {folder}")
+            else:
+                print(report(args.folders))
+        except ExperimentError as err:
+            print(f"cotrain {args.command}: {err}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "demo":
         from cotrain.demo import run_demo
 
