@@ -190,6 +190,9 @@ class _Locator:
         for number, raw in enumerate(self.lines, 1):  # inline tables, variants
             if re.search(rf"\b{re.escape(key)}\s*=", raw):
                 return f"{self.path}:{number}"
+        for number, raw in enumerate(self.lines, 1):  # a [table] or [[array]] header
+            if re.match(rf"^\s*\[\[?\s*{re.escape(key)}\s*\]", raw):
+                return f"{self.path}:{number}"
         return f"{self.path}:1"
 
 
@@ -270,9 +273,11 @@ def _check_semantics(config: dict[str, Any], where: Any, label: str) -> None:
     if method.get("rounds", 1) < 1:
         raise ExperimentError(f"{where.line('rounds')}: method.rounds must be >= 1{context}")
     total = sum(c.get("count", 1) for c in config["clients"])
-    if total != split["n_clients"] and len(config["clients"]) != 1:
+    single = len(config["clients"]) == 1 and "count" not in config["clients"][0]
+    if total != split["n_clients"] and not single:  # one learner without count: all clients
+        at = "count" if any("count" in c for c in config["clients"]) else "clients"
         raise ExperimentError(
-            f"{where.line('clients')}: the clients' counts add up to {total} but "
+            f"{where.line(at)}: the clients' counts add up to {total} but "
             f"split.n_clients = {split['n_clients']}{context}"
         )
     for client in config["clients"]:

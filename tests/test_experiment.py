@@ -1,0 +1,193 @@
+"""The config-driven runner: `cotrain run EXPERIMENT.toml` and `cotrain report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cotrain.cli import main
+from cotrain.experiment import ExperimentError, load_experiment, report, run_experiment
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+TINY = """\
+name = "tiny"
+description = "two variants, two seeds, digits"
+seeds = [0, 1]
+
+[data]
+dataset = "digits"
+
+[split]
+n_public = 200
+n_labeled = 150
+n_test = 200
+n_clients = 3
+
+[method]
+name = "fedct"
+rounds = 2
+
+[[clients]]
+learner = "DT"
+
+[[variant]]
+label = "FedCT trees"
+paper = 0.5
+
+[[variant]]
+label = "local"
+method = { name = "local" }
+"""
+
+
+def write(tmp_path, text, name="exp.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_tiny_experiment_runs_summarises_and_resumes(tmp_path, capsys):
+    path = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["variant"].tolist() == ["FedCT trees", "local"]
+    assert summary["seeds"].tolist() == [2, 2]
+    assert summary["method"].tolist() == ["fedct", "local"]
+    # 50 rows per tree client on 10 classes: far above chance (0.1), far from perfect
+    assert ((summary["accuracy"] > 0.35) & (summary["accuracy"] < 0.8)).all()
+    result = json.loads((out / "runs" / "FedCT_trees" / "seed-1" / "result.json").read_text())
+    history = pd.read_csv(out / "runs" / "FedCT_trees" / "seed-1" / "history.csv")
+    assert result["rounds"] == len(history) == 2
+    assert result["accuracy"] == pytest.approx(history["mean_accuracy"].iloc[-1])
+    markdown = (out / "summary.md").read_text()
+    assert "| FedCT trees | fedct |" in markdown and "0.500" in markdown
+    assert (out / "accuracy.png").stat().st_size > 1000
+    assert "results:" in capsys.readouterr().out
+
+    # a second run into the same folder is refused; --resume reruns nothing that is done
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2
+    assert "already holds runs" in capsys.readouterr().err
+    stamp = (out / "runs" / "local" / "seed-0" / "result.json").stat().st_mtime_ns
+    (out / "runs" / "local" / "seed-1" / "result.json").unlink()  # as if it died there
+    run_experiment(path, out, resume=True, verbose=0)
+    assert (out / "runs" / "local" / "seed-0" / "result.json").stat().st_mtime_ns == stamp
+    assert (out / "runs" / "local" / "seed-1" / "result.json").exists()
+    again = pd.read_csv(out / "summary.csv")
+    np.testing.assert_allclose(again["accuracy"], summary["accuracy"])
+
+    text = report([out, out])
+    assert text.count("## out") == 2 and "| local | local |" in text
+
+
+def test_interrupted_fedct_run_continues_from_its_checkpoint(tmp_path):
+    path = write(tmp_path, TINY.replace("rounds = 2", "rounds = 4"))
+    out = tmp_path / "out"
+    _, runs = load_experiment(path)
+    from cotrain.experiment import run_one
+
+    # run the first FedCT run to completion, then pretend it died after round 2
+    full = run_one(runs[0], tmp_path / "reference")
+    cut = runs[0].__class__(runs[0].variant, runs[0].seed, runs[0].config | {})
+    cut.config = json.loads(json.dumps(cut.config))
+    cut.config["method"]["rounds"] = 2
+    run_one(cut, out / "runs" / runs[0].key)
+    (out / "runs" / runs[0].key / "result.json").unlink()
+    run_experiment(path, out, resume=True, verbose=0)
+    resumed = json.loads((out / "runs" / runs[0].key / "result.json").read_text())
+    assert resumed["rounds"] == 4 and resumed["accuracy"] == full["accuracy"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "marker", "message"),
+    [
+        (("rounds = 2", "rounds = 2\nrouns = 3"), "rouns", "unknown key 'method.rouns'"),
+        (("n_clients = 3", 'n_clients = "three"'), "three", "'split.n_clients' must be an integer"),
+        (('dataset = "digits"', 'dataset = "mnist"'), "mnist", "unknown dataset 'mnist'"),
+        (('name = "fedct"', 'name = "fedsgd"'), "fedsgd", "method.name must be one of"),
+        (('learner = "DT"', 'learner = "Perceptronish"'), "Perceptronish", "unknown learner"),
+        (("seeds = [0, 1]", "seeds = []"), "seeds = []", "seeds must be a non-empty list"),
+        (("n_clients = 3", 'n_clients = 3\npartition = "zipf"'), "zipf", "unknown partition"),
+        (
+            ("n_clients = 3", 'n_clients = 3\npartition = "two_alpha"\nalpha = 1'),
+            "two_alpha",
+            "two_alpha needs",
+        ),
+        (("[[clients]]", "[[clients]]\ncount = 2"), "count = 2", "add up to 2 but split.n_clients"),
+        (
+            ('label = "local"', 'label = "local"\nsplit = { n_clientz = 2 }'),
+            "n_clientz",
+            "split.n_clientz",
+        ),
+        (("[method]", "[method"), "[method", "Expected ']'"),
+    ],
+    ids=[
+        "unknown-key",
+        "wrong-type",
+        "dataset",
+        "method",
+        "learner",
+        "seeds",
+        "partition",
+        "alpha",
+        "counts",
+        "variant-key",
+        "syntax",
+    ],
+)
+def test_invalid_files_are_refused_with_line_and_reason(tmp_path, capsys, edit, marker, message):
+    old, new = edit
+    assert old in TINY
+    text = TINY.replace(old, new, 1)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if marker in row)
+    path = write(tmp_path, text)
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(path)
+    error = str(info.value)
+    assert message in error
+    assert error.startswith(f"{path}:{line}:") or f"at line {line}," in error, error
+    assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing ran
+
+
+def test_user_csv_file_with_mixed_learners(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    frame["label"] = np.where(X[:, 0] + X[:, 1] > 0, "yes", "no")
+    frame.to_csv(tmp_path / "mine.csv", index=False)
+    text = f"""\
+name = "csv"
+seeds = [0]
+[data]
+path = "{tmp_path / "mine.csv"}"
+target = "label"
+[split]
+n_public = 200
+n_labeled = 100
+n_test = 100
+n_clients = 2
+[method]
+name = "fedct"
+rounds = 2
+[[clients]]
+learner = "DT"
+params = {{ max_depth = 3 }}
+[[clients]]
+learner = "sklearn.linear_model.LogisticRegression"
+"""
+    out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["accuracy"].iloc[0] > 0.8
+
+
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.toml")), ids=lambda p: p.stem)
+def test_shipped_experiment_files_are_valid(path):
+    config, runs = load_experiment(path)
+    assert runs and config["name"] == path.stem
