@@ -19,7 +19,8 @@ variant: the columns of a paper's table). Example::
     partition = "iid"             # iid | dirichlet (alpha) | two_alpha (alpha = [a1, a2])
 
     [method]
-    name = "fedct"                # fedct | dp-fedct | dd | fedavg | pate | local | centralised
+    name = "fedct"                # fedct | dp-fedct | dd | fedavg | dp-fedavg | pate | local
+                                  # | centralised
     consensus = "majority"
     rounds = 10
 
@@ -54,7 +55,7 @@ import numpy as np
 
 from cotrain.checkpoint import fingerprint
 
-METHODS = ("fedct", "dp-fedct", "dd", "fedavg", "pate", "local", "centralised")
+METHODS = ("fedct", "dp-fedct", "dd", "fedavg", "dp-fedavg", "pate", "local", "centralised")
 PARTITIONS = ("iid", "dirichlet", "two_alpha")
 BUNDLED = ("breast_cancer", "digits")
 SHARED = ("wine_quality", "adult")
@@ -89,6 +90,8 @@ SCHEMA: dict[str, Any] = {
         "early_stopping": int,
         "local_epochs": int,
         "noise_sigma": (int, float),
+        "clip_norm": (int, float),
+        "noise_multiplier": (int, float),
         "privacy": dict,
         "audit": bool,
     },
@@ -435,7 +438,14 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
     from sklearn.base import clone
 
     from cotrain import FederatedCoTrainer
-    from cotrain.baselines import PATE, Centralised, DistributedDistillation, FedAvg, LocalOnly
+    from cotrain.baselines import (
+        PATE,
+        Centralised,
+        DistributedDistillation,
+        DPFedAvg,
+        FedAvg,
+        LocalOnly,
+    )
 
     config, seed = run.config, run.seed
     folder.mkdir(parents=True, exist_ok=True)
@@ -470,12 +480,30 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
             resume = (
                 model.checkpoint_dir is not None and (folder / "checkpoint" / "LATEST").exists()
             )
-            model.fit(X, y, X_public=data.X_public, eval_set=eval_set, resume=resume)
+            model.fit(
+                X,
+                y,
+                X_public=data.X_public,
+                eval_set=eval_set,
+                y_public=data.get("y_public"),
+                resume=resume,
+            )
         elif name == "dd":
             model = DistributedDistillation(learners, **common)
-            model.fit(X, y, X_public=data.X_public, eval_set=eval_set)
+            model.fit(
+                X, y, X_public=data.X_public, eval_set=eval_set, y_public=data.get("y_public")
+            )
         elif name == "fedavg":
             model = FedAvg(learners[0], local_epochs=method.get("local_epochs", 1), **common)
+            model.fit(X, y, eval_set=eval_set)
+        elif name == "dp-fedavg":
+            model = DPFedAvg(
+                learners[0],
+                local_epochs=method.get("local_epochs", 1),
+                clip_norm=float(method.get("clip_norm", 1.0)),
+                noise_multiplier=float(method.get("noise_multiplier", 1.0)),
+                **common,
+            )
             model.fit(X, y, eval_set=eval_set)
         elif name == "pate":
             model = PATE(
@@ -491,25 +519,52 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
             model = Centralised(learners[0], random_state=seed).fit(X, y, eval_set=eval_set)
     wall = time.perf_counter() - start
     last = model.history_[-1]
+    # the model a method delivers: the clients' own models, or PATE's one student
+    accuracy = last.consensus_accuracy if name == "pate" else last.mean_accuracy
     result = {
         "variant": run.variant,
         "seed": seed,
         "method": name,
-        "accuracy": _num(last.mean_accuracy),
+        "accuracy": _num(accuracy),
         "consensus_accuracy": _num(last.consensus_accuracy),
         "rounds": len(model.history_),
         "wall_s": wall,
         "epsilon": _num(last.epsilon),
         "paper": run.paper,
-        "config": fingerprint(json.dumps(run.config, sort_keys=True, default=str)),
+        "config": run_fingerprint(run),
     }
     if method.get("audit"):
         from cotrain.audit import audit_clients
 
-        result["vul"] = float(audit_clients(model, list(zip(X, y, strict=True)), eval_set).vul)
+        members = list(zip(X, y, strict=True))
+        noise = {}
+        if name == "dp-fedct":  # the server sees the randomised labels of every round
+            noise = {
+                "privatize": _privatizer(model.privacy, model.classes_, seed),
+                "n_releases": model.n_rounds_,
+            }
+        result["vul"] = float(audit_clients(model, members, eval_set, **noise).mean_auc)
     model.history_.to_frame().to_csv(folder / "history.csv")
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def run_fingerprint(run: Run) -> str:
+    """What a run's result depends on (data, split, method, clients, seed): editing the
+    name, the description or adding seeds keeps finished runs when resuming."""
+    parts = {k: run.config[k] for k in ("data", "split", "method", "clients")}
+    return fingerprint(json.dumps(parts, sort_keys=True, default=str), run.seed)
+
+
+def _privatizer(mechanism: Any, classes: np.ndarray, seed: int) -> Any:
+    """``privatize(labels, client)`` for the audit: the client-side mechanism on labels."""
+    rng = np.random.default_rng(seed)
+
+    def privatize(labels: np.ndarray, client: int) -> np.ndarray:
+        codes = np.searchsorted(classes, labels)
+        return classes[np.asarray(mechanism.randomize(codes, len(classes), rng))]
+
+    return privatize
 
 
 def _checkpointable(learners: list[Any]) -> bool:
@@ -565,8 +620,7 @@ def run_experiment(
         done = run_dir / "result.json"
         if resume and done.exists():
             result = json.loads(done.read_text())
-            expected = fingerprint(json.dumps(run.config, sort_keys=True, default=str))
-            if result.get("config") == expected:
+            if result.get("config") == run_fingerprint(run):
                 results.append(result)
                 continue
         result = run_one(run, run_dir)
@@ -622,14 +676,14 @@ def markdown_table(summary: Any) -> str:
     """Mean ± std accuracy per variant, with the paper's number and the gap."""
     has = {c for c in ("vul", "epsilon") if c in summary}
     head = "| variant | method | accuracy | consensus | paper | gap |"
-    head += "".join(f" {c} |" for c in sorted(has)) + " time s |"
+    head += "".join(f" {c} |" for c in sorted(has)) + " time s (all seeds) |"
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for _, r in summary.iterrows():
         paper = r["paper"]
         has_paper = paper is not None and not (isinstance(paper, float) and np.isnan(paper))
         gap = f"{r['accuracy'] - paper:+.3f}" if has_paper else "—"
         cells = [
-            str(r["variant"]),
+            str(r["variant"]).replace("|", "\\|"),
             str(r["method"]),
             f"{r['accuracy']:.3f} ± {r['accuracy_std']:.3f}",
             "—" if np.isnan(r["consensus_accuracy"]) else f"{r['consensus_accuracy']:.3f}",
@@ -652,16 +706,17 @@ def _plot(folder: Path, order: list[str]) -> None:
     except ImportError:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    for variant in order:
+    colours = plt.get_cmap("tab20")
+    for index, variant in enumerate(order):
         curves = [
             pd.read_csv(h)["mean_accuracy"].to_numpy(dtype=float)
             for h in sorted((folder / "runs" / _slug(variant)).glob("seed-*/history.csv"))
         ]
         length = min(len(c) for c in curves)
         if length > 1:
-            ax.plot(
-                np.arange(1, length + 1), np.mean([c[:length] for c in curves], 0), label=variant
-            )
+            mean = np.mean([c[:length] for c in curves], axis=0)
+            style = ("-", "--", ":")[index // 20 % 3]  # 20 colours, then other line styles
+            ax.plot(np.arange(1, length + 1), mean, style, color=colours(index % 20), label=variant)
     ax.set_xlabel("round")
     ax.set_ylabel("mean test accuracy of the clients")
     if ax.lines:

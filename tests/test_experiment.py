@@ -191,3 +191,22 @@ learner = "sklearn.linear_model.LogisticRegression"
 def test_shipped_experiment_files_are_valid(path):
     config, runs = load_experiment(path)
     assert runs and config["name"] == path.stem
+
+
+def test_audit_and_privacy_columns(tmp_path):
+    text = (
+        TINY.replace("seeds = [0, 1]", "seeds = [0]")
+        .replace("rounds = 2", "rounds = 2\naudit = true")
+        .replace(
+            'method = { name = "local" }',
+            'method = { name = "dp-fedct", privacy = { epsilon = 1.0 } }',
+        )
+    )
+    out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert 0.3 < summary.loc["FedCT trees", "vul"] < 1.0
+    assert 0.3 < summary.loc["local", "vul"] < 1.0  # the dp-fedct variant, audited with noise
+    # randomised response at ε = 1 per round over 2 rounds: the exact composition at
+    # δ = 1e-5 is a little below basic composition's 2ε
+    assert 1.99 < summary.loc["local", "epsilon"] <= 2.0
+    assert np.isnan(summary.loc["FedCT trees", "epsilon"])
