@@ -31,6 +31,7 @@ variant: the columns of a paper's table). Example::
     [[variant]]
     label = "DT"
     paper = 0.89                  # the paper's number, shown beside ours
+                                  # (seeds = [0, 1] here would run this variant on fewer)
     clients = [{ learner = "DT", count = 5 }]
 
 ``run`` writes a results folder: ``runs/<variant>/seed-<s>/`` with ``history.csv``
@@ -154,15 +155,30 @@ def load_experiment(path: str | Path) -> tuple[dict[str, Any], list[Run]]:
                 f"{where.line('label', section='variant', occurrence=v_index)}: every "
                 "[[variant]] needs a label"
             )
-        overrides = {k: v for k, v in variant.items() if k not in ("label", "paper")}
+        for key in ("name", "description", "variant"):
+            if key in variant:
+                raise ExperimentError(
+                    f"{where.line(key, section='variant', occurrence=v_index)}: '{key}' cannot "
+                    "be set inside a [[variant]]"
+                )
+        overrides = {k: v for k, v in variant.items() if k not in ("label", "paper", "seeds")}
         _check_table(overrides, SCHEMA, "variant", where)
         resolved = _merge(copy.deepcopy(config), overrides)
         resolved.pop("variant", None)
         _check_semantics(resolved, where, str(variant["label"]))
         paper = variant.get("paper")
-        for seed in seeds:
+        variant_seeds = variant.get("seeds", seeds)  # e.g. fewer seeds for a slow learner
+        if not variant_seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in variant_seeds
+        ):
+            raise ExperimentError(
+                f"{where.line('seeds', section='variant', occurrence=v_index)}: a variant's "
+                "seeds must be a non-empty list of integers"
+            )
+        resolved["seeds"] = list(variant_seeds)
+        for seed in variant_seeds:
             runs.append(Run(str(variant["label"]), seed, resolved, paper))
-    labels = [r.variant for r in runs[:: len(seeds)]]
+    labels = [str(v["label"]) for v in variants]
     if len(set(map(_slug, labels))) != len(labels):
         raise ExperimentError(f"{where.line('label', section='variant')}: variant labels repeat")
     return config, runs

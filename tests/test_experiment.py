@@ -210,3 +210,16 @@ def test_audit_and_privacy_columns(tmp_path):
     # δ = 1e-5 is a little below basic composition's 2ε
     assert 1.99 < summary.loc["local", "epsilon"] <= 2.0
     assert np.isnan(summary.loc["FedCT trees", "epsilon"])
+
+
+def test_variant_seeds_override_and_misplaced_keys(tmp_path):
+    text = TINY.replace('label = "local"', 'label = "local"\nseeds = [7]')
+    _, runs = load_experiment(write(tmp_path, text))
+    assert [(r.variant, r.seed) for r in runs] == [
+        ("FedCT trees", 0),
+        ("FedCT trees", 1),
+        ("local", 7),
+    ]
+    bad = TINY.replace('label = "local"', 'label = "local"\nname = "other"')
+    with pytest.raises(ExperimentError, match="'name' cannot be set inside a"):
+        load_experiment(write(tmp_path, bad, "bad.toml"))
