@@ -495,6 +495,30 @@ def _aligned_observer(model: Any, kind: str, classes: np.ndarray) -> Callable[[A
     return proba
 
 
+def label_privatizer(
+    mechanism: Any, classes: Any, seed: int | None = None
+) -> Callable[[np.ndarray, int], np.ndarray]:
+    """``privatize(labels, client)`` for :func:`audit_clients`: a client-side mechanism
+    (e.g. :class:`cotrain.privacy.RandomizedResponse`) applied to label values, so a DP run
+    is audited on the randomised labels the server receives.
+
+    Examples
+    --------
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> privatize = label_privatizer(RandomizedResponse(epsilon=50.0), ["a", "b"], seed=0)
+    >>> privatize(np.array(["a", "b", "b"]), 0).tolist()
+    ['a', 'b', 'b']
+    """
+    classes = np.asarray(classes)
+    rng = np.random.default_rng(seed)
+
+    def privatize(labels: np.ndarray, client: int) -> np.ndarray:
+        codes = np.searchsorted(classes, labels)
+        return classes[np.asarray(mechanism.randomize(codes, len(classes), rng))]
+
+    return privatize
+
+
 def _client_models(fitted: Any) -> list[Any]:
     for name in ("clients_", "teachers_"):
         models = getattr(fitted, name, None)

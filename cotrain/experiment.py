@@ -550,13 +550,13 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
         "config": run_fingerprint(run),
     }
     if method.get("audit"):
-        from cotrain.audit import audit_clients
+        from cotrain.audit import audit_clients, label_privatizer
 
         members = list(zip(X, y, strict=True))
         noise = {}
         if name == "dp-fedct":  # the server sees the randomised labels of every round
             noise = {
-                "privatize": _privatizer(model.privacy, model.classes_, seed),
+                "privatize": label_privatizer(model.privacy, model.classes_, seed),
                 "n_releases": model.n_rounds_,
             }
         result["vul"] = float(audit_clients(model, members, eval_set, **noise).mean_auc)
@@ -570,17 +570,6 @@ def run_fingerprint(run: Run) -> str:
     name, the description or adding seeds keeps finished runs when resuming."""
     parts = {k: run.config[k] for k in ("data", "split", "method", "clients")}
     return fingerprint(json.dumps(parts, sort_keys=True, default=str), run.seed)
-
-
-def _privatizer(mechanism: Any, classes: np.ndarray, seed: int) -> Any:
-    """``privatize(labels, client)`` for the audit: the client-side mechanism on labels."""
-    rng = np.random.default_rng(seed)
-
-    def privatize(labels: np.ndarray, client: int) -> np.ndarray:
-        codes = np.searchsorted(classes, labels)
-        return classes[np.asarray(mechanism.randomize(codes, len(classes), rng))]
-
-    return privatize
 
 
 def _checkpointable(learners: list[Any]) -> bool:

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.audit import audit_clients
+from cotrain.audit import audit_clients, label_privatizer
 from cotrain.baselines import PATE, DistributedDistillation, DPFedAvg, FedAvg
 from cotrain.datasets import load_digits_split
 from learners import MLP, TorchClassifier
@@ -89,17 +88,6 @@ class _Const:
 
     def predict(self, X: Any) -> np.ndarray:
         return np.full(len(X), self.classes_[0])
-
-
-def rr_privatizer(mechanism: Any, classes: np.ndarray, seed: int) -> Callable:
-    """``privatize(labels, client)``: the client-side mechanism on label values."""
-    rng = np.random.default_rng(seed)
-
-    def privatize(labels: np.ndarray, client: int) -> np.ndarray:
-        codes = np.searchsorted(classes, labels)
-        return classes[np.asarray(mechanism.randomize(codes, len(classes), rng))]
-
-    return privatize
 
 
 def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[str, Any]]:
@@ -170,7 +158,7 @@ def run_seed(args: argparse.Namespace, seed: int, dp_ready: bool) -> list[dict[s
                 dp.history_[-1].mean_accuracy,
                 total,
                 time.perf_counter() - t0,
-                privatize=rr_privatizer(mech, dp.classes_, seed),
+                privatize=label_privatizer(mech, dp.classes_, seed),
                 n_releases=dp.n_rounds_,
             )
             rows[-1]["eps_round"] = eps
