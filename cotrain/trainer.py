@@ -305,7 +305,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self._checkpointer = self._make_checkpointer(estimators, data, resume)
         start, finished = 1, False
         if self._checkpointer is not None and resume and self._checkpointer.latest():
-            start, finished = self._restore_checkpoint(estimators)
+            start, finished = self._restore_checkpoint()
         if not finished:
             self._run_rounds(data, start)
         self.n_rounds_ = len(self.history_)
@@ -421,7 +421,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         models = {c.client_id: c.model for c in self._clients if c.fitted}
         self._checkpointer.save(t, state, arrays, server.broadcast_bytes(), models)
 
-    def _restore_checkpoint(self, estimators: list[Any]) -> tuple[int, bool]:
+    def _restore_checkpoint(self) -> tuple[int, bool]:
         """Put the state of the last checkpoint back; returns (next round, finished)."""
         state, arrays, broadcast, folder = self._checkpointer.load()
         server = self._server

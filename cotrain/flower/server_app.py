@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -423,7 +422,7 @@ def _exchange(
     replies: dict[int, Any] = {}
     deadline = None if timeout is None else time.monotonic() + timeout
     while pending:
-        for reply in _pull(grid, pending):
+        for reply in grid.pull_messages(list(pending)):
             key = pending.pop(reply.metadata.reply_to_message_id, None)
             if key is not None:
                 replies[key] = reply
@@ -431,10 +430,6 @@ def _exchange(
             break
         time.sleep(poll_interval)
     return replies
-
-
-def _pull(grid: Any, pending: dict[str, int]) -> Iterable[Any]:
-    return grid.pull_messages(list(pending))
 
 
 def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) -> dict:
