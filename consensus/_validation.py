@@ -217,3 +217,29 @@ def check_inputs(labels: ArrayLike, n_classes: Any, weights: ArrayLike | None) -
     m, n = arr.shape[:2]
     w = _check_weights(weights, m, n)
     return Checked(kind, values, present, w, n_classes)
+
+
+def check_client_ids(client_ids: ArrayLike, n_clients: int | None = None) -> NDArray[np.intp]:
+    """``client_ids`` as a 1-D integer array, each in ``[0, n_clients)`` (or ``>= 0``).
+
+    Examples
+    --------
+    >>> check_client_ids([2, 0]).tolist()
+    [2, 0]
+    """
+    ids = np.asarray(client_ids)
+    if ids.size == 0:
+        ids = ids.astype(np.intp)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(
+            f"client_ids must be a 1-D array of integer client ids; got {ids.dtype} with "
+            f"shape {ids.shape}"
+        )
+    if ids.size and ids.min() < 0:
+        raise ValueError(f"client_ids must be >= 0, got a minimum of {ids.min()}")
+    if ids.size and n_clients is not None and ids.max() >= n_clients:
+        raise ValueError(
+            f"client_ids must lie in [0, {n_clients - 1}] (one row of scores per client); "
+            f"got values in [{ids.min()}, {ids.max()}]"
+        )
+    return ids.astype(np.intp, copy=False)

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._base import Consensus
-from ._validation import check_inputs, check_nonnegative_finite
+from ._validation import check_client_ids, check_inputs, check_nonnegative_finite
 from .hard import _winners
 from .soft import weighted_mean
 
@@ -143,19 +143,7 @@ class CertaintyWeighted(Consensus):
                 f"CertaintyWeighted scores cover {scores.shape[1]} public examples but the public "
                 f"pool has n_public={n_public} examples"
             )
-        ids = np.asarray(client_ids)
-        if ids.size == 0:
-            ids = ids.astype(np.intp)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(
-                f"client_ids must be a 1-D array of integer client ids; got {ids.dtype} with "
-                f"shape {ids.shape}"
-            )
-        if ids.size and (ids.min() < 0 or ids.max() >= scores.shape[0]):
-            raise ValueError(
-                f"client_ids must lie in [0, {scores.shape[0] - 1}] (one row of scores per "
-                f"client); got values in [{ids.min()}, {ids.max()}]"
-            )
+        ids = check_client_ids(client_ids, n_clients=scores.shape[0])
         return scores[ids]
 
     def __call__(

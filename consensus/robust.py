@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._base import Consensus
-from ._validation import check_inputs
+from ._validation import check_client_ids, check_inputs
 from .hard import _winners
 
 __all__ = ["ReputationVote", "TrimmedVote", "client_agreement", "trimmed_vote"]
@@ -409,7 +409,7 @@ class ReputationVote(Consensus):
         """
         _check_fraction(self.decay, "decay", upper_open=False)
         floor = _check_fraction(self.floor, "floor")
-        ids = _check_ids(client_ids)
+        ids = check_client_ids(client_ids)
         w = np.clip((self._reputations(ids) - floor) / (1.0 - floor), 0.0, 1.0)
         if w.size and not w.any():
             w[:] = 1.0
@@ -437,7 +437,7 @@ class ReputationVote(Consensus):
         ([1.0, 1.0, 0.75], 1)
         """
         decay = _check_fraction(self.decay, "decay", upper_open=False)
-        ids = _check_ids(client_ids)
+        ids = check_client_ids(client_ids)
         votes, reference = _hard(labels), _hard(pseudo)
         if votes.ndim != 2 or votes.shape[0] != ids.size or reference.shape != votes.shape[1:]:
             raise ValueError(
@@ -463,17 +463,3 @@ class ReputationVote(Consensus):
             n = int(np.shape(labels)[1]) if np.ndim(labels) > 1 else 0
             weights = self.weights_for(np.arange(m), n)
         return self._base_rule()(labels, n_classes=n_classes, weights=weights)
-
-
-def _check_ids(client_ids: ArrayLike) -> NDArray[np.intp]:
-    ids = np.asarray(client_ids)
-    if ids.size == 0:
-        ids = ids.astype(np.intp)
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(
-            f"client_ids must be a 1-D array of integer client ids; got {ids.dtype} with "
-            f"shape {ids.shape}"
-        )
-    if ids.size and ids.min() < 0:
-        raise ValueError(f"client_ids must be >= 0, got a minimum of {ids.min()}")
-    return ids.astype(np.intp, copy=False)
