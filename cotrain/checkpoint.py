@@ -277,6 +277,21 @@ def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
     return model
 
 
+def checkpoint_blocker(estimator: Any) -> str | None:
+    """Why ``estimator``'s fitted models cannot be checkpointed, or None if they can.
+
+    A learner declares it with a class attribute ``checkpoint_unsupported`` (a reason);
+    learners without it are stored with skops (torch tensors with ``torch.save``).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> checkpoint_blocker(DecisionTreeClassifier()) is None
+    True
+    """
+    return getattr(type(estimator), "checkpoint_unsupported", None)
+
+
 def estimator_types(estimators: list[Any]) -> set[str]:
     """Dotted names of the estimators' classes and of every estimator in their params."""
     names: set[str] = set()

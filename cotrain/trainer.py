@@ -38,6 +38,7 @@ from cotrain.client import (
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels, decode
 from cotrain.runtime import Straggler, make_runtime
+from cotrain.seeding import client_seed, seeded_clone
 from cotrain.server import CoTrainingServer, sample_clients
 from learners import ClassAlignedClassifier
 
@@ -710,34 +711,6 @@ def _dry_run(consensus: Any, n_clients: int, data: FitData) -> None:
     consensus(
         np.zeros((n_clients, 1), dtype=np.int64), n_classes=len(data.classes), weights=weights
     )
-
-
-def seeded_clone(estimator: Any, seed: np.random.SeedSequence | int) -> Any:
-    """Clone ``estimator`` and seed every ``random_state`` it leaves as None.
-
-    Used by the trainer, the baselines and Flower sites, so that one ``random_state``
-    seeds every client. ``seed`` is the client's seed sequence or the integer it
-    generates (``client_seed``), which is what a Flower site receives.
-
-    Examples
-    --------
-    >>> from sklearn.tree import DecisionTreeClassifier
-    >>> est = seeded_clone(DecisionTreeClassifier(), np.random.SeedSequence(0))
-    >>> est.random_state == client_seed(np.random.SeedSequence(0))
-    True
-    """
-    value = seed if isinstance(seed, int | np.integer) else client_seed(seed)
-    est = clone(estimator)
-    params = est.get_params(deep=True) if hasattr(est, "get_params") else {}
-    unset = {k: int(value) for k, v in params.items() if k.endswith("random_state") and v is None}
-    if unset:
-        est.set_params(**unset)
-    return est
-
-
-def client_seed(seed: np.random.SeedSequence) -> int:
-    """The integer that seeds a client's unset ``random_state`` parameters."""
-    return int(seed.generate_state(1)[0])
 
 
 def _postfix(record: RoundRecord) -> dict[str, str]:

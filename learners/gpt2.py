@@ -244,6 +244,9 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
 
     accepts_soft_targets: ClassVar[bool] = True
 
+    #: why fitted models cannot go into a cotrain checkpoint (None: they can)
+    checkpoint_unsupported = "saving transformers models in checkpoints is not implemented"
+
     def __init__(
         self,
         model: Any = "gpt2",

@@ -152,6 +152,9 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
     ['class', 'rule', 'type', 'coef', 'support', 'importance']
     """
 
+    #: why fitted models cannot go into a cotrain checkpoint (None: they can)
+    checkpoint_unsupported = "skops cannot store imodels' rule dictionaries (tuple keys)"
+
     def __init__(
         self,
         n_estimators: int = 100,

@@ -19,7 +19,7 @@ from cotrain._validation import (
     feature_shape,
 )
 from cotrain.messages import HardLabels
-from cotrain.trainer import seeded_clone
+from cotrain.seeding import seeded_clone
 
 __all__ = [
     "check_client_data",

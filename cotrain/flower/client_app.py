@@ -27,7 +27,7 @@ import numpy as np
 from cotrain.client import Client
 from cotrain.flower import protocol
 from cotrain.flower.site import Site, load_site
-from cotrain.trainer import seeded_clone
+from cotrain.seeding import seeded_clone
 from learners._aligned import _continues_training
 
 STATE = "cotrain"

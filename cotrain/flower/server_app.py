@@ -28,7 +28,8 @@ from cotrain.flower.site import load_array, pool_fingerprint
 from cotrain.history import History, RoundRecord
 from cotrain.messages import HardLabels
 from cotrain.server import CoTrainingServer, sample_clients
-from cotrain.trainer import _accounted, client_seed
+from cotrain.seeding import client_seed
+from cotrain.trainer import _accounted
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {

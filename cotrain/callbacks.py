@@ -1,0 +1,209 @@
+"""Callbacks: what cuts across the rounds of a federation, outside the round itself.
+
+The round loop (:class:`cotrain.rounds.RoundLoop`) runs rounds; everything else that
+happens around them — a progress bar, a line per round, checkpoints, early stopping, a
+privacy budget, experiment tracking — is a :class:`Callback`. The same callbacks work
+on :class:`~cotrain.FederatedCoTrainer` and on the Flower strategy, because both drive
+the same loop.
+
+The protocol (every hook is optional; the base class makes each a no-op):
+
+- ``on_fit_start(loop)`` once, before the first round (after a resume: before the first
+  round still to run; ``loop.history`` already holds the restored rounds);
+- ``on_round_start(loop, t, sampled)`` before round ``t`` runs, with the clients sampled
+  for it; a callback may call ``loop.stop(reason)`` to end the run *before* this round;
+- ``on_round_end(loop, record)`` after round ``t``, with its
+  :class:`~cotrain.history.RoundRecord` (already appended to ``loop.history``);
+  ``loop.stop(reason)`` ends the run after this round;
+- ``on_fit_end(loop)`` once, when the loop ends for any reason but an exception
+  (``loop.stopped_reason`` says why it ended early, or is None).
+
+Hooks run in the order the callbacks were given; the trainer's own callbacks
+(checkpoint, early stopping, privacy budget, progress) run before the user's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from cotrain.history import RoundRecord
+    from cotrain.rounds import RoundLoop
+
+__all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar"]
+
+
+class Callback:
+    """Base class of round-loop callbacks: override the hooks you need.
+
+    Examples
+    --------
+    >>> class StopWhenCovered(Callback):
+    ...     def on_round_end(self, loop, record):
+    ...         if record.coverage == 1.0:
+    ...             loop.stop("full coverage")
+    >>> StopWhenCovered()
+    StopWhenCovered()
+    """
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        """Called once before the first round that will run."""
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        """Called before round ``t`` with the sampled client ids."""
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        """Called after round ``record.round``, once it is in ``loop.history``."""
+
+    def on_fit_end(self, loop: RoundLoop) -> None:
+        """Called once when the loop ends (not after an exception)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class EarlyStopping(Callback):
+    """Stop once the hard consensus has not changed for ``patience`` rounds.
+
+    A resumed run whose restored history already ends with ``patience`` unchanged
+    rounds stops before running another.
+
+    Parameters
+    ----------
+    patience : int
+        Consecutive rounds with ``record.changed == 0``.
+
+    Examples
+    --------
+    >>> EarlyStopping(2).patience
+    2
+    """
+
+    reason = "early stopping"
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.unchanged = 0
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        self.unchanged = 0
+        for record in reversed(list(loop.history)):
+            if record.changed != 0:
+                break
+            self.unchanged += 1
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        if self.unchanged >= self.patience:  # a resumed run that had settled
+            loop.stop(self.reason)
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        self.unchanged = self.unchanged + 1 if record.changed == 0 else 0
+        if self.unchanged >= self.patience:
+            loop.stop(self.reason)
+
+    def __repr__(self) -> str:
+        return f"EarlyStopping(patience={self.patience})"
+
+
+class PrivacyBudget(Callback):
+    """Stop before a round whose releases would take a client past the ε budget.
+
+    Parameters
+    ----------
+    ledger : cotrain.privacy.ledger.PrivacyLedger
+        The run's ledger (it knows the budget and every client's spent rounds).
+
+    Examples
+    --------
+    >>> PrivacyBudget(ledger=None)
+    PrivacyBudget()
+    """
+
+    reason = "privacy budget"
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        if self.ledger.would_exceed_budget(sampled):
+            loop.stop(self.reason)
+
+
+class ProgressBar(Callback):
+    """A tqdm bar over the rounds (``verbose >= 1``) and a line per round (``>= 2``).
+
+    Parameters
+    ----------
+    verbose : int
+        0: nothing; 1: the bar; 2: the bar and one line per round.
+    desc : str, default="FedCT"
+        The bar's label.
+
+    Examples
+    --------
+    >>> ProgressBar(verbose=0).verbose
+    0
+    """
+
+    def __init__(self, verbose: int, desc: str = "FedCT") -> None:
+        self.verbose = verbose
+        self.desc = desc
+        self._bar: Any = None
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(
+            total=loop.rounds,
+            initial=loop.start - 1,
+            disable=self.verbose < 1,
+            desc=self.desc,
+            unit="round",
+        )
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        if self._bar is None:
+            return
+        self._bar.update(1)
+        self._bar.set_postfix(_postfix(record))
+        if self.verbose >= 2:
+            self._bar.write(round_line(record))
+
+    def on_fit_end(self, loop: RoundLoop) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the bar (also called when the loop ends with an exception)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __repr__(self) -> str:
+        return f"ProgressBar(verbose={self.verbose})"
+
+
+def _postfix(record: RoundRecord) -> dict[str, str]:
+    out = {"coverage": f"{record.coverage:.2f}", "agree": f"{record.agreement:.2f}"}
+    if record.mean_accuracy is not None:
+        out["acc"] = f"{record.mean_accuracy:.3f}"
+    return out
+
+
+def round_line(record: RoundRecord) -> str:
+    """One line summarising a round, as ``verbose=2`` prints it."""
+    acc = (
+        ""
+        if record.mean_accuracy is None
+        else (
+            f" acc {record.mean_accuracy:.3f}±{record.std_accuracy:.3f}"
+            f" consensus {record.consensus_accuracy:.3f}"
+        )
+    )
+    return (
+        f"round {record.round:3d}: {len(record.clients)} clients, "
+        f"{len(record.failed)} failed, coverage {record.coverage:.2f}, "
+        f"agreement {record.agreement:.2f}, changed {record.changed}, "
+        f"up {record.bytes_up} B, down {record.bytes_down} B, {record.time_s:.2f} s{acc}"
+    )
