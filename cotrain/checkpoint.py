@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-FORMAT = 1
+from cotrain.callbacks import Callback
+
+FORMAT = 2
 LATEST = "LATEST"
 MANIFEST = "manifest.json"
 #: module prefixes whose types a checkpoint may contain besides the configured estimators'
@@ -95,10 +97,18 @@ class Checkpointer:
     (1, [0, 1], b'\\x01')
     """
 
-    def __init__(self, directory: str | Path, config: str, keep: int = 2) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        config: str,
+        keep: int = 2,
+        trusted_types: set[str] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.config = config
         self.keep = keep
+        #: types (besides TRUSTED_MODULES) that :meth:`restore` lets skops build
+        self.trusted_types = set(trusted_types or ())
 
     # ---------------------------------------------------------------- write
     def save(
@@ -172,6 +182,18 @@ class Checkpointer:
                 shutil.rmtree(path, ignore_errors=True)
 
     # ----------------------------------------------------------------- read
+    def restore(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
+        """Verify and read the latest checkpoint written by :class:`CheckpointCallback`:
+        ``(state tree with its arrays, broadcast, {client id: model})``."""
+        tree, arrays, broadcast, folder = self.load()
+        state = join_arrays(tree, arrays)
+        models = {
+            i: load_model(folder, f"client-{i}", self.trusted_types)
+            for i, client in enumerate(state.get("clients", []))
+            if client["fitted"]
+        }
+        return state, broadcast, models
+
     def latest(self) -> Path | None:
         """The folder ``LATEST`` points at, or None when there is no checkpoint."""
         pointer = self.directory / LATEST
@@ -227,6 +249,145 @@ class Checkpointer:
         broadcast_file = folder / "broadcast.bin"
         broadcast = broadcast_file.read_bytes() if broadcast_file.exists() else None
         return state, arrays, broadcast, folder
+
+
+class CheckpointCallback(Callback):
+    """Writes a checkpoint after every round, and marks the run finished at the end.
+
+    Parameters
+    ----------
+    checkpointer : Checkpointer
+        Where the checkpoints go.
+    collect : callable
+        ``collect() -> (state, broadcast, models)``: the run's state dicts as one tree
+        (arrays anywhere in it go to ``arrays.npz``), the encoded broadcast, and
+        ``{client id: fitted model}``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cotrain.history import RoundRecord
+    >>> from cotrain.rounds import RoundLoop
+    >>> ckpt = Checkpointer(tempfile.mkdtemp(), config="abc")
+    >>> state = lambda: ({"codes": np.array([1, 0])}, None, {})
+    >>> loop = RoundLoop(lambda t, s: RoundRecord(round=t), lambda: np.arange(2), rounds=2,
+    ...                  callbacks=[CheckpointCallback(ckpt, state)])
+    >>> loop.run()
+    >>> state, arrays, _, _ = ckpt.load()
+    >>> state["round"], state["finished"], arrays["codes"].tolist()
+    (2, True, [1, 0])
+    """
+
+    def __init__(self, checkpointer: Checkpointer, collect: Any) -> None:
+        self.checkpointer = checkpointer
+        self.collect = collect
+
+    def on_round_end(self, loop: Any, record: Any) -> None:
+        state, broadcast, models = self.collect()
+        tree, arrays = split_arrays(state)
+        tree.update(round=record.round, stopped_reason=None, finished=False)
+        self.checkpointer.save(record.round, tree, arrays, broadcast, models)
+
+    def on_fit_end(self, loop: Any) -> None:
+        self.checkpointer.update_state(finished=True, stopped_reason=loop.stopped_reason)
+
+
+def split_arrays(state: Any, path: str = "") -> tuple[Any, dict[str, np.ndarray]]:
+    """Move the arrays out of a state tree: ``(tree for JSON, {key: array})``.
+
+    An array becomes ``{"__array__": key}``, its key the dotted path to it (top-level
+    arrays keep their own name). :func:`join_arrays` puts them back.
+
+    Examples
+    --------
+    >>> tree, arrays = split_arrays({"codes": np.array([1]), "clients": [{"x": np.zeros(2)}]})
+    >>> tree, sorted(arrays)
+    ({'codes': {'__array__': 'codes'}, 'clients': [{'x': {'__array__': 'clients.0.x'}}]}, \
+['clients.0.x', 'codes'])
+    >>> join_arrays(tree, arrays)["clients"][0]["x"].tolist()
+    [0.0, 0.0]
+    """
+    arrays: dict[str, np.ndarray] = {}
+    if isinstance(state, np.ndarray):
+        arrays[path] = state
+        return {"__array__": path}, arrays
+    if isinstance(state, dict):
+        tree = {}
+        for key, value in state.items():
+            tree[key], more = split_arrays(value, f"{path}.{key}" if path else str(key))
+            arrays.update(more)
+        return tree, arrays
+    if isinstance(state, list | tuple):
+        out = []
+        for j, value in enumerate(state):
+            item, more = split_arrays(value, f"{path}.{j}" if path else str(j))
+            out.append(item)
+            arrays.update(more)
+        return out, arrays
+    if isinstance(state, np.generic):
+        return state.item(), arrays
+    return state, arrays
+
+
+def join_arrays(tree: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Put the arrays that :func:`split_arrays` took out back into the tree."""
+    if isinstance(tree, dict):
+        if set(tree) == {"__array__"}:
+            return arrays[tree["__array__"]]
+        return {key: join_arrays(value, arrays) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [join_arrays(value, arrays) for value in tree]
+    return tree
+
+
+def open_checkpointer(
+    directory: Any, resume: bool, estimators: list[Any], params: dict[str, Any], data: Any
+) -> Checkpointer | None:
+    """The checkpointer of a trainer's ``checkpoint_dir`` (None without one).
+
+    Refuses learners that cannot be checkpointed (``NotImplementedError``) and a
+    ``resume`` without a directory (``ValueError``); a fit that does not resume clears
+    the directory's old checkpoints.
+    """
+    if directory is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
+        return None
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(
+            f"checkpoint_dir must be a path (str or os.PathLike), got {type(directory).__name__}"
+        )
+    for est in estimators:
+        if (reason := checkpoint_blocker(est)) is not None:
+            raise NotImplementedError(
+                f"checkpoint_dir: {type(est).__name__} models cannot be checkpointed yet "
+                f"({reason})"
+            )
+    checkpointer = Checkpointer(
+        directory,
+        configuration_fingerprint(params, estimators, data),
+        trusted_types=estimator_types(estimators),
+    )
+    if not resume:
+        checkpointer.clear()
+    return checkpointer
+
+
+def configuration_fingerprint(params: dict[str, Any], estimators: list[Any], data: Any) -> str:
+    """What a run's result depends on: the estimators, the parameters given (callers
+    leave out those that do not change the result) and every array of the data."""
+    return fingerprint(
+        FORMAT,
+        [repr(e) for e in estimators],
+        sorted((k, repr(v)) for k, v in params.items()),
+        data.X_clients,
+        data.y_clients,
+        data.X_public,
+        data.classes,
+        data.X_eval,
+        data.y_eval_codes,
+        data.y_public_codes,
+    )
 
 
 def save_model(model: Any, folder: Path, name: str) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -200,3 +202,37 @@ class History:
         cons_ax.legend(loc="lower right")
         fig.tight_layout()
         return fig
+
+
+def summarise_warnings(counts: Counter, stacklevel: int = 2) -> None:
+    """Warn once per distinct learner warning, with how often and by which clients.
+
+    Parameters
+    ----------
+    counts : Counter
+        ``(client, category, message) -> count``, as the server collects them.
+    stacklevel : int, default=2
+        Passed to :func:`warnings.warn` (point it at the user's call).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     summarise_warnings(Counter({(0, "UserWarning", "odd"): 3,
+    ...                                 (2, "UserWarning", "odd"): 1}))
+    >>> str(caught[0].message)
+    'UserWarning raised 4 times by clients [0, 2] during fit: odd'
+    """
+    by_message: dict[tuple[str, str], list[int]] = {}
+    totals: Counter = Counter()
+    for (client, category, message), n in counts.items():
+        by_message.setdefault((category, message), []).append(client)
+        totals[(category, message)] += n
+    for (category, message), clients in by_message.items():
+        warnings.warn(
+            f"{category} raised {totals[(category, message)]} times by clients "
+            f"{sorted(clients)} during fit: {message[:300]}",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )

@@ -1,0 +1,107 @@
+"""Setting up the server side of a federation, shared by the trainer and Flower.
+
+Both :class:`~cotrain.FederatedCoTrainer` and the Flower ServerApp check the privacy
+mechanism and the consensus the same way, account privacy with the same ledger, and
+build the same :class:`~cotrain.server.CoTrainingServer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_privacy", "dry_run_consensus", "is_accounted", "make_ledger"]
+
+
+def is_accounted(mechanism: Any) -> bool:
+    """Whether ``mechanism`` (client-side or a noisy consensus) has privacy to account.
+
+    Examples
+    --------
+    >>> from consensus import MajorityVote, NoisyArgmax
+    >>> is_accounted(MajorityVote()), is_accounted(NoisyArgmax(sigma=1.0))
+    (False, True)
+    """
+    return (
+        mechanism is not None
+        and callable(getattr(mechanism, "dp_event", None))
+        and getattr(mechanism, "accountable", True)
+    )
+
+
+def make_ledger(
+    mechanisms: list[Any],
+    n_clients: int,
+    n_classes: int,
+    n_public: int,
+    seed: np.random.SeedSequence,
+) -> Any:
+    """A privacy ledger over the accounted ``mechanisms``, or None if none is.
+
+    Raises
+    ------
+    ValueError
+        If the budget is smaller than the ε of a single round.
+
+    Examples
+    --------
+    >>> make_ledger([None], 3, 2, 10, np.random.SeedSequence(0)) is None
+    True
+    """
+    accounted = [m for m in mechanisms if is_accounted(m)]
+    if not accounted:
+        return None
+    from cotrain.privacy.ledger import PrivacyLedger
+
+    ledger = PrivacyLedger(accounted, n_clients, n_classes, n_public, seed)
+    if ledger.would_exceed_budget(np.arange(n_clients)):
+        raise ValueError(
+            f"privacy budget {ledger.budget} is smaller than the ε of one round "
+            f"({ledger.epsilon_after(1):.4g}); raise the budget or the noise"
+        )
+    return ledger
+
+
+def check_privacy(privacy: Any, share: str) -> None:
+    """The mechanism must offer the interface the clients and the ledger use.
+
+    Examples
+    --------
+    >>> check_privacy(object(), "hard")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: privacy must be a label-privacy mechanism from cotrain.privacy ...
+    """
+    if privacy is None:
+        return
+    for name in ("randomize", "dp_event"):
+        if not callable(getattr(privacy, name, None)):
+            raise TypeError(
+                f"privacy must be a label-privacy mechanism from cotrain.privacy (with "
+                f"{name}()), got {type(privacy).__name__}"
+            )
+    if getattr(privacy, "applies_to", share) != share:
+        raise ValueError(
+            f"privacy mechanism {type(privacy).__name__} randomises {privacy.applies_to} "
+            f"labels but share={share!r}"
+        )
+
+
+def dry_run_consensus(consensus: Any, n_clients: int, n_classes: int, n_public: int) -> None:
+    """Call the consensus once on a one-example vote, so that its parameters (quorum,
+    k, scores) are checked before any client trains.
+
+    Examples
+    --------
+    >>> from consensus import QualifiedMajority
+    >>> dry_run_consensus(QualifiedMajority(quorum=2.0), 3, 2, 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: ...quorum...
+    """
+    ids = np.arange(n_clients)
+    weights = consensus.weights_for(ids, n_public)
+    if weights is not None and np.ndim(weights) == 2:
+        weights = weights[:, :1]
+    consensus(np.zeros((n_clients, 1), dtype=np.int64), n_classes=n_classes, weights=weights)
