@@ -223,3 +223,67 @@ def test_variant_seeds_override_and_misplaced_keys(tmp_path):
     bad = TINY.replace('label = "local"', 'label = "local"\nname = "other"')
     with pytest.raises(ExperimentError, match="'name' cannot be set inside a"):
         load_experiment(write(tmp_path, bad, "bad.toml"))
+
+
+def test_public_names_of_the_former_module_still_import():
+    import cotrain.experiment as experiment
+
+    names = (
+        "BUNDLED CLIENT_KEYS LEARNERS METHODS PARTITIONS PRIVACY_KEYS SCHEMA SHARED "
+        "ExperimentError Run client_learners client_parts load_data load_experiment "
+        "make_learner markdown_table report run_experiment run_fingerprint run_one "
+        "write_summary"
+    ).split()
+    assert all(hasattr(experiment, name) for name in names)
+    assert set(names) <= set(experiment.__all__)
+
+
+def test_method_registry_adds_a_method_in_one_entry(tmp_path, monkeypatch):
+    from cotrain.experiment import METHODS, Method
+
+    text = TINY.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        'method = { name = "local" }', 'method = { name = "local-twin" }'
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(ExperimentError, match=r"method\.name must be one of fedct, dp-fedct, dd"):
+        load_experiment(path)
+    monkeypatch.setitem(METHODS, "local-twin", Method(METHODS["local"].fit))
+    out = run_experiment(path, tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["method"].tolist() == ["fedct", "local-twin"]
+    local = json.loads((out / "runs" / "local" / "seed-0" / "result.json").read_text())
+    assert local["rounds"] == 1  # what LocalOnly records
+
+    # a registered method's required [method] keys are checked when the file is read
+    monkeypatch.setitem(METHODS, "local-twin", Method(METHODS["local"].fit, requires=("privacy",)))
+    with pytest.raises(ExperimentError, match=r"local-twin needs \[method.privacy\]"):
+        load_experiment(path)
+
+
+def test_learner_that_cannot_be_checkpointed_runs_without_a_checkpoint(tmp_path):
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain.experiment import METHODS, MethodInput, client_parts, load_data
+
+    class Unstorable(DecisionTreeClassifier):
+        checkpoint_unsupported = "a test learner"
+
+    _, runs = load_experiment(write(tmp_path, TINY))
+    data = load_data(runs[0].config, 0)
+    parts = client_parts(runs[0].config, data.y_labeled, 0)
+    given = MethodInput(
+        learners=[Unstorable(), DecisionTreeClassifier(), DecisionTreeClassifier()],
+        X=[data.X_labeled[p] for p in parts],
+        y=[data.y_labeled[p] for p in parts],
+        X_public=data.X_public,
+        y_public=None,
+        eval_set=(data.X_test, data.y_test),
+        method={"name": "fedct", "rounds": 2},
+        seed=0,
+        folder=tmp_path / "run",
+    )
+    model = METHODS["fedct"].fit(given)
+    assert model.checkpoint_dir is None and len(model.history_) == 2
+    assert not (tmp_path / "run" / "checkpoint").exists()
+    given.learners = [DecisionTreeClassifier() for _ in range(3)]
+    assert METHODS["fedct"].fit(given).checkpoint_dir == tmp_path / "run" / "checkpoint"

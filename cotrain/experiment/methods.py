@@ -1,0 +1,235 @@
+"""The methods an experiment can run, as a registry: :data:`METHODS`.
+
+Each entry maps a ``method.name`` to a :class:`Method`: a function that builds and fits
+the model from a :class:`MethodInput`, the ``[method]`` keys it requires, which history
+column is the accuracy of the model it delivers, and what an audit must know about the
+labels the server saw. Adding a method is one entry; validation refuses names that are
+not keys of :data:`METHODS` and lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cotrain.checkpoint import checkpoint_blocker
+from cotrain.experiment.errors import ExperimentError
+
+__all__ = ["METHODS", "Method", "MethodInput"]
+
+
+@dataclass
+class MethodInput:
+    """What a method is fitted on: the clients' learners and data, and its settings.
+
+    Attributes
+    ----------
+    learners : list
+        One new learner per client.
+    X, y : list of arrays
+        Each client's labelled rows.
+    X_public : array
+        The public unlabelled pool.
+    y_public : array or None
+        The pool's true labels where known (recorded, never trained on).
+    eval_set : tuple
+        ``(X_test, y_test)``.
+    method : dict
+        The resolved ``[method]`` table.
+    seed : int
+        The run's seed.
+    folder : Path
+        The run's folder (a FedCT run keeps its checkpoint there).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> inp = MethodInput([], [], [], None, None, (None, None), {"rounds": 3}, 7, Path("."))
+    >>> inp.common
+    {'rounds': 3, 'random_state': 7}
+    """
+
+    learners: list[Any]
+    X: list[Any]
+    y: list[Any]
+    X_public: Any
+    y_public: Any
+    eval_set: tuple[Any, Any]
+    method: dict[str, Any]
+    seed: int
+    folder: Path
+
+    @property
+    def common(self) -> dict[str, Any]:
+        """Keyword arguments every round-based method takes: ``rounds``, ``random_state``."""
+        return {"rounds": self.method.get("rounds", 10), "random_state": self.seed}
+
+
+@dataclass(frozen=True)
+class Method:
+    """One entry of :data:`METHODS`.
+
+    Attributes
+    ----------
+    fit : callable
+        ``fit(MethodInput) -> model``: builds the model and fits it; the model has a
+        ``history_`` of round records.
+    requires : tuple of str
+        ``[method]`` keys the method cannot run without (refused when the file is read).
+    accuracy : str
+        The round record's attribute that is the accuracy of the model the method
+        delivers: the clients' own models (``mean_accuracy``) or one model
+        (``consensus_accuracy``, e.g. PATE's student).
+    audit_noise : callable, optional
+        ``audit_noise(model, seed) -> dict``: keyword arguments of
+        :func:`cotrain.audit.audit_clients` that describe the noise on the labels the
+        server saw; None where it saw them as the clients computed them.
+
+    Examples
+    --------
+    >>> METHODS["pate"].accuracy, METHODS["dp-fedct"].requires
+    ('consensus_accuracy', ('privacy',))
+    >>> def majority_of_locals(inp):  # a new method is one more entry
+    ...     return METHODS["local"].fit(inp)
+    >>> entry = Method(majority_of_locals, accuracy="consensus_accuracy")
+    >>> entry.requires, entry.audit_noise is None
+    ((), True)
+    """
+
+    fit: Callable[[MethodInput], Any]
+    requires: tuple[str, ...] = ()
+    accuracy: str = "mean_accuracy"
+    audit_noise: Callable[[Any, int], dict[str, Any]] | None = None
+
+
+def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
+    from cotrain import FederatedCoTrainer
+
+    method = inp.method
+    consensus = method.get("consensus", "majority")
+    if consensus in ("qualified", "qualified_majority") and "quorum" in method:
+        from consensus import QualifiedMajority
+
+        consensus = QualifiedMajority(quorum=float(method["quorum"]))
+    checkpointable = all(checkpoint_blocker(est) is None for est in inp.learners)
+    model = FederatedCoTrainer(
+        inp.learners,
+        consensus=consensus,
+        share=method.get("share", "hard"),
+        participation=float(method.get("participation", 1.0)),
+        early_stopping=method.get("early_stopping"),
+        privacy=privacy,
+        # a learner that cannot be checkpointed restarts its run when resumed
+        checkpoint_dir=inp.folder / "checkpoint" if checkpointable else None,
+        **inp.common,
+    )
+    resume = model.checkpoint_dir is not None and (inp.folder / "checkpoint" / "LATEST").exists()
+    model.fit(
+        inp.X,
+        inp.y,
+        X_public=inp.X_public,
+        eval_set=inp.eval_set,
+        y_public=inp.y_public,
+        resume=resume,
+    )
+    return model
+
+
+def _dp_fedct(inp: MethodInput) -> Any:
+    return _fedct(inp, privacy=_privacy_mechanism(inp.method["privacy"]))
+
+
+def _privacy_mechanism(spec: dict[str, Any]) -> Any:
+    from cotrain import privacy
+
+    mechanisms = {"randomized_response": privacy.RandomizedResponse, "xor": privacy.XORMechanism}
+    kind = spec.get("mechanism", "randomized_response")
+    if kind not in mechanisms:
+        raise ExperimentError(f"method.privacy.mechanism must be one of {sorted(mechanisms)}")
+    params = {k: v for k, v in spec.items() if k != "mechanism"}
+    return mechanisms[kind](**params)
+
+
+def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:
+    """The server sees the randomised labels of every round."""
+    from cotrain.audit import label_privatizer
+
+    return {
+        "privatize": label_privatizer(model.privacy, model.classes_, seed),
+        "n_releases": model.n_rounds_,
+    }
+
+
+def _dd(inp: MethodInput) -> Any:
+    from cotrain.baselines import DistributedDistillation
+
+    model = DistributedDistillation(inp.learners, **inp.common)
+    model.fit(inp.X, inp.y, X_public=inp.X_public, eval_set=inp.eval_set, y_public=inp.y_public)
+    return model
+
+
+def _fedavg(inp: MethodInput) -> Any:
+    from cotrain.baselines import FedAvg
+
+    model = FedAvg(inp.learners[0], local_epochs=inp.method.get("local_epochs", 1), **inp.common)
+    model.fit(inp.X, inp.y, eval_set=inp.eval_set)
+    return model
+
+
+def _dp_fedavg(inp: MethodInput) -> Any:
+    from cotrain.baselines import DPFedAvg
+
+    method = inp.method
+    model = DPFedAvg(
+        inp.learners[0],
+        local_epochs=method.get("local_epochs", 1),
+        clip_norm=float(method.get("clip_norm", 1.0)),
+        noise_multiplier=float(method.get("noise_multiplier", 1.0)),
+        **inp.common,
+    )
+    model.fit(inp.X, inp.y, eval_set=inp.eval_set)
+    return model
+
+
+def _pate(inp: MethodInput) -> Any:
+    from sklearn.base import clone
+
+    from cotrain.baselines import PATE
+
+    model = PATE(
+        inp.learners,
+        clone(inp.learners[0]),
+        noise_sigma=float(inp.method.get("noise_sigma", 1.0)),
+        random_state=inp.seed,
+    )
+    model.fit(inp.X, inp.y, X_public=inp.X_public, eval_set=inp.eval_set)
+    return model
+
+
+def _local(inp: MethodInput) -> Any:
+    from cotrain.baselines import LocalOnly
+
+    return LocalOnly(inp.learners, random_state=inp.seed).fit(inp.X, inp.y, eval_set=inp.eval_set)
+
+
+def _centralised(inp: MethodInput) -> Any:
+    from cotrain.baselines import Centralised
+
+    model = Centralised(inp.learners[0], random_state=inp.seed)
+    model.fit(inp.X, inp.y, eval_set=inp.eval_set)
+    return model
+
+
+#: ``method.name`` -> :class:`Method`; the order is the order validation lists them in
+METHODS: dict[str, Method] = {
+    "fedct": Method(_fedct),
+    "dp-fedct": Method(_dp_fedct, requires=("privacy",), audit_noise=_randomised_labels),
+    "dd": Method(_dd),
+    "fedavg": Method(_fedavg),
+    "dp-fedavg": Method(_dp_fedavg),
+    "pate": Method(_pate, accuracy="consensus_accuracy"),  # PATE delivers its one student
+    "local": Method(_local),
+    "centralised": Method(_centralised),
+}
