@@ -21,264 +21,41 @@ Optionally the deployment is secured the way a real one would be:
 
 Only the standard library is imported at module level, so importing this module does not
 need Flower; starting a federation does (the ``flwr`` console scripts must be on ``PATH``).
+
+The parts it is built from: :mod:`cotrain.flower.processes` (ports, process trees),
+:mod:`cotrain.flower.supervisor` (starting, waiting for and stopping a group of processes),
+:mod:`cotrain.flower.logs` (reading logs), :mod:`cotrain.flower.flwr_cli` (Flower's
+executables, environment, config text and output) and :mod:`cotrain.flower.certificates`
+(TLS certificates and SuperNode keys).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import ipaddress
-import json
-import math
 import os
 import re
-import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cotrain.flower.certificates import write_node_key, write_tls_certificates
+from cotrain.flower.flwr_cli import (
+    flower_environment,
+    flower_executable,
+    format_config,
+    json_output,
+    run_id_of,
+    write_connection,
+)
+from cotrain.flower.logs import read_log
+from cotrain.flower.processes import free_ports, kill_tree, pid_alive, port_open
+from cotrain.flower.supervisor import ProcessGroup, wait_until
+
 __all__ = ["LocalFederation", "format_config", "pid_alive", "run_id_of"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NODE_ID = re.compile(r"SuperNode ID: (\d+)")
-_RUN_ID = re.compile(r"Successfully started run (\d+)")
 _TAG = "COTRAIN_LOCAL_FEDERATION"  # environment variable marking our processes
-
-
-def format_config(config: dict[str, Any]) -> str:
-    """Format a dict the way ``--node-config`` and ``--run-config`` expect it.
-
-    Strings are quoted, booleans are ``true``/``false`` and numbers are written as they are.
-
-    Parameters
-    ----------
-    config : dict
-        Keys (no spaces, no ``=``) and ``str``, ``bool``, ``int`` or ``float`` values.
-
-    Returns
-    -------
-    str
-        Space separated ``key=value`` pairs.
-
-    Raises
-    ------
-    ValueError
-        If a key or value cannot be written in this format.
-
-    Examples
-    --------
-    >>> format_config({"partition-id": 0, "data": "/tmp/x0.npz", "scale": 0.5, "on": True})
-    'partition-id=0 data="/tmp/x0.npz" scale=0.5 on=true'
-    """
-    parts = []
-    for key, value in config.items():
-        if not isinstance(key, str) or not key or re.search(r"[\s=\"']", key):
-            raise ValueError(f"invalid config key {key!r}")
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, int):
-            text = str(value)
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError(f"config value for {key!r} must be finite, got {value}")
-            text = repr(value)
-        elif isinstance(value, str):
-            if "\n" in value or "\r" in value:
-                raise ValueError(f"config value for {key!r} must be on one line")
-            if '"' not in value and "\\" not in value:
-                text = f'"{value}"'
-            elif "'" not in value:
-                text = f"'{value}'"  # TOML literal string: no escapes
-            else:
-                raise ValueError(f"config value for {key!r} mixes both quote characters")
-        else:
-            raise TypeError(
-                f"config value for {key!r} must be str, bool, int or float, "
-                f"got {type(value).__name__}"
-            )
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
-
-
-def run_id_of(output: str) -> int | None:
-    """Return the run id that ``flwr run`` printed, or ``None``.
-
-    Parameters
-    ----------
-    output : str
-        Standard output of ``flwr run`` (e.g. ``LocalFederation.run(...).stdout``).
-
-    Returns
-    -------
-    int or None
-        The id of the started run.
-
-    Examples
-    --------
-    >>> run_id_of("Successfully started run 6006996370185504917")
-    6006996370185504917
-    """
-    found = _RUN_ID.search(_ANSI.sub("", output))
-    return int(found.group(1)) if found else None
-
-
-def _free_ports(n: int) -> list[int]:
-    """Return ``n`` distinct TCP ports on 127.0.0.1 that are free right now."""
-    socks = []
-    try:
-        for _ in range(n):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(sock)
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _process_table() -> dict[int, tuple[int, str]]:
-    """Map every process id to ``(parent id, state)``."""
-    table: dict[int, tuple[int, str]] = {}
-    proc = Path("/proc")
-    if proc.is_dir():
-        for entry in proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # "pid (comm) state ppid ..."; comm may contain spaces and parentheses
-            fields = stat[stat.rfind(")") + 2 :].split()
-            table[int(entry.name)] = (int(fields[1]), fields[0])
-        return table
-    out = subprocess.run(
-        ["ps", "-A", "-o", "pid=", "-o", "ppid=", "-o", "stat="],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) >= 3:
-            table[int(fields[0])] = (int(fields[1]), fields[2][0])
-    return table
-
-
-def _descendants(pid: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
-    """Return every (transitive) child of ``pid``."""
-    table = _process_table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for child, (parent, _) in table.items():
-        children.setdefault(parent, []).append(child)
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _tagged(prefix: str) -> list[int]:
-    """Process ids whose environment has ``COTRAIN_LOCAL_FEDERATION`` starting with ``prefix``.
-
-    Children inherit the variable, so this finds the processes a federation started even
-    after their parent died and they were re-parented (Linux only: reads ``/proc``).
-    """
-    found = []
-    needle = f"{_TAG}={prefix}".encode()
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return found
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if any(var.startswith(needle) for var in environ.split(b"\0")):
-            found.append(int(entry.name))
-    return [pid for pid in found if pid_alive(pid)]
-
-
-def pid_alive(pid: int) -> bool:
-    """Return whether process ``pid`` exists and is not a zombie.
-
-    Parameters
-    ----------
-    pid : int
-        A process id.
-
-    Returns
-    -------
-    bool
-        ``True`` while the process runs (or is stopped).
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        state = stat[stat.rfind(")") + 2 :].split()[0]
-    except FileNotFoundError:
-        if Path("/proc/self").exists():
-            return False  # gone between kill() and the read
-        state = _process_table().get(pid, (0, "X"))[1]  # no /proc (macOS)
-    except OSError:
-        return True
-    return state not in ("Z", "X")
-
-
-def _kill_tree(pid: int) -> list[int]:
-    """SIGKILL ``pid``, all its descendants and their process groups; return the ids hit.
-
-    The tree is frozen with SIGSTOP first, so that nobody can start (and detach) a new child
-    between listing the tree and killing it. Flower starts its ``flower-superexec``,
-    ``flwr-serverapp`` and ``flwr-clientapp`` children in new sessions, so killing the
-    process group of ``pid`` alone would miss them.
-    """
-    victims: list[int] = []
-    for _ in range(3):  # children started while we were stopping the tree
-        new = [p for p in [pid, *_descendants(pid)] if p not in victims]
-        if not new:
-            break
-        for p in new:
-            try:
-                os.kill(p, signal.SIGSTOP)
-            except OSError:
-                pass
-        victims += new
-    for p in victims:
-        try:
-            pgid = os.getpgid(p)
-        except OSError:
-            pgid = None
-        if pgid == p:  # a group leader (start_new_session): take its whole group
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
-    return victims
 
 
 class LocalFederation:
@@ -363,15 +140,15 @@ class LocalFederation:
         self.auth = auth
         self.startup_timeout = float(startup_timeout)
         # distinct ports, free now; another program could still take one before start()
-        self.port, *self.node_ports = _free_ports(1 + total)
+        self.port, *self.node_ports = free_ports(1 + total)
         self.node_ids: dict[int, int] = {}
         self.registered_node_ids: list[int] = []
         self._superlink: subprocess.Popen[bytes] | None = None
         self._nodes: list[subprocess.Popen[bytes] | None] = [None] * total
         self._others: list[subprocess.Popen[Any]] = []  # submitted `flwr run`s
-        self._pids: set[int] = set()  # every pid seen in our process trees
+        # tags our processes; remembers every pid seen in our process trees
+        self._group = ProcessGroup(_TAG, f"{os.getpid()}-{time.time_ns()}-{id(self):x}")
         self._stopped = False
-        self._token = f"{os.getpid()}-{time.time_ns()}-{id(self):x}"
 
     # ------------------------------------------------------------------ paths, addresses
     @property
@@ -408,34 +185,23 @@ class LocalFederation:
         return self._env("cli")
 
     def _env(self, role: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            FLWR_HOME=str(self.home),
-            FLWR_TELEMETRY_ENABLED="0",
-            FLWR_DISABLE_UPDATE_CHECK="1",
-            PYTHONUNBUFFERED="1",
-        )
-        # Flower starts flower-superexec, flwr-serverapp and flwr-clientapp by name: take
-        # them from this Python's environment even when it is not activated
-        bin_dir = str(Path(sys.executable).parent)
-        if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
-            env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-        # SuperExecs poll for new ServerApp/ClientApp tasks every second by default
-        env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.2")
-        env[_TAG] = f"{self._token}/{role}/"
-        return env
+        return self._group.tag(flower_environment(self.home), role)
+
+    def _procs(self) -> list[subprocess.Popen[Any] | None]:
+        """The processes started here, as ``stop`` kills them: runs, nodes, SuperLink."""
+        return [*self._others, *self._nodes, self._superlink]
 
     @property
     def all_pids(self) -> set[int]:
         """Every process id started by this federation (or by its processes) seen so far."""
-        self._record_pids()
-        return set(self._pids)
+        self._group.record(self._procs())
+        return self._group.pids
 
     # ------------------------------------------------------------------ commands
     def superlink_command(self) -> list[str]:
         """The ``flower-superlink`` command line."""
         cmd = [
-            _exe("flower-superlink"),
+            flower_executable("flower-superlink"),
             "--disable-runtime-dependency-installation",
             "--host",
             "127.0.0.1",
@@ -461,7 +227,7 @@ class LocalFederation:
     def node_command(self, i: int) -> list[str]:
         """The ``flower-supernode`` command line of node ``i``."""
         cmd = [
-            _exe("flower-supernode"),
+            flower_executable("flower-supernode"),
             "--superlink",
             self.superlink_address,
             "--port",
@@ -481,7 +247,7 @@ class LocalFederation:
         self, app_dir: str | Path, run_config: dict[str, Any] | None = None
     ) -> list[str]:
         """The ``flwr run`` command line (with ``--stream``)."""
-        cmd = [_exe("flwr"), "run", str(Path(app_dir).resolve()), self.connection_name]
+        cmd = [flower_executable("flwr"), "run", str(Path(app_dir).resolve()), self.connection_name]
         for key, value in (run_config or {}).items():
             cmd += ["--run-config", format_config({key: value})]
         return [*cmd, "--stream"]
@@ -515,28 +281,28 @@ class LocalFederation:
         for sub in ("logs", "certs", "keys"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         if self.tls:
-            self._write_certificates()
+            write_tls_certificates(self.home / "certs")
         if self.auth:
             for i in range(len(self._nodes)):
-                self._write_node_key(i)
-        self._write_cli_config()
+                write_node_key(self.node_key(i))
+        write_connection(
+            self.config_file, self.connection_name, self.superlink_address, self.ca_certificate
+        )
         deadline = time.monotonic() + self.startup_timeout
 
         self._superlink = self._popen(
             self.superlink_command(), self.log_dir / "superlink.log", "superlink"
         )
-        while not (_port_open(self.port) and "startup complete" in self.superlink_log()):
-            if self._superlink.poll() is not None:
-                raise RuntimeError(
-                    f"flower-superlink exited with code {self._superlink.returncode}:\n"
-                    + _tail(self.superlink_log())
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"flower-superlink did not serve on {self.superlink_address} within "
-                    f"{self.startup_timeout:g} s:\n" + _tail(self.superlink_log())
-                )
-            time.sleep(0.1)
+        wait_until(
+            lambda: port_open(self.port) and "startup complete" in self.superlink_log(),
+            self._superlink,
+            name="flower-superlink",
+            deadline=deadline,
+            failure=(
+                f"did not serve on {self.superlink_address} within {self.startup_timeout:g} s"
+            ),
+            log=self.superlink_log,
+        )
 
         for i in range(self.n_nodes, len(self._nodes)):  # unregistered: nothing to wait for
             self.start_node(i)
@@ -560,8 +326,7 @@ class LocalFederation:
             timeout=self.startup_timeout,
         )
         try:
-            answer = json.loads(done.stdout[done.stdout.index("{") :])
-            return int(answer["node-id"])
+            return int(json_output(done.stdout)["node-id"])
         except (ValueError, KeyError, TypeError) as err:
             raise RuntimeError(
                 f"`flwr supernode register` failed (code {done.returncode}):\n"
@@ -595,21 +360,16 @@ class LocalFederation:
         proc = self._nodes[i]
         if proc is None:
             raise RuntimeError(f"SuperNode {i} was not started")
-        while True:
-            found = _NODE_ID.search(self.node_log(i))
-            if found:
-                self.node_ids[i] = int(found.group(1))
-                return self.node_ids[i]
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"SuperNode {i} exited with code {proc.returncode}:\n" + _tail(self.node_log(i))
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"SuperNode {i} did not connect to {self.superlink_address} within "
-                    f"{timeout:g} s:\n" + _tail(self.node_log(i))
-                )
-            time.sleep(0.1)
+        found = wait_until(
+            lambda: _NODE_ID.search(self.node_log(i)),
+            proc,
+            name=f"SuperNode {i}",
+            deadline=deadline,
+            failure=f"did not connect to {self.superlink_address} within {timeout:g} s",
+            log=lambda: self.node_log(i),
+        )
+        self.node_ids[i] = int(found.group(1))
+        return self.node_ids[i]
 
     def submit(
         self, app_dir: str | Path, run_config: dict[str, Any] | None = None
@@ -629,17 +389,10 @@ class LocalFederation:
             The ``flwr run`` process, stdout and stderr as text pipes. It exits when the
             run has finished. :meth:`stop` kills it if it still runs.
         """
-        proc = subprocess.Popen(
-            self.run_command(app_dir, run_config),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self._env("run"),
-            cwd=self.home,
-            start_new_session=True,
+        proc = self._group.start_piped(
+            self.run_command(app_dir, run_config), env=self._env("run"), cwd=self.home
         )
         self._others.append(proc)
-        self._pids.add(proc.pid)
         return proc
 
     def run(
@@ -678,7 +431,7 @@ class LocalFederation:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
             proc.communicate()
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
@@ -690,7 +443,7 @@ class LocalFederation:
         takes one (``flwr ls`` uses it by default).
         """
         return subprocess.run(
-            [_exe("flwr"), *args],
+            [flower_executable("flwr"), *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -703,7 +456,7 @@ class LocalFederation:
         """The runs the SuperLink knows (``flwr ls --format json``)."""
         done = self.flwr("ls", self.connection_name, "--format", "json")
         try:
-            return list(json.loads(done.stdout[done.stdout.index("{") :])["runs"])
+            return list(json_output(done.stdout)["runs"])
         except (ValueError, KeyError) as err:
             raise RuntimeError(f"`flwr ls` failed:\n{done.stdout}\n{done.stderr}") from err
 
@@ -718,12 +471,7 @@ class LocalFederation:
 
     def node_children(self, i: int) -> list[int]:
         """Process ids of everything SuperNode ``i`` started that still runs."""
-        proc = self._nodes[i]
-        if proc is None or proc.poll() is not None:
-            return []
-        pids = _descendants(proc.pid)
-        self._pids.update(pids)
-        return pids
+        return self._group.children(self._nodes[i])
 
     def kill_node(self, i: int) -> list[int]:
         """SIGKILL SuperNode ``i`` and its children (SuperExec, ``flwr-clientapp``).
@@ -736,54 +484,23 @@ class LocalFederation:
         proc = self._nodes[i]
         if proc is None:
             return []
-        victims = _kill_tree(proc.pid) if proc.poll() is None else []
-        proc.wait()
-        # children that outlived an earlier death of the node (re-parented, still tagged)
-        for pid in _tagged(f"{self._token}/node-{i}/"):
-            victims += _kill_tree(pid)
-        self._pids.update(victims)
-        _wait_gone(victims, timeout=10)
-        return victims
+        # also children that outlived an earlier death of the node (re-parented, still tagged)
+        return self._group.kill(proc, f"node-{i}")
 
     def node_log(self, i: int) -> str:
         """Log of SuperNode ``i`` (its current life), without color codes."""
-        return _read(self.log_dir / f"supernode-{i}.log")
+        return read_log(self.log_dir / f"supernode-{i}.log")
 
     def superlink_log(self) -> str:
         """Log of the SuperLink, without color codes."""
-        return _read(self.log_dir / "superlink.log")
+        return read_log(self.log_dir / "superlink.log")
 
     def stop(self) -> None:
         """Kill every process the federation started, with their children, and wait for them.
 
         Idempotent; also safe after a failed :meth:`start`.
         """
-        self._record_pids()
-        procs = [*self._others, *(p for p in self._nodes if p is not None)]
-        if self._superlink is not None:
-            procs.append(self._superlink)
-        victims: list[int] = []
-        for proc in procs:
-            if proc.poll() is None:
-                victims += _kill_tree(proc.pid)
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL ignored?
-                pass
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None and not stream.closed:
-                    stream.close()
-        # detached children whose parent died before (e.g. the SuperExec of a refused
-        # SuperNode): re-parented, found by their tag
-        for _ in range(3):
-            leftovers = self.processes()
-            if not leftovers:
-                break
-            for pid in leftovers:
-                victims += _kill_tree(pid)
-        self._pids.update(victims)
-        _wait_gone(victims, timeout=10)
+        self._group.stop(self._procs())
         self._stopped = True
 
     def processes(self) -> list[int]:
@@ -792,13 +509,7 @@ class LocalFederation:
         Found by the ``COTRAIN_LOCAL_FEDERATION`` tag in their environment (Linux), plus the
         still-running trees of the processes started here.
         """
-        pids = set(_tagged(f"{self._token}/"))
-        table = _process_table()
-        for proc in [self._superlink, *self._nodes, *self._others]:
-            if proc is not None and proc.poll() is None:
-                pids.add(proc.pid)
-                pids.update(_descendants(proc.pid, table))
-        return sorted(p for p in pids if pid_alive(p))
+        return self._group.live(self._procs())
 
     def __enter__(self) -> LocalFederation:
         return self.start()
@@ -821,162 +532,4 @@ class LocalFederation:
 
     # ------------------------------------------------------------------ helpers
     def _popen(self, cmd: list[str], log: Path, role: str) -> subprocess.Popen[bytes]:
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env(role),
-                cwd=self.home,
-                start_new_session=True,
-            )
-        self._pids.add(proc.pid)
-        return proc
-
-    def _record_pids(self) -> None:
-        procs = [self._superlink, *self._nodes, *self._others]
-        table = _process_table()
-        for proc in procs:
-            if proc is not None and proc.poll() is None:
-                self._pids.update(_descendants(proc.pid, table))
-
-    def _write_cli_config(self) -> None:
-        lines = [
-            "[superlink]",
-            f'default = "{self.connection_name}"',
-            "",
-            f"[superlink.{self.connection_name}]",
-            f'address = "{self.superlink_address}"',
-        ]
-        if self.tls:
-            lines.append(f"root-certificates = {json.dumps(str(self.ca_certificate))}")
-        else:
-            lines.append("insecure = true")
-        self.config_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    def _write_certificates(self) -> None:
-        """Write ``certs/ca.pem``, ``certs/server.pem`` and ``certs/server.key``."""
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        certs = self.home / "certs"
-        now = _dt.datetime.now(_dt.UTC) - _dt.timedelta(minutes=5)
-        later = now + _dt.timedelta(days=7)
-
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cotrain local CA")])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(later)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(later)
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName("localhost"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                critical=False,
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-
-        pem = serialization.Encoding.PEM
-        (certs / "ca.pem").write_bytes(ca_cert.public_bytes(pem))
-        (certs / "server.pem").write_bytes(cert.public_bytes(pem))
-        key_file = certs / "server.key"
-        key_file.write_bytes(
-            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        )
-        key_file.chmod(0o600)
-
-    def _write_node_key(self, i: int) -> None:
-        """Write an ECDSA P-384 key pair in OpenSSH format (like ``ssh-keygen -t ecdsa -b 384``)."""
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-
-        key = ec.generate_private_key(ec.SECP384R1())
-        path = self.node_key(i)
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.OpenSSH,
-                serialization.NoEncryption(),
-            )
-        )
-        path.chmod(0o600)
-        public = key.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-        )
-        path.with_suffix(".pub").write_bytes(public + b"\n")
-
-
-def _exe(name: str) -> str:
-    """Path of a Flower console script: next to this Python first, then on ``PATH``."""
-    here = Path(sys.executable).parent / name
-    if here.exists():
-        return str(here)
-    found = shutil.which(name)
-    if found is None:
-        raise FileNotFoundError(f"`{name}` not found: is Flower (`pip install flwr`) installed?")
-    return found
-
-
-def _read(path: Path) -> str:
-    try:
-        return _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
-    except FileNotFoundError:
-        return ""
-
-
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _wait_gone(pids: list[int], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        return self._group.start_logged(cmd, log, env=self._env(role), cwd=self.home)
