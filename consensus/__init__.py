@@ -48,3 +48,18 @@ __all__ = [
     "trimmed_vote",
     "vote_counts",
 ]
+
+# the built-in names (`registry` imports no rule, so that rules may look others up by name)
+for _names, _factory in [
+    (("majority", "majority_vote"), MajorityVote),
+    (("qualified", "qualified_majority"), QualifiedMajority),
+    (("mean", "soft_mean", "dd"), SoftMean),
+    (("entropy", "entropy_weighted", "fedds"), EntropyWeighted),
+    (("certainty", "certainty_weighted", "fedaux"), CertaintyWeighted),
+    (("noisy_argmax", "gnmax"), NoisyArgmax),
+    (("trimmed", "trimmed_vote"), TrimmedVote),
+    (("reputation", "reputation_vote"), ReputationVote),
+]:
+    for _name in _names:
+        register_consensus(_name, _factory)
+del _names, _factory, _name

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._base import Consensus
 from ._validation import check_client_ids, check_inputs, check_nonnegative_finite
-from .hard import _winners
+from .hard import plurality_winners
 from .soft import weighted_mean
 
 __all__ = ["CertaintyWeighted", "certainty_weighted"]
@@ -61,7 +61,7 @@ def certainty_weighted(
         )
     checked = check_inputs(labels, n_classes, weights)
     if checked.kind == "hard":
-        return _winners(checked.values, checked.n_classes, checked.weights, None)
+        return plurality_winners(checked.values, checked.n_classes, checked.weights, None)
     return weighted_mean(checked)
 
 

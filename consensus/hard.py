@@ -15,6 +15,7 @@ __all__ = [
     "MajorityVote",
     "QualifiedMajority",
     "majority_vote",
+    "plurality_winners",
     "qualified_majority",
     "vote_counts",
 ]
@@ -24,9 +25,46 @@ __all__ = [
 _QUORUM_RTOL = 1e-10
 
 
-def _winners(
-    votes: np.ndarray, n_classes: int, weights: np.ndarray | None, quorum: float | None
+def plurality_winners(
+    votes: np.ndarray,
+    n_classes: int,
+    weights: NDArray[np.float64] | None = None,
+    quorum: float | None = None,
 ) -> NDArray[np.int64]:
+    """The class with the most (weighted) votes on each example: the kernel of the hard rules.
+
+    Unlike `majority_vote` it checks nothing: `votes` must already be validated (integer
+    ``(m, n)`` with values in ``[-1, n_classes - 1]``) and `weights` be None, ``(m,)`` or
+    ``(m, n)`` float64, as ``consensus._validation.check_inputs`` returns them.
+
+    Parameters
+    ----------
+    votes : ndarray of int, shape (m, n)
+        Hard votes, -1 for "did not vote".
+    n_classes : int
+        Number of classes.
+    weights : ndarray of float64, shape (m,) or (m, n), optional
+        Non-negative vote weights; None counts every vote once.
+    quorum : float, optional
+        If given, an example whose winner holds less than this share of the (weighted)
+        votes cast gets -1.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        The winning class (ties to the smallest), -1 where no vote with positive weight was
+        cast or the quorum was not met.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from consensus.hard import plurality_winners
+    >>> votes = np.array([[0, 1, -1], [1, 1, -1], [1, 0, -1]])
+    >>> plurality_winners(votes, 2)
+    array([ 1,  1, -1])
+    >>> plurality_winners(votes, 2, quorum=0.9)
+    array([-1, -1, -1])
+    """
     n = votes.shape[1]
     out = np.empty(n, dtype=np.int64)
     for start, stop, counts in iter_vote_counts(votes, n_classes, weights):
@@ -133,7 +171,7 @@ def majority_vote(
     array([ 1,  2,  1, -1])
     """
     checked = check_inputs(labels, n_classes, weights)
-    return _winners(checked.votes, checked.n_classes, checked.weights, None)
+    return plurality_winners(checked.votes, checked.n_classes, checked.weights, None)
 
 
 def qualified_majority(
@@ -181,7 +219,7 @@ def qualified_majority(
     """
     quorum = check_quorum(quorum)
     checked = check_inputs(labels, n_classes, weights)
-    return _winners(checked.votes, checked.n_classes, checked.weights, quorum)
+    return plurality_winners(checked.votes, checked.n_classes, checked.weights, quorum)
 
 
 class MajorityVote(Consensus):

@@ -1,15 +1,15 @@
-"""Name registry: look consensus rules up by name (as the trainer's ``consensus=`` does)."""
+"""Name registry: look consensus rules up by name (as the trainer's ``consensus=`` does).
+
+This module imports no rule: the package (``consensus/__init__.py``) registers the built-in
+names, so that a rule module may itself look rules up by name (as `ReputationVote` does for
+its ``base``) without an import cycle.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ._base import Consensus
-from .certainty import CertaintyWeighted
-from .hard import MajorityVote, QualifiedMajority
-from .noisy import NoisyArgmax
-from .robust import ReputationVote, TrimmedVote
-from .soft import EntropyWeighted, SoftMean
 
 __all__ = ["available_consensus", "get_consensus", "register_consensus"]
 
@@ -107,18 +107,3 @@ def get_consensus(spec: str | Consensus) -> Consensus:
             f"the factory registered as {key!r} returned {type(rule).__name__}, not a Consensus"
         )
     return rule
-
-
-for _names, _factory in [
-    (("majority", "majority_vote"), MajorityVote),
-    (("qualified", "qualified_majority"), QualifiedMajority),
-    (("mean", "soft_mean", "dd"), SoftMean),
-    (("entropy", "entropy_weighted", "fedds"), EntropyWeighted),
-    (("certainty", "certainty_weighted", "fedaux"), CertaintyWeighted),
-    (("noisy_argmax", "gnmax"), NoisyArgmax),
-    (("trimmed", "trimmed_vote"), TrimmedVote),
-    (("reputation", "reputation_vote"), ReputationVote),
-]:
-    for _name in _names:
-        register_consensus(_name, _factory)
-del _names, _factory, _name

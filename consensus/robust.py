@@ -21,7 +21,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._base import Consensus
 from ._validation import check_client_ids, check_inputs
-from .hard import _winners
+from .hard import plurality_winners
+from .registry import get_consensus
 
 __all__ = ["ReputationVote", "TrimmedVote", "client_agreement", "trimmed_vote"]
 
@@ -165,7 +166,7 @@ def trimmed_vote(
     checked = check_inputs(labels, n_classes, weights)
     votes, w = checked.votes, checked.weights
     m = votes.shape[0]
-    preliminary = _winners(votes, checked.n_classes, w, None)
+    preliminary = plurality_winners(votes, checked.n_classes, w, None)
     agreement = np.nan_to_num(client_agreement(votes, preliminary), nan=1.0)
     n_drop = min(int(np.floor(trim * m + 1e-9)), max(m - 1, 0))
     kept = np.ones(m, dtype=bool)
@@ -180,7 +181,7 @@ def trimmed_vote(
     else:
         base = np.ones(m) if w is None else w
         mask = kept if base.ndim == 1 else kept[:, None]
-        out = _winners(votes, checked.n_classes, base * mask, None)
+        out = plurality_winners(votes, checked.n_classes, base * mask, None)
     return (out, kept) if return_kept else out
 
 
@@ -311,8 +312,6 @@ class ReputationVote(Consensus):
     # ---------------------------------------------------------------- parameters and state
 
     def _base_rule(self) -> Consensus:
-        from .registry import get_consensus  # the registry imports this module
-
         rule = get_consensus(self.base)
         if rule.output != "hard":
             raise ValueError(

@@ -4,7 +4,8 @@
 - :func:`expand_soft_targets` turns soft targets into weighted hard-labelled rows;
 - :class:`ClassAlignedClassifier` wraps any classifier so that it trains on clients that lack
   classes (or hold one), takes soft targets, continues training across rounds, and always
-  answers in the global label space;
+  answers in the global label space; :func:`continues_training` says whether a learner's
+  later fits continue from its previous one;
 - :class:`XGBoostClassifier` and :class:`RuleFitClassifier` adapt xgboost and imodels' RuleFit;
 - :class:`TorchClassifier` makes any torch module an estimator that keeps training, with
   ready-made :class:`MLP` and :class:`SmallCNN` modules (:mod:`learners.modules`);
@@ -25,7 +26,7 @@ Examples
 array([[0., 0., 1.]])
 """
 
-from ._aligned import ClassAlignedClassifier
+from ._aligned import ClassAlignedClassifier, continues_training
 from ._alignment import align_proba
 from ._soft_targets import expand_soft_targets
 from .rulefit import RuleFitClassifier
@@ -40,6 +41,7 @@ __all__ = [
     "TorchClassifier",
     "XGBoostClassifier",
     "align_proba",
+    "continues_training",
     "expand_soft_targets",
 ]
 

@@ -13,14 +13,47 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.dummy import DummyClassifier
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
-from ._alignment import align_proba, check_classes, encode_labels
+from ._alignment import align_proba, check_classes, label_indices
 from ._soft_targets import check_soft_targets, expand_soft_targets, n_rows
 
-__all__ = ["ClassAlignedClassifier"]
+__all__ = ["ClassAlignedClassifier", "continues_training"]
+
+
+def continues_training(estimator: Any) -> bool:
+    """Whether a later fit of `estimator` continues from its previous fit.
+
+    True for an estimator that says so with a true ``continues_training`` attribute (as
+    :class:`XGBoostClassifier`, or :class:`TorchClassifier` with ``warm_start=True``, do),
+    or has the scikit-learn parameter ``warm_start=True``. Co-training then starts each
+    round's fit from the previous round's model, ``h_t = A(D ∪ P, h_{t-1})``, and a
+    deployment must keep the model between rounds; any other estimator starts afresh.
+
+    Parameters
+    ----------
+    estimator : object
+        A scikit-learn-style estimator (fitted or not).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import SGDClassifier
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from learners import XGBoostClassifier, continues_training
+    >>> continues_training(SGDClassifier(warm_start=True))
+    True
+    >>> continues_training(DecisionTreeClassifier()), continues_training(XGBoostClassifier())
+    (False, True)
+    """
+    get_params = getattr(estimator, "get_params", None)
+    params = get_params(deep=False) if callable(get_params) else {}
+    return _continues_training(estimator, params)
 
 
 def _continues_training(estimator: Any, params: dict[str, Any]) -> bool:
-    """Whether a fit of `estimator` (with parameters `params`) should continue its last fit."""
+    """`continues_training` with the parameters of `estimator` already read."""
     return bool(getattr(estimator, "continues_training", False)) or params.get("warm_start") is True
 
 
@@ -144,7 +177,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         present = (
             np.flatnonzero(fit_y.sum(axis=0) > 0)
             if fit_y.ndim == 2
-            else np.unique(encode_labels(fit_y, classes, name="y"))
+            else np.unique(label_indices(fit_y, classes, name="y"))
         )
         if present.size == 0:
             raise ValueError("y holds no training signal (no samples, or all-zero soft targets)")
@@ -215,7 +248,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         if hasattr(est, "predict_proba"):
             proba = est.predict_proba(X)
             return align_proba(proba, getattr(est, "classes_", self.classes_), self.classes_)
-        codes = encode_labels(est.predict(X), self.classes_, name="predictions")
+        codes = label_indices(est.predict(X), self.classes_, name="predictions")
         out = np.zeros((codes.size, self.n_classes_), dtype=np.float64)
         out[np.arange(codes.size), codes] = 1.0
         return out
@@ -235,4 +268,4 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         pred = np.asarray(self.estimator_.predict(X))
-        return self.classes_[encode_labels(pred.ravel(), self.classes_, name="predictions")]
+        return self.classes_[label_indices(pred.ravel(), self.classes_, name="predictions")]

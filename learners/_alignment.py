@@ -1,4 +1,4 @@
-"""Global class order: checking it, encoding labels into it, aligning probability columns to it."""
+"""Global class order: checking it, indexing labels in it, aligning probability columns to it."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def check_classes(classes: ArrayLike, name: str = "classes") -> NDArray[Any]:
     return arr
 
 
-def encode_labels(labels: ArrayLike, classes: NDArray[Any], name: str = "y") -> NDArray[np.intp]:
+def label_indices(labels: ArrayLike, classes: NDArray[Any], name: str = "y") -> NDArray[np.intp]:
     """Return the index of every label in the sorted array `classes`.
 
     Raises ``ValueError`` naming `name` if a label is not one of `classes`.
@@ -96,7 +96,7 @@ def align_proba(
             f"proba must have shape (n_samples, {est_classes.size}) to match estimator_classes, "
             f"got {proba_arr.shape}"
         )
-    cols = encode_labels(est_classes, classes_arr, name="estimator_classes")
+    cols = label_indices(est_classes, classes_arr, name="estimator_classes")
     out = np.zeros((proba_arr.shape[0], classes_arr.size), dtype=np.float64)
     out[:, cols] = proba_arr
     return out

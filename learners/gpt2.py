@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._alignment import check_classes, encode_labels
+from ._alignment import check_classes, label_indices
 from ._soft_targets import check_soft_targets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -481,7 +481,7 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         if y_arr.ndim == 1:
             classes = self._resolve_classes(y_arr)
             targets = np.zeros((n, classes.size), dtype=np.float32)
-            targets[np.arange(n), encode_labels(y_arr, classes, name="y")] = 1.0
+            targets[np.arange(n), label_indices(y_arr, classes, name="y")] = 1.0
         elif y_arr.ndim == 2:
             classes = self._resolve_classes(y_arr)
             targets = check_soft_targets(y_arr, classes.size)

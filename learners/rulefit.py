@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._alignment import check_classes, encode_labels
+from ._alignment import check_classes, label_indices
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -212,7 +212,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         Xa = self._check_X(X)
         y_arr = np.asarray(y)
         classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
-        codes = encode_labels(y_arr, classes, name="y")
+        codes = label_indices(y_arr, classes, name="y")
         if codes.size != Xa.shape[0]:
             raise ValueError(f"X has {Xa.shape[0]} rows but y has {codes.size}")
         present = np.unique(codes)
@@ -274,7 +274,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         Xa = self._check_X(X)
         if Xa.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {Xa.shape[1]} features, expected {self.n_features_in_}")
-        cols = encode_labels(self.fitted_classes_, self.classes_, name="fitted_classes_")
+        cols = label_indices(self.fitted_classes_, self.classes_, name="fitted_classes_")
         out = np.zeros((Xa.shape[0], self.n_classes_), dtype=np.float64)
         if not self.estimators_:
             out[:, cols[0]] = 1.0

@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._alignment import check_classes, encode_labels
+from ._alignment import check_classes, label_indices
 from ._soft_targets import check_soft_targets
 
 try:
@@ -387,7 +387,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """Targets as probability rows, and a 0/1 weight per row (0: no signal)."""
         if y.ndim == 1:
-            codes = encode_labels(y, classes, name="y")
+            codes = label_indices(y, classes, name="y")
             targets = np.zeros((codes.size, classes.size), dtype=np.float32)
             targets[np.arange(codes.size), codes] = 1.0
             return targets, np.ones(codes.size, dtype=np.float32)

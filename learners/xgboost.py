@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._alignment import check_classes, encode_labels
+from ._alignment import check_classes, label_indices
 
 __all__ = ["XGBoostClassifier"]
 
@@ -202,7 +202,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 "XGBoostClassifier needs at least 2 classes; pass the global classes as classes="
             )
-        codes = encode_labels(y_arr, classes, name="y")
+        codes = label_indices(y_arr, classes, name="y")
         Xm = _as_matrix(X)
         if Xm.shape[0] != codes.size:
             raise ValueError(f"X has {Xm.shape[0]} rows but y has {codes.size}")

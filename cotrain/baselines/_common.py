@@ -1,10 +1,11 @@
-"""Helpers shared by the baselines: input checks, seeding, sampling, bytes and scores.
+"""Helpers shared by the baselines: input checks, seeding, local fits, bytes and scores.
 
 Nothing here imports torch or dp-accounting.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +24,8 @@ from cotrain.seeding import seeded_clone
 
 __all__ = [
     "check_client_data",
+    "fit_local",
     "label_bytes",
-    "sample_clients",
     "seeded",
     "weights_nbytes",
 ]
@@ -82,12 +83,48 @@ def concat_rows(parts: list[Any]) -> Any:
     return np.concatenate([np.asarray(p) for p in parts])
 
 
-def sample_clients(rng: np.random.Generator, n_clients: int, participation: float) -> np.ndarray:
-    """The clients asked this round, as ``FederatedCoTrainer`` samples them (at least one)."""
-    k = max(1, round(participation * n_clients))
-    if k >= n_clients:
-        return np.arange(n_clients)
-    return np.sort(rng.choice(n_clients, size=k, replace=False))
+def fit_local(model: Any, X: Any, y: Any, X_eval: Any = None) -> tuple[Any, Any, float]:
+    """Fit one client's model; return it, its test predictions and the learner time.
+
+    The unit of work that :class:`~cotrain.baselines.LocalOnly`,
+    :class:`~cotrain.baselines.Centralised` and :class:`~cotrain.baselines.PATE` hand to
+    a runtime (one call per client, or one for the pooled data).
+
+    Parameters
+    ----------
+    model : learners.ClassAlignedClassifier
+        The unfitted model; it is fitted in place (and returned, since a process-based
+        runtime returns a copy).
+    X, y : array-like
+        Its training data.
+    X_eval : array-like, optional
+        Test features to predict after fitting.
+
+    Returns
+    -------
+    model : learners.ClassAlignedClassifier
+        The fitted model.
+    pred : ndarray or None
+        Its predictions on `X_eval` (None without `X_eval`).
+    learner_time : float
+        Seconds spent fitting and predicting.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.naive_bayes import GaussianNB
+    >>> from learners import ClassAlignedClassifier
+    >>> from cotrain.baselines._common import fit_local
+    >>> X, y = np.array([[0.0], [0.1], [1.0], [1.1]]), np.array([0, 0, 1, 1])
+    >>> model = ClassAlignedClassifier(GaussianNB(), classes=[0, 1, 2])
+    >>> model, pred, seconds = fit_local(model, X, y, X_eval=np.array([[1.05]]))
+    >>> pred.tolist(), seconds >= 0
+    ([1], True)
+    """
+    model.fit(X, y)
+    start = time.perf_counter()
+    pred = None if X_eval is None else model.predict(X_eval)
+    return model, pred, model.fit_time_ + time.perf_counter() - start
 
 
 def label_bytes(codes: np.ndarray, n_classes: int) -> int:

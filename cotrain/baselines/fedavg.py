@@ -27,12 +27,12 @@ from cotrain.baselines._common import (
     accuracy,
     check_client_data,
     check_predict_inputs,
-    sample_clients,
     seeded,
     weights_nbytes,
 )
 from cotrain.history import History, RoundRecord
 from cotrain.runtime import make_runtime
+from cotrain.sampling import sample_clients
 
 __all__ = ["DPFedAvg", "FedAvg", "average_weights", "dp_aggregate"]
 

@@ -12,8 +12,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from consensus import vote_counts
 from cotrain._validation import check_estimators, check_fit_inputs, check_params
-from cotrain.baselines._common import accuracy, check_predict_inputs, label_bytes, seeded
-from cotrain.baselines.reference import _fit_local
+from cotrain.baselines._common import (
+    accuracy,
+    check_predict_inputs,
+    fit_local,
+    label_bytes,
+    seeded,
+)
 from cotrain.history import History, RoundRecord
 from cotrain.runtime import make_runtime
 from learners import ClassAlignedClassifier
@@ -217,7 +222,7 @@ class PATE(ClassifierMixin, BaseEstimator):
             )
         ]
         with make_runtime(self.n_jobs) as runtime:
-            results = runtime.map(_fit_local, tasks)
+            results = runtime.map(fit_local, tasks)
         self._teachers = [r[0] for r in results]
         learner_time = sum(r[2] for r in results)
 

@@ -16,6 +16,7 @@ from cotrain.baselines._common import (
     check_client_data,
     check_predict_inputs,
     concat_rows,
+    fit_local,
     seeded,
 )
 from cotrain.history import History, RoundRecord
@@ -23,16 +24,6 @@ from cotrain.runtime import make_runtime
 from learners import ClassAlignedClassifier
 
 __all__ = ["Centralised", "LocalOnly"]
-
-
-def _fit_local(
-    model: ClassAlignedClassifier, X: Any, y: Any, X_eval: Any
-) -> tuple[Any, Any, float]:
-    """Fit one client's model; return it, its test predictions and the learner time."""
-    model.fit(X, y)
-    start = time.perf_counter()
-    pred = None if X_eval is None else model.predict(X_eval)
-    return model, pred, model.fit_time_ + time.perf_counter() - start
 
 
 class LocalOnly(ClassifierMixin, BaseEstimator):
@@ -131,7 +122,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
             )
         ]
         with make_runtime(self.n_jobs) as runtime:
-            results = runtime.map(_fit_local, tasks)
+            results = runtime.map(fit_local, tasks)
         self._models = [r[0] for r in results]
         record: dict[str, Any] = {}
         if data.X_eval is not None:
@@ -251,7 +242,7 @@ class Centralised(ClassifierMixin, BaseEstimator):
         seed = np.random.SeedSequence(self.random_state).spawn(1)[0]
         start = time.perf_counter()
         model = ClassAlignedClassifier(seeded(self.estimator, seed), classes=data.classes)
-        model, pred, learner_time = _fit_local(
+        model, pred, learner_time = fit_local(
             model, concat_rows(data.X_clients), np.concatenate(data.y_clients), data.X_eval
         )
         self._model = model

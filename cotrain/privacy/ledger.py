@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.privacy.accounting import epsilon_spent
+
 
 class PrivacyLedger:
     """What each client has released under privacy mechanisms, and its ε.
@@ -67,8 +69,6 @@ class PrivacyLedger:
     def epsilon_after(self, rounds: int) -> float:
         """Total ε of a client that took part in ``rounds`` rounds."""
         if rounds not in self._eps_by_rounds:
-            from cotrain.privacy import epsilon_spent
-
             per_round = [m.dp_event(self.n_classes, self.n_labels) for m in self.mechanisms]
             self._eps_by_rounds[rounds] = float(epsilon_spent(per_round * rounds, self.delta))
         return self._eps_by_rounds[rounds]
