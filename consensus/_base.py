@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, Self
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._params import ParamsMixin
+
 __all__ = ["Consensus"]
 
 
-def _short_repr(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"<array shape={value.shape} dtype={value.dtype}>"
-    return repr(value)
-
-
-class Consensus(ABC):
+class Consensus(ParamsMixin, ABC):
     """Base class of consensus rules: turn many clients' labels into one pseudo-label.
 
     A consensus object is a thin callable wrapper around one of the pure functions of
@@ -26,7 +22,17 @@ class Consensus(ABC):
     arguments untouched, they are validated when the object is called, and `get_params` /
     `set_params` work (so ``sklearn.base.clone`` does too).
 
-    Subclasses implement ``__call__`` and set the class attribute ``output``.
+    Subclasses implement ``__call__`` and set the class attribute ``output``. Everything else
+    is an optional hook, declared here with a default that does nothing, so that the trainer
+    and the Flower server call it on every rule without probing for it:
+
+    - `weights_for` — per-client weights of a round (default: None, unweighted);
+    - `observe` — a stateful rule learns from each round's labels and consensus (default:
+      nothing to learn), e.g. `ReputationVote`;
+    - `state_dict` / `load_state_dict` — the learned state, for checkpoints (default: none,
+      ``{}``);
+    - `accountable`, `dp_event`, `delta`, `budget` — the privacy accounting of a noisy rule
+      (default: not accountable), e.g. `NoisyArgmax`.
 
     Attributes
     ----------
@@ -34,6 +40,10 @@ class Consensus(ABC):
         What ``__call__`` returns for hard-vote input: ``"hard"`` means pseudo-labels of shape
         ``(n,)`` with -1 where the consensus abstains; ``"soft"`` means soft targets of shape
         ``(n, n_classes)`` with a NaN row where nobody voted.
+    delta : float or None
+        δ at which the ε of an accountable rule is reported (None for a rule without noise).
+    budget : float or None
+        Total ε per client an accountable rule allows (None = no limit).
 
     Examples
     --------
@@ -50,6 +60,8 @@ class Consensus(ABC):
     """
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
+    delta: float | None = None
+    budget: float | None = None
 
     @abstractmethod
     def __call__(
@@ -97,57 +109,135 @@ class Consensus(ABC):
         """
         return None
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        init = cls.__init__
-        if init is object.__init__:
-            return []
-        params = inspect.signature(init).parameters.values()
-        return sorted(
-            p.name
-            for p in params
-            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        )
+    # ------------------------------------------------------------------ state across rounds
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Parameters of this consensus rule, as passed to ``__init__``.
+    def observe(self, client_ids: ArrayLike, labels: ArrayLike, pseudo: ArrayLike) -> None:
+        """Learn from one round: the clients' labels and the consensus formed from them.
+
+        The server calls this after every round with the rows it passed to ``__call__``.
+        The default does nothing: most rules keep no state between rounds. Stateful rules
+        (`ReputationVote`) override it.
 
         Parameters
         ----------
-        deep : bool, default=True
-            Accepted for scikit-learn compatibility; consensus parameters hold no estimators.
+        client_ids : array-like of int, shape (m,)
+            The clients whose labels are the rows of ``labels``.
+        labels : array-like
+            Their hard votes ``(m, n)`` or probabilities ``(m, n, n_classes)``.
+        pseudo : array-like
+            The round's consensus: hard ``(n,)`` (-1 = abstained) or soft ``(n, n_classes)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from consensus import MajorityVote
+        >>> rule = MajorityVote()
+        >>> votes = np.array([[0, 1], [0, 0]])
+        >>> rule.observe([0, 1], votes, rule(votes, n_classes=2)) is None
+        True
+        """
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the rule has learned across rounds, for checkpoints (default: ``{}``).
 
         Returns
         -------
         dict
+            Numbers, strings, lists and numpy arrays only; `load_state_dict` takes it back.
 
         Examples
         --------
-        >>> from consensus import QualifiedMajority
-        >>> QualifiedMajority(quorum=0.8).get_params()
-        {'quorum': 0.8}
+        >>> from consensus import MajorityVote
+        >>> MajorityVote().state_dict()
+        {}
         """
-        return {name: getattr(self, name) for name in self._param_names()}
+        return {}
 
-    def set_params(self, **params: Any) -> Self:
-        """Set parameters (validated when the object is next called) and return ``self``.
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what `state_dict` returned.
+
+        The default accepts only the empty state of a rule that keeps none.
+
+        Parameters
+        ----------
+        state : mapping
+            A `state_dict` of a rule of this class.
+
+        Raises
+        ------
+        TypeError
+            If ``state`` is not a mapping.
+        ValueError
+            If ``state`` has keys this rule does not keep.
 
         Examples
         --------
-        >>> from consensus import EntropyWeighted
-        >>> EntropyWeighted().set_params(k=0.1)
-        EntropyWeighted(k=0.1)
+        >>> from consensus import MajorityVote
+        >>> MajorityVote().load_state_dict({})
+        >>> MajorityVote().load_state_dict({"reputation": [1.0]})
+        Traceback (most recent call last):
+        ...
+        ValueError: MajorityVote keeps no state: expected an empty state, got keys ['reputation']
         """
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(
-                    f"invalid parameter {name!r} for {type(self).__name__}; "
-                    f"valid parameters are {valid}"
-                )
-            setattr(self, name, value)
-        return self
+        if not isinstance(state, Mapping):
+            raise TypeError(
+                f"state must be a dict (from {type(self).__name__}.state_dict()), "
+                f"got {type(state).__name__}"
+            )
+        if state:
+            raise ValueError(
+                f"{type(self).__name__} keeps no state: expected an empty state, "
+                f"got keys {sorted(map(str, state))}"
+            )
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={_short_repr(v)}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
+    # ------------------------------------------------------------------ privacy accounting
+
+    @property
+    def accountable(self) -> bool:
+        """Whether the rule adds noise whose privacy must be accounted (default: False).
+
+        A rule that returns True also implements `dp_event` and sets `delta` (and,
+        optionally, `budget`); the trainer then composes its events over rounds.
+
+        Examples
+        --------
+        >>> from consensus import MajorityVote, NoisyArgmax
+        >>> MajorityVote().accountable, NoisyArgmax(sigma=2.0).accountable
+        (False, True)
+        """
+        return False
+
+    def dp_event(self, n_classes: int, n_labels: int) -> Any:
+        """The privacy event of one round for one record of a client's data.
+
+        Only an `accountable` rule has one; the default raises.
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes.
+        n_labels : int
+            Labels released per round (the size of the public pool).
+
+        Returns
+        -------
+        object
+            A ``dp_accounting`` event (or a stand-in with the same attributes).
+
+        Raises
+        ------
+        NotImplementedError
+            For a rule without noise (``accountable`` is False).
+
+        Examples
+        --------
+        >>> from consensus import MajorityVote
+        >>> MajorityVote().dp_event(n_classes=2, n_labels=10)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: MajorityVote adds no noise: it has no privacy event to account
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} adds no noise: it has no privacy event to account"
+        )

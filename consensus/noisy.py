@@ -149,7 +149,20 @@ class NoisyArgmax(Consensus):
         return {"spawned": 0 if cached is None else int(cached[1].n_children_spawned)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue the noise stream from :meth:`state_dict`."""
+        """Continue the noise stream from :meth:`state_dict`.
+
+        Raises
+        ------
+        ValueError
+            If ``state`` is not what :meth:`state_dict` returns for this ``random_state``.
+        """
+        expected = "generator" if isinstance(self.random_state, np.random.Generator) else "spawned"
+        if not isinstance(state, dict) or set(state) != {expected}:
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(
+                f"NoisyArgmax state must be a dict with the single key {expected!r} "
+                f"(from state_dict() with this random_state), got {got}"
+            )
         if "generator" in state:
             self.random_state.bit_generator.state = state["generator"]
             return

@@ -7,12 +7,16 @@ client where one is concerned, and what was expected.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.utils import check_array
+
+# the trainer's parameters are declared once, in cotrain.params; check_params and
+# PARAM_DEFAULTS stay importable from here for the callers that know them
+from cotrain.params import check_params as check_params
+from cotrain.params import param_defaults
 
 _LABEL_FAMILIES = {
     "integer": "numeric",
@@ -371,91 +375,5 @@ def check_estimators(estimators: Any, share: str) -> list[Any]:
     return list(estimators)
 
 
-#: Defaults for the parameters ``check_params`` knows, so callers (the baselines) can pass
-#: only the ones they have.
-PARAM_DEFAULTS: dict[str, Any] = {
-    "share": "hard",
-    "soft_dtype": "float32",
-    "encoding": "packed",
-    "soft_bits": None,
-    "rounds": 1,
-    "participation": 1.0,
-    "early_stopping": None,
-    "on_client_error": "raise",
-    "min_clients": 1,
-    "n_jobs": None,
-    "verbose": 0,
-    "random_state": None,
-    "runtime": None,
-    "round_timeout": None,
-}
-
-
-def check_params(params: dict[str, Any], n_clients: int) -> None:
-    """Validate the trainer's constructor parameters (scikit-learn: at fit time).
-
-    Parameters missing from ``params`` take their :data:`PARAM_DEFAULTS`.
-    """
-    params = {**PARAM_DEFAULTS, **params}
-    share = params["share"]
-    if share not in ("hard", "soft"):
-        raise ValueError(f"share must be 'hard' or 'soft', got {share!r}")
-    if params["soft_dtype"] not in ("float32", "float16"):
-        raise ValueError(f"soft_dtype must be 'float32' or 'float16', got {params['soft_dtype']!r}")
-    if params["encoding"] not in ("packed", "delta"):
-        raise ValueError(f"encoding must be 'packed' or 'delta', got {params['encoding']!r}")
-    if params["soft_bits"] is not None:
-        _check_int(params["soft_bits"], "soft_bits", low=1)
-        if params["soft_bits"] > 16:
-            raise ValueError(f"soft_bits must be <= 16, got {params['soft_bits']}")
-    _check_int(params["rounds"], "rounds", low=1)
-    participation = params["participation"]
-    if (
-        isinstance(participation, bool)
-        or not isinstance(participation, Real)
-        or not 0 < participation <= 1
-    ):
-        raise ValueError(f"participation must be a number in (0, 1], got {participation!r}")
-    if params["early_stopping"] is not None:
-        _check_int(params["early_stopping"], "early_stopping", low=1)
-    if params["on_client_error"] not in ("raise", "skip"):
-        raise ValueError(
-            f"on_client_error must be 'raise' or 'skip', got {params['on_client_error']!r}"
-        )
-    _check_int(params["min_clients"], "min_clients", low=1)
-    if params["min_clients"] > n_clients:
-        raise ValueError(
-            f"min_clients={params['min_clients']} exceeds the number of clients ({n_clients})"
-        )
-    n_jobs = params["n_jobs"]
-    if n_jobs is not None and (
-        isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0
-    ):
-        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
-    _check_int(params["verbose"], "verbose", low=0)
-    timeout = params["round_timeout"]
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, Real) or not timeout > 0
-    ):
-        raise ValueError(f"round_timeout must be None or a positive number, got {timeout!r}")
-    runtime = params["runtime"]
-    if isinstance(runtime, str) and runtime not in ("sequential", "joblib", "ray"):
-        raise ValueError(
-            f"runtime must be 'sequential', 'joblib', 'ray' or a runtime object, got {runtime!r}"
-        )
-    if (
-        runtime is not None
-        and not isinstance(runtime, str)
-        and not callable(getattr(runtime, "map", None))
-    ):
-        raise TypeError(f"runtime must have a map() method, got {type(runtime).__name__}")
-    rs = params["random_state"]
-    if rs is not None and not isinstance(rs, Integral | np.random.SeedSequence):
-        raise TypeError(f"random_state must be None or an int, got {type(rs).__name__}")
-
-
-def _check_int(value: Any, name: str, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
+#: Defaults of the parameters :func:`check_params` knows (derived from ``cotrain.params.PARAMS``).
+PARAM_DEFAULTS: dict[str, Any] = param_defaults()

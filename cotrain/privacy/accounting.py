@@ -69,6 +69,7 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_event",
     "gaussian_noise_multiplier",
+    "is_accounted",
     "noop_event",
     "rr_epsilon",
     "rr_event",
@@ -529,3 +530,51 @@ def epsilon_spent(
         stacklevel=2,
     )
     return basic_composition(events, delta)
+
+
+# --------------------------------------------------------------------------------------------
+# what has privacy to account
+# --------------------------------------------------------------------------------------------
+
+
+def is_accounted(mechanism: Any) -> bool:
+    """Whether ``mechanism`` releases labels whose privacy the ledger must account.
+
+    The trainer and the Flower server ask this of the client-side mechanism
+    (``privacy=``) and of the consensus. Both base classes declare the answer as the
+    property ``accountable``: a :class:`~cotrain.privacy.LabelMechanism` is always
+    accountable, a :class:`consensus.Consensus` only when it adds noise
+    (:class:`consensus.NoisyArgmax` with ``sigma > 0``). An object outside those classes
+    (a duck-typed mechanism) is accountable when it has a ``dp_event`` method and does not
+    declare ``accountable = False``. An accountable object also has ``dp_event``,
+    ``delta`` and ``budget``.
+
+    Parameters
+    ----------
+    mechanism : object or None
+        A label mechanism, a consensus rule, or None (nothing to account).
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        If the object's parameters needed to decide are invalid (e.g. a negative ``sigma``
+        of :class:`consensus.NoisyArgmax`).
+
+    Examples
+    --------
+    >>> from consensus import MajorityVote, NoisyArgmax
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> is_accounted(RandomizedResponse(epsilon=1.0)), is_accounted(None)
+    (True, False)
+    >>> is_accounted(NoisyArgmax(sigma=4.0)), is_accounted(NoisyArgmax(sigma=0.0))
+    (True, False)
+    >>> is_accounted(MajorityVote())
+    False
+    """
+    if mechanism is None or not callable(getattr(mechanism, "dp_event", None)):
+        return False
+    return bool(getattr(mechanism, "accountable", True))

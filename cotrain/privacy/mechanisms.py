@@ -22,7 +22,6 @@ validated on first use (``randomize``, ``dp_event``, or an explicit ``validate()
 
 from __future__ import annotations
 
-import inspect
 import math
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
@@ -32,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
+from consensus._params import ParamsMixin
 from cotrain.privacy.accounting import (
     gaussian_event,
     gaussian_noise_multiplier,
@@ -114,8 +114,19 @@ def _hard_codes(labels: ArrayLike, n_classes: int) -> NDArray[np.int64]:
 # --------------------------------------------------------------------------------------------
 
 
-class LabelMechanism(ABC):
+class LabelMechanism(ParamsMixin, ABC):
     """Base class of label-privacy mechanisms (``FederatedCoTrainer(privacy=...)``).
+
+    Subclasses store their ``__init__`` arguments untouched (validated in ``_check_params``
+    on first use) and implement `randomize` and `dp_event`. Parameters work the
+    scikit-learn way for every mechanism, through :class:`consensus._params.ParamsMixin`
+    (shared with the consensus rules): ``get_params`` / ``set_params`` / ``repr`` and
+    ``sklearn.base.clone(mechanism, safe=False)``.
+
+    The privacy-accounting hooks are declared here, with the same names as on a noisy
+    consensus (:class:`consensus.NoisyArgmax`), so that the trainer's ledger treats both
+    alike (:func:`cotrain.privacy.accounting.is_accounted`): `accountable` (True: every
+    mechanism adds noise), `dp_event`, `delta` and `budget`.
 
     Attributes
     ----------
@@ -127,11 +138,30 @@ class LabelMechanism(ABC):
         round that would exceed it.
     delta : float
         δ at which the total ε is reported (and, for Gaussian noise, calibrated).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Flip(LabelMechanism):
+    ...     applies_to = "hard"
+    ...     def __init__(self, budget=None, delta=1e-5):
+    ...         self.budget = budget
+    ...         self.delta = delta
+    ...     def randomize(self, labels, n_classes, rng):
+    ...         return (np.asarray(labels) + 1) % n_classes
+    ...     def dp_event(self, n_classes, n_labels):
+    ...         return noop_event()
+    >>> Flip().randomize(np.array([0, 1]), 2, np.random.default_rng(0))
+    array([1, 0])
+    >>> Flip(budget=3.0)
+    Flip(budget=3.0, delta=1e-05)
+    >>> Flip().accountable
+    True
     """
 
     applies_to: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    budget: float | None
+    budget: float | None = None
     delta: float
 
     @abstractmethod
@@ -143,6 +173,18 @@ class LabelMechanism(ABC):
         """The privacy event of ONE client's release of ``n_labels`` labels in ONE round,
         with respect to one record of its private data."""
 
+    @property
+    def accountable(self) -> bool:
+        """Whether the mechanism's releases must be accounted: always True for a mechanism
+        (the same hook as :attr:`consensus.Consensus.accountable`).
+
+        Examples
+        --------
+        >>> RandomizedResponse(epsilon=1.0).accountable
+        True
+        """
+        return True
+
     def _check_params(self) -> None:
         _positive(self.budget, "budget", allow_none=True)
         _delta(self.delta)
@@ -151,35 +193,6 @@ class LabelMechanism(ABC):
         """Check the parameters now (they are otherwise checked on first use); return self."""
         self._check_params()
         return self
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        params = inspect.signature(cls.__init__).parameters.values()
-        return sorted(
-            p.name
-            for p in params
-            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        )
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Parameters as passed to ``__init__`` (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> Self:
-        """Set parameters (validated on next use) and return ``self``."""
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(
-                    f"invalid parameter {name!r} for {type(self).__name__}; "
-                    f"valid parameters are {valid}"
-                )
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
 
 # --------------------------------------------------------------------------------------------
