@@ -24,44 +24,14 @@ Hooks run in the order the callbacks were given; the trainer's own callbacks
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+import numpy as np
 
-    from cotrain.history import RoundRecord
-    from cotrain.rounds import RoundLoop
+from cotrain.history import RoundRecord
+from cotrain.rounds import Callback, RoundLoop
 
 __all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar"]
-
-
-class Callback:
-    """Base class of round-loop callbacks: override the hooks you need.
-
-    Examples
-    --------
-    >>> class StopWhenCovered(Callback):
-    ...     def on_round_end(self, loop, record):
-    ...         if record.coverage == 1.0:
-    ...             loop.stop("full coverage")
-    >>> StopWhenCovered()
-    StopWhenCovered()
-    """
-
-    def on_fit_start(self, loop: RoundLoop) -> None:
-        """Called once before the first round that will run."""
-
-    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
-        """Called before round ``t`` with the sampled client ids."""
-
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
-        """Called after round ``record.round``, once it is in ``loop.history``."""
-
-    def on_fit_end(self, loop: RoundLoop) -> None:
-        """Called once when the loop ends (not after an exception)."""
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
 
 class EarlyStopping(Callback):

@@ -1,4 +1,4 @@
-"""The round loop shared by the in-process trainer and the Flower strategy.
+"""The round loop shared by the in-process trainer and the Flower ServerApp.
 
 :class:`RoundLoop` samples the clients of each round, runs the round through a function
 it is given (in-process clients or Flower sites: the loop does not care), appends the
@@ -12,10 +12,38 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.callbacks import Callback
 from cotrain.history import History, RoundRecord
 
-__all__ = ["RoundLoop"]
+__all__ = ["Callback", "RoundLoop"]
+
+
+class Callback:
+    """Base class of round-loop callbacks: override the hooks you need.
+
+    Examples
+    --------
+    >>> class StopWhenCovered(Callback):
+    ...     def on_round_end(self, loop, record):
+    ...         if record.coverage == 1.0:
+    ...             loop.stop("full coverage")
+    >>> StopWhenCovered()
+    StopWhenCovered()
+    """
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        """Called once before the first round that will run."""
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        """Called before round ``t`` with the sampled client ids."""
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        """Called after round ``record.round``, once it is in ``loop.history``."""
+
+    def on_fit_end(self, loop: RoundLoop) -> None:
+        """Called once when the loop ends (not after an exception)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
 class RoundLoop:
