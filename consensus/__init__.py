@@ -19,6 +19,7 @@ array([-1,  1, -1])
 """
 
 from ._base import Consensus
+from ._params import ParamsMixin
 from .certainty import CertaintyWeighted, certainty_weighted
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
 from .noisy import NoisyArgmax
@@ -32,6 +33,7 @@ __all__ = [
     "EntropyWeighted",
     "MajorityVote",
     "NoisyArgmax",
+    "ParamsMixin",
     "QualifiedMajority",
     "ReputationVote",
     "SoftMean",

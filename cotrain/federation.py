@@ -1,8 +1,7 @@
 """Setting up the server side of a federation, shared by the trainer and Flower.
 
-Both :class:`~cotrain.FederatedCoTrainer` and the Flower ServerApp check the privacy
-mechanism and the consensus the same way, account privacy with the same ledger, and
-build the same :class:`~cotrain.server.CoTrainingServer`.
+Both :class:`~cotrain.FederatedCoTrainer` and the Flower ServerApp check the consensus
+the same way and account privacy with the same ledger.
 """
 
 from __future__ import annotations
@@ -11,23 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_privacy", "dry_run_consensus", "is_accounted", "make_ledger"]
+from cotrain.privacy.accounting import is_accounted
 
-
-def is_accounted(mechanism: Any) -> bool:
-    """Whether ``mechanism`` (client-side or a noisy consensus) has privacy to account.
-
-    Examples
-    --------
-    >>> from consensus import MajorityVote, NoisyArgmax
-    >>> is_accounted(MajorityVote()), is_accounted(NoisyArgmax(sigma=1.0))
-    (False, True)
-    """
-    return (
-        mechanism is not None
-        and callable(getattr(mechanism, "dp_event", None))
-        and getattr(mechanism, "accountable", True)
-    )
+__all__ = ["dry_run_consensus", "make_ledger"]
 
 
 def make_ledger(
@@ -61,31 +46,6 @@ def make_ledger(
             f"({ledger.epsilon_after(1):.4g}); raise the budget or the noise"
         )
     return ledger
-
-
-def check_privacy(privacy: Any, share: str) -> None:
-    """The mechanism must offer the interface the clients and the ledger use.
-
-    Examples
-    --------
-    >>> check_privacy(object(), "hard")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    TypeError: privacy must be a label-privacy mechanism from cotrain.privacy ...
-    """
-    if privacy is None:
-        return
-    for name in ("randomize", "dp_event"):
-        if not callable(getattr(privacy, name, None)):
-            raise TypeError(
-                f"privacy must be a label-privacy mechanism from cotrain.privacy (with "
-                f"{name}()), got {type(privacy).__name__}"
-            )
-    if getattr(privacy, "applies_to", share) != share:
-        raise ValueError(
-            f"privacy mechanism {type(privacy).__name__} randomises {privacy.applies_to} "
-            f"labels but share={share!r}"
-        )
 
 
 def dry_run_consensus(consensus: Any, n_clients: int, n_classes: int, n_public: int) -> None:

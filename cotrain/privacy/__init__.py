@@ -34,6 +34,7 @@ from cotrain.privacy.accounting import (
     epsilon_spent,
     gaussian_epsilon,
     gaussian_noise_multiplier,
+    is_accounted,
 )
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
@@ -71,5 +72,6 @@ __all__ = [
     "fedaux_weights",
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
+    "is_accounted",
     "one_shot_fedaux",
 ]

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
-from consensus._params import ParamsMixin
+from consensus import ParamsMixin
 from cotrain.privacy.accounting import (
     gaussian_event,
     gaussian_noise_multiplier,
