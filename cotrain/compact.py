@@ -1,7 +1,8 @@
 """Compact label messages: quantised soft labels and delta-coded hard labels.
 
-Two message kinds extend :mod:`cotrain.messages` (same 10-byte header style, same bit packer,
-decodable by :func:`cotrain.messages.decode` through the kind byte):
+Two message kinds extend :mod:`cotrain.messages` (same 10-byte header style, same bit packer
+from :mod:`cotrain._format`, where both kinds register, so that :func:`cotrain.messages.decode`
+understands them through the kind byte):
 
 ``QuantizedSoftLabels`` (kind 3)
     Soft labels quantised to ``b`` bits per class with the sum-to-one constraint
@@ -15,7 +16,7 @@ decodable by :func:`cotrain.messages.decode` through the kind byte):
         10      ...   payload     ceil(n * C * b / 8) bytes
 
     Each row is ``C`` integers ``q_k`` with ``sum(q) = L = 2**b - 1``, packed row-major at ``b``
-    bits each with the packer of :mod:`cotrain.messages`; decoded probabilities are ``q / L``.
+    bits each with the packer of :mod:`cotrain._format`; decoded probabilities are ``q / L``.
     An abstaining (NaN) row is the reserved all-zero row (impossible for a real row since
     ``L >= 1``), so abstentions cost no extra byte.
 
@@ -33,7 +34,7 @@ decodable by :func:`cotrain.messages.decode` through the kind byte):
         14      ...   payload     the body, compressed with the recorded compressor
 
     Bodies (``b = max(1, ceil(log2(n_classes + abstain)))`` bits per symbol, every field packed
-    with the :mod:`cotrain.messages` bit packer, each field starting on a byte boundary):
+    with the :mod:`cotrain._format` bit packer, each field starting on a byte boundary):
 
     * full: the ``n`` symbols, ``ceil(n*b/8)`` bytes (exactly a ``HardLabels`` payload);
       needs no previous labels.
@@ -61,6 +62,10 @@ previous labelling. The encoder updates its state only when it produces a messag
 decoder only when a message decodes successfully; a round in which the sender sends nothing
 changes neither side, so both always hold the same previous labels. A failed decode leaves the
 decoder unchanged; call ``reset()`` on both sides to resynchronise (the next message is full).
+
+In a federation, :class:`cotrain.wire.UploadSender` and :class:`cotrain.wire.UploadReceiver`
+hold this state instead: the server tells each client which of its uploads it decoded last, so
+an upload that never arrived is never used as the reference.
 """
 
 from __future__ import annotations
@@ -72,18 +77,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from cotrain.messages import (
-    _HEADER,
-    _MAX_U32,
+from cotrain._format import (
+    HEADER,
     HEADER_SIZE,
-    Message,
-    _as_buffer,
-    _bits_per_label,
-    _check_int,
-    _check_probs,
-    _pack,
-    _unpack,
+    MAX_U32,
+    as_buffer,
+    bits_per_label,
+    check_int,
+    check_probs,
+    pack,
+    unpack,
 )
+from cotrain.messages import Message
 
 __all__ = [
     "DELTA_HEADER_SIZE",
@@ -142,14 +147,14 @@ def quantize_probs(probs: Any, bits: int) -> np.ndarray:
     >>> quantize_probs(np.array([[0.4, 0.4, 0.2], [np.nan] * 3]), 1).tolist()
     [[1, 0, 0], [0, 0, 0]]
     """
-    bits = _check_int(bits, "bits", 1, 16)
+    bits = check_int(bits, "bits", 1, 16)
     p = np.asarray(probs)
     if p.ndim != 2:
         raise ValueError(f"probs must be 2-D (n, n_classes), got shape {p.shape}")
     if p.dtype.kind not in "biuf":
         raise TypeError(f"probs must be real numbers, got dtype {p.dtype}")
     p = p.astype(np.float64)
-    problem = _check_probs(p)
+    problem = check_probs(p)
     if problem:
         raise ValueError(f"probs {problem}")
     n, c = p.shape
@@ -220,9 +225,9 @@ class QuantizedSoftLabels(Message):
     kind: ClassVar[int] = _KIND_QSOFT
 
     def __init__(self, probs: Any, bits: int) -> None:
-        self._bits = _check_int(bits, "bits", 1, 16)
+        self._bits = check_int(bits, "bits", 1, 16)
         p = np.asarray(probs)
-        if p.ndim == 2 and (p.shape[1] < 1 or max(p.shape) > _MAX_U32):
+        if p.ndim == 2 and (p.shape[1] < 1 or max(p.shape) > MAX_U32):
             raise ValueError(f"probs shape {p.shape} must have 1..2**32-1 columns and rows")
         self.q: np.ndarray = quantize_probs(p, self._bits)
 
@@ -265,8 +270,8 @@ class QuantizedSoftLabels(Message):
 
     def to_bytes(self) -> bytes:
         """Encode as header + row-major bit-packed integers (see the module docstring)."""
-        header = _HEADER.pack(self.kind, self._bits, self.n, self.n_classes)
-        return header + _pack(self.q.reshape(-1), self._bits)
+        header = HEADER.pack(self.kind, self._bits, self.n, self.n_classes)
+        return header + pack(self.q.reshape(-1), self._bits)
 
     @classmethod
     def _decode_payload(
@@ -282,7 +287,7 @@ class QuantizedSoftLabels(Message):
                 f"corrupt QuantizedSoftLabels message: payload of {len(payload)} bytes, "
                 f"expected {expected} for a {n} x {n_classes} matrix at {flags} bits"
             )
-        q = _unpack(payload, n * n_classes, flags).reshape(n, n_classes)
+        q = unpack(payload, n * n_classes, flags).reshape(n, n_classes)
         sums = q.sum(axis=1)
         L = (1 << flags) - 1
         if ((sums != L) & (sums != 0)).any():
@@ -337,8 +342,8 @@ def _check_codes(arr: Any, name: str, n_classes: int, abstain: bool) -> np.ndarr
     arr = np.asarray(arr)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
-    if arr.size > _MAX_U32:
-        raise ValueError(f"{name} has {arr.size} labels, more than {_MAX_U32}")
+    if arr.size > MAX_U32:
+        raise ValueError(f"{name} has {arr.size} labels, more than {MAX_U32}")
     if arr.size == 0:
         return np.empty(0, dtype=np.int64)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
@@ -354,9 +359,26 @@ def _check_codes(arr: Any, name: str, n_classes: int, abstain: bool) -> np.ndarr
 class DeltaHardLabels(Message):
     """Hard labels coded as the changes since the previous labelling (kind 4).
 
-    Use the class methods :meth:`encode` and :meth:`decode` (or the stateful
-    :class:`DeltaEncoder` / :class:`DeltaDecoder`). :func:`cotrain.messages.decode` returns the
-    parsed, not yet applied, message: call :meth:`apply` with the previous labels.
+    Build one from the labels (``DeltaHardLabels(codes, previous, n_classes)``), or use the
+    class methods :meth:`encode` (straight to bytes) and :meth:`decode` (bytes and the
+    previous labels to codes), or the stateful :class:`DeltaEncoder` / :class:`DeltaDecoder`.
+    :func:`cotrain.messages.decode` returns the parsed, not yet applied, message: call
+    :meth:`apply` with the previous labels.
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (n,)
+        Class codes ``0..n_classes-1`` (and ``-1`` with ``allow_abstain``).
+    previous : array-like of int, shape (n,), or None
+        The labelling the receiver holds; ``None`` makes a full message.
+    n_classes : int
+        Size of the label space.
+    compress : {"zlib", "lzma", "none"}, default="zlib"
+        Compressor tried on every body (kept only where it makes the message smaller).
+    level : int, default=6
+        Compression level (zlib level or lzma preset), 0..9.
+    allow_abstain : bool, default=False
+        Whether ``-1`` may appear in ``codes`` and ``previous``.
 
     Attributes
     ----------
@@ -375,7 +397,12 @@ class DeltaHardLabels(Message):
     >>> import numpy as np
     >>> previous = np.zeros(1000, dtype=np.int64)
     >>> codes = previous.copy(); codes[[10, 500]] = [3, 7]
+    >>> message = DeltaHardLabels(codes, previous, 10)
+    >>> message.layout, message.n_changed, message.positions.tolist()
+    ('gaps', 2, [10, 500])
     >>> data = DeltaHardLabels.encode(codes, previous, 10)
+    >>> data == message.to_bytes()
+    True
     >>> len(data)  # 14-byte header + m (4 bytes) + width (1) + 2 gaps at 9 bits + 2 codes at 4 bits
     23
     >>> DeltaHardLabels.decode(data, previous)[[10, 500]].tolist()
@@ -386,8 +413,71 @@ class DeltaHardLabels(Message):
 
     kind: ClassVar[int] = _KIND_DELTA
 
-    def __init__(self) -> None:  # built by decoding only
-        raise TypeError("use DeltaHardLabels.encode(...) or decode a message")
+    def __init__(
+        self,
+        codes: Any,
+        previous: Any,
+        n_classes: int,
+        *,
+        compress: str = "zlib",
+        level: int = 6,
+        allow_abstain: bool = False,
+    ) -> None:
+        if not isinstance(compress, str) or compress not in _COMPRESSORS:
+            raise ValueError(f"compress must be one of {tuple(_COMPRESSORS)}, got {compress!r}")
+        level = check_int(level, "level", 0, 9)
+        abstain = bool(allow_abstain)
+        n_classes = check_int(n_classes, "n_classes", 1, MAX_U32 - int(abstain))
+        codes = _check_codes(codes, "codes", n_classes, abstain)
+        n = codes.size
+        b = bits_per_label(n_classes + int(abstain))
+
+        def symbols(values: np.ndarray) -> np.ndarray:
+            return np.where(values < 0, n_classes, values) if abstain else values
+
+        # (layout, changed positions or None for all, body), in order of preference
+        bodies: list[tuple[int, np.ndarray | None, bytes]] = []
+        if previous is not None:
+            previous = _check_codes(previous, "previous", n_classes, abstain)
+            if previous.size != n:
+                raise ValueError(f"previous has {previous.size} labels, codes has {n}")
+            changed = codes != previous
+            pos = np.flatnonzero(changed).astype(np.int64)
+            m = int(pos.size)
+            new = pack(symbols(codes[pos]), b)
+            if m == 0:
+                bodies.append((_BITMAP, pos, b""))
+            else:
+                bitmap = np.packbits(changed, bitorder="little").tobytes()
+                bodies.append((_BITMAP, pos, bitmap + new))
+                gaps = np.diff(pos, prepend=-1) - 1
+                g = int(gaps.max()).bit_length()
+                packed_gaps = pack(gaps, g) if g else b""
+                bodies.append((_GAPS, pos, struct.pack("<IB", m, g) + packed_gaps + new))
+        bodies.append((_FULL, None, pack(symbols(codes), b)))
+
+        best: tuple[int, np.ndarray | None, int, bytes] | None = None  # + compressor, payload
+        for layout, pos, body in bodies:
+            options = [(0, body)]
+            if compress != "none" and body:
+                options.append((_COMPRESSORS[compress], _compress(body, compress, level)))
+            for comp, payload in options:
+                if best is None or len(payload) < len(best[3]):
+                    best = (layout, pos, comp, payload)
+        assert best is not None
+        layout, pos, comp, payload = best
+        flags = (
+            (_FLAG_ABSTAIN if abstain else 0) | (layout << _LAYOUT_SHIFT) | (comp << _COMP_SHIFT)
+        )
+        self._n = n
+        self._n_classes = n_classes
+        self._allow_abstain = abstain
+        self.layout: str = _LAYOUT_NAMES[layout]
+        self.compressor: str = _COMPRESSOR_NAMES[comp]
+        self.positions: np.ndarray = np.arange(n) if pos is None else pos
+        self.values: np.ndarray = codes.copy() if pos is None else codes[pos]
+        self._signed = HEADER.pack(self.kind, flags, n, n_classes) + _DELTA_EXTRA.pack(0) + payload
+        self._crc = _crc(codes, self._signed)
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -404,73 +494,28 @@ class DeltaHardLabels(Message):
     ) -> bytes:
         """Encode ``codes`` as the changes since ``previous`` (a full message if it is None).
 
-        Parameters
-        ----------
-        codes : array-like of int, shape (n,)
-            Class codes ``0..n_classes-1`` (and ``-1`` with ``allow_abstain``).
-        previous : array-like of int, shape (n,), or None
-            The labelling the receiver holds; ``None`` sends a full message.
-        n_classes : int
-            Size of the label space.
-        compress : {"zlib", "lzma", "none"}, default="zlib"
-            Compressor tried on every body (kept only where it makes the message smaller).
-        level : int, default=6
-            Compression level (zlib level or lzma preset), 0..9.
-        allow_abstain : bool, default=False
-            Whether ``-1`` may appear in ``codes`` and ``previous``.
+        The same as ``DeltaHardLabels(codes, previous, n_classes, ...).to_bytes()``; the
+        parameters are those of the class.
 
         Returns
         -------
         bytes
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> len(DeltaHardLabels.encode(np.array([0, 1, 1, 0]), None, 2))  # full: 14 + 1
+        15
         """
-        if compress not in _COMPRESSORS:
-            raise ValueError(f"compress must be one of {tuple(_COMPRESSORS)}, got {compress!r}")
-        level = _check_int(level, "level", 0, 9)
-        abstain = bool(allow_abstain)
-        n_classes = _check_int(n_classes, "n_classes", 1, _MAX_U32 - int(abstain))
-        codes = _check_codes(codes, "codes", n_classes, abstain)
-        n = codes.size
-        b = _bits_per_label(n_classes + int(abstain))
-
-        def symbols(values: np.ndarray) -> np.ndarray:
-            return np.where(values < 0, n_classes, values) if abstain else values
-
-        bodies: list[tuple[int, int, bytes]] = []  # (layout, n_changed, body) by preference
-        if previous is not None:
-            previous = _check_codes(previous, "previous", n_classes, abstain)
-            if previous.size != n:
-                raise ValueError(f"previous has {previous.size} labels, codes has {n}")
-            changed = codes != previous
-            pos = np.flatnonzero(changed)
-            m = int(pos.size)
-            new = _pack(symbols(codes[pos]), b)
-            if m == 0:
-                bodies.append((_BITMAP, 0, b""))
-            else:
-                bitmap = np.packbits(changed, bitorder="little").tobytes()
-                bodies.append((_BITMAP, m, bitmap + new))
-                gaps = np.diff(pos, prepend=-1) - 1
-                g = int(gaps.max()).bit_length()
-                packed_gaps = _pack(gaps, g) if g else b""
-                bodies.append((_GAPS, m, struct.pack("<IB", m, g) + packed_gaps + new))
-        bodies.append((_FULL, n, _pack(symbols(codes), b)))
-
-        best: tuple[int, int, int, bytes] | None = None  # (layout, n_changed, comp, payload)
-        for layout, m, body in bodies:
-            options = [(0, body)]
-            if compress != "none" and body:
-                options.append((_COMPRESSORS[compress], _compress(body, compress, level)))
-            for comp, payload in options:
-                if best is None or len(payload) < len(best[3]):
-                    best = (layout, m, comp, payload)
-        assert best is not None
-        layout, m, comp, payload = best
-        flags = (
-            (_FLAG_ABSTAIN if abstain else 0) | (layout << _LAYOUT_SHIFT) | (comp << _COMP_SHIFT)
+        message = cls(
+            codes,
+            previous,
+            n_classes,
+            compress=compress,
+            level=level,
+            allow_abstain=allow_abstain,
         )
-        header = _HEADER.pack(cls.kind, flags, n, n_classes)
-        crc = _crc(codes, header + _DELTA_EXTRA.pack(0) + payload)
-        return header + _DELTA_EXTRA.pack(crc) + payload
+        return message.to_bytes()
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -513,10 +558,10 @@ class DeltaHardLabels(Message):
         comp = (flags & _COMP_MASK) >> _COMP_SHIFT
         if layout not in _LAYOUT_NAMES or comp not in _COMPRESSOR_NAMES:
             raise ValueError(f"corrupt DeltaHardLabels message: unknown flags {flags:#04x}")
-        if n_classes < 1 or (abstain and n_classes == _MAX_U32):
+        if n_classes < 1 or (abstain and n_classes == MAX_U32):
             raise ValueError(f"corrupt DeltaHardLabels message: n_classes = {n_classes}")
         (crc,) = _DELTA_EXTRA.unpack_from(payload)
-        b = _bits_per_label(n_classes + int(abstain))
+        b = bits_per_label(n_classes + int(abstain))
         full_bytes = (n * b + 7) // 8
         if layout == _FULL:
             limit = full_bytes
@@ -579,7 +624,7 @@ class DeltaHardLabels(Message):
         message.positions = np.arange(n) if pos is None else pos.astype(np.int64)
         message.values = values
         message._crc = crc
-        message._signed = _HEADER.pack(cls.kind, flags, n, n_classes) + _DELTA_EXTRA.pack(0) + raw
+        message._signed = HEADER.pack(cls.kind, flags, n, n_classes) + _DELTA_EXTRA.pack(0) + raw
         return message
 
     def apply(self, previous: Any) -> np.ndarray:
@@ -653,7 +698,7 @@ def _unpack_checked(payload: memoryview, n: int, b: int) -> np.ndarray:
     if (n * b + 7) // 8 != len(payload):
         raise ValueError("corrupt DeltaHardLabels message: field of unexpected length")
     try:
-        return _unpack(payload, n, b)
+        return unpack(payload, n, b)
     except ValueError as err:
         raise ValueError(f"corrupt DeltaHardLabels message: {err}") from err
 
@@ -734,7 +779,7 @@ class DeltaDecoder:
 
     def decode(self, data: bytes | bytearray | memoryview) -> np.ndarray:
         """Reconstruct the codes of ``data`` and remember them."""
-        codes = DeltaHardLabels.decode(_as_buffer(data), self.previous)
+        codes = DeltaHardLabels.decode(as_buffer(data), self.previous)
         self.previous = codes.copy()
         return codes
 

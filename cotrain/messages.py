@@ -33,15 +33,33 @@ abstains on that example.
 
 For example, 370 binary hard labels take 10 + 47 = 57 bytes, 10,000 labels of 10 classes take
 10 + 5,000 bytes, and a 5 x 3 float32 soft message takes 10 + 60 = 70 bytes.
+
+The header, the bit packer and the registry of kinds live in :mod:`cotrain._format`; every
+message class registers its kind there, so :func:`decode` understands the kinds of every module
+imported. Importing :mod:`cotrain` imports :mod:`cotrain.compact` (kinds 3 and 4), so they are
+always known. :class:`cotrain.wire.WireFormat` chooses the kinds a federation uses.
 """
 
 from __future__ import annotations
 
-import numbers
-import struct
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
+
+from cotrain._format import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_U32,
+    as_buffer,
+    bits_per_label,
+    check_int,
+    check_probs,
+    message_class,
+    pack,
+    register_kind,
+    unpack,
+)
 
 __all__ = [
     "HEADER_SIZE",
@@ -50,14 +68,8 @@ __all__ = [
     "SoftLabels",
     "decode",
     "encode_labels",
+    "encode_message",
 ]
-
-_HEADER = struct.Struct("<BBII")
-HEADER_SIZE: int = _HEADER.size  # 10 bytes
-"""Size in bytes of the fixed header that starts every message."""
-
-_MAX_U32 = 2**32 - 1
-_CHUNK = 1 << 20  # labels packed per step (a multiple of 8), bounds temporary memory
 
 _KIND_HARD = 1
 _KIND_SOFT = 2
@@ -67,79 +79,6 @@ _SOFT_DTYPES: dict[str, tuple[int, np.dtype]] = {
     "float16": (1, np.dtype("<f2")),
 }
 _SOFT_FLAGS = {flag: name for name, (flag, _) in _SOFT_DTYPES.items()}
-
-
-def _bits_per_label(n_symbols: int) -> int:
-    """``max(1, ceil(log2(n_symbols)))`` computed exactly on integers."""
-    return max(1, (n_symbols - 1).bit_length())
-
-
-def _word(b: int) -> int:
-    """Bytes of the smallest unsigned integer (1, 2 or 4) that holds ``b`` bits."""
-    return 1 if b <= 8 else 2 if b <= 16 else 4
-
-
-def _pack(symbols: np.ndarray, b: int) -> bytes:
-    """Pack non-negative integers below ``2**b`` into ``ceil(n*b/8)`` bytes (see module doc)."""
-    n = symbols.size
-    if n == 0:
-        return b""
-    if b in (8, 16, 32):
-        return symbols.astype(f"<u{b // 8}").tobytes()
-    word = _word(b)
-    out = []
-    for start in range(0, n, _CHUNK):
-        chunk = symbols[start : start + _CHUNK].astype(f"<u{word}")
-        bits = np.unpackbits(chunk.view(np.uint8).reshape(-1, word), axis=1, bitorder="little")
-        out.append(np.packbits(bits[:, :b].reshape(-1), bitorder="little"))
-    return np.concatenate(out).tobytes()
-
-
-def _unpack(payload: memoryview, n: int, b: int) -> np.ndarray:
-    """Inverse of :func:`_pack`: ``n`` symbols of ``b`` bits as an ``int64`` array."""
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    if b in (8, 16, 32):
-        return np.frombuffer(payload, dtype=f"<u{b // 8}", count=n).astype(np.int64)
-    word = _word(b)
-    buf = np.frombuffer(payload, dtype=np.uint8)
-    tail = (n * b) % 8
-    if tail and buf[-1] >> tail:
-        raise ValueError("corrupt message: non-zero padding bits")
-    out = np.empty(n, dtype=np.int64)
-    step_bytes = _CHUNK * b // 8
-    for k, start in enumerate(range(0, n, _CHUNK)):
-        count = min(_CHUNK, n - start)
-        raw = buf[k * step_bytes : k * step_bytes + (count * b + 7) // 8]
-        bits = np.unpackbits(raw, count=count * b, bitorder="little").reshape(count, b)
-        padded = np.zeros((count, 8 * word), dtype=np.uint8)
-        padded[:, :b] = bits
-        values = np.packbits(padded, axis=1, bitorder="little").view(f"<u{word}")
-        out[start : start + count] = values.reshape(-1)
-    return out
-
-
-def _as_buffer(data: Any) -> memoryview:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"data must be bytes, bytearray or memoryview, got {type(data).__name__}")
-    view = memoryview(data)
-    if not view.c_contiguous:  # e.g. a strided slice of an array: copy, casting would fail
-        view = memoryview(view.tobytes())
-    view = view.cast("B")
-    if len(view) < HEADER_SIZE:
-        raise ValueError(
-            f"truncated message: {len(view)} bytes, shorter than the {HEADER_SIZE}-byte header"
-        )
-    return view
-
-
-def _check_int(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return value
 
 
 class Message:
@@ -159,12 +98,11 @@ class Message:
     """
 
     kind: ClassVar[int] = 0
-    _registry: ClassVar[dict[int, type[Message]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.kind:
-            Message._registry[cls.kind] = cls
+        if cls.__dict__.get("kind"):  # a subclass of a message class keeps its parent's kind
+            register_kind(cls.kind, cls)
 
     @property
     def n(self) -> int:
@@ -201,9 +139,9 @@ class Message:
             If ``data`` is truncated, too long, of an unknown kind, of another kind than the
             class it is decoded with, or its payload is invalid.
         """
-        view = _as_buffer(data)
-        kind, flags, n, n_classes = _HEADER.unpack_from(view)
-        target = Message._registry.get(kind)
+        view = as_buffer(data)
+        kind, flags, n, n_classes = HEADER.unpack_from(view)
+        target = message_class(kind)
         if target is None:
             raise ValueError(f"unknown message kind {kind} (corrupt message?)")
         if cls is not Message and target is not cls:
@@ -213,6 +151,9 @@ class Message:
 
 def decode(data: bytes | bytearray | memoryview) -> Message:
     """Decode any message produced by ``to_bytes`` (dispatch on the kind byte).
+
+    Every registered kind is understood: 1 and 2 from this module, 3 and 4 from
+    :mod:`cotrain.compact`, which importing :mod:`cotrain` registers.
 
     Parameters
     ----------
@@ -274,12 +215,12 @@ class HardLabels(Message):
 
     def __init__(self, codes: Any, n_classes: int, *, allow_abstain: bool = False) -> None:
         self._allow_abstain = bool(allow_abstain)
-        self._n_classes = _check_int(n_classes, "n_classes", 1, _MAX_U32 - int(self._allow_abstain))
+        self._n_classes = check_int(n_classes, "n_classes", 1, MAX_U32 - int(self._allow_abstain))
         arr = np.asarray(codes)
         if arr.ndim != 1:
             raise ValueError(f"codes must be 1-D, got an array of shape {arr.shape}")
-        if arr.size > _MAX_U32:
-            raise ValueError(f"codes has {arr.size} labels, more than {_MAX_U32}")
+        if arr.size > MAX_U32:
+            raise ValueError(f"codes has {arr.size} labels, more than {MAX_U32}")
         if arr.size == 0:
             arr = np.empty(0, dtype=np.int64)
         elif arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
@@ -312,7 +253,7 @@ class HardLabels(Message):
     @property
     def bits_per_label(self) -> int:
         """Bits per label, ``max(1, ceil(log2(n_classes + allow_abstain)))``."""
-        return _bits_per_label(self._n_classes + int(self._allow_abstain))
+        return bits_per_label(self._n_classes + int(self._allow_abstain))
 
     @property
     def nbytes(self) -> int:
@@ -322,27 +263,27 @@ class HardLabels(Message):
     def to_bytes(self) -> bytes:
         """Encode as header + bit-packed payload (see the module docstring)."""
         flags = _FLAG_ABSTAIN if self._allow_abstain else 0
-        header = _HEADER.pack(self.kind, flags, self.n, self._n_classes)
+        header = HEADER.pack(self.kind, flags, self.n, self._n_classes)
         symbols = self.codes
         if self._allow_abstain:
             symbols = np.where(symbols < 0, self._n_classes, symbols)
-        return header + _pack(symbols, self.bits_per_label)
+        return header + pack(symbols, self.bits_per_label)
 
     @classmethod
     def _decode_payload(cls, flags: int, n: int, n_classes: int, payload: memoryview) -> HardLabels:
         if flags & ~_FLAG_ABSTAIN:
             raise ValueError(f"corrupt HardLabels message: unknown flags {flags:#04x}")
         abstain = bool(flags & _FLAG_ABSTAIN)
-        if n_classes < 1 or (abstain and n_classes == _MAX_U32):
+        if n_classes < 1 or (abstain and n_classes == MAX_U32):
             raise ValueError(f"corrupt HardLabels message: n_classes = {n_classes}")
-        b = _bits_per_label(n_classes + int(abstain))
+        b = bits_per_label(n_classes + int(abstain))
         expected = (n * b + 7) // 8
         if len(payload) != expected:
             raise ValueError(
                 f"corrupt HardLabels message: payload of {len(payload)} bytes, expected "
                 f"{expected} for n={n}, b={b}"
             )
-        symbols = _unpack(payload, n, b)
+        symbols = unpack(payload, n, b)
         if symbols.size and int(symbols.max()) >= n_classes + int(abstain):
             raise ValueError("corrupt HardLabels message: a code is out of range")
         if abstain:
@@ -401,14 +342,14 @@ class SoftLabels(Message):
             raise ValueError(f"probs must be 2-D (n, n_classes), got shape {arr.shape}")
         if arr.shape[1] < 1:
             raise ValueError("probs must have at least one column (class)")
-        if arr.shape[0] > _MAX_U32 or arr.shape[1] > _MAX_U32:
+        if arr.shape[0] > MAX_U32 or arr.shape[1] > MAX_U32:
             raise ValueError(f"probs shape {arr.shape} is too large for the message header")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"probs must be real numbers, got dtype {arr.dtype}")
         self._dtype = dtype
         with np.errstate(over="ignore"):  # overflow to inf is reported just below
             self.probs: np.ndarray = np.array(arr, dtype=_SOFT_DTYPES[dtype][1].newbyteorder("="))
-        problem = _check_probs(self.probs)
+        problem = check_probs(self.probs)
         if problem:
             raise ValueError(
                 f"probs {problem}"
@@ -438,7 +379,7 @@ class SoftLabels(Message):
     def to_bytes(self) -> bytes:
         """Encode as header + row-major little-endian float payload."""
         flag, wire = _SOFT_DTYPES[self._dtype]
-        header = _HEADER.pack(self.kind, flag, self.n, self.n_classes)
+        header = HEADER.pack(self.kind, flag, self.n, self.n_classes)
         return header + np.ascontiguousarray(self.probs, dtype=wire).tobytes()
 
     @classmethod
@@ -457,7 +398,7 @@ class SoftLabels(Message):
             )
         probs = np.frombuffer(payload, dtype=wire, count=n * n_classes).reshape(n, n_classes)
         probs = probs.astype(wire.newbyteorder("="))
-        problem = _check_probs(probs)
+        problem = check_probs(probs)
         if problem:
             raise ValueError(f"corrupt SoftLabels message: probs {problem}")
         message = cls.__new__(cls)
@@ -472,29 +413,7 @@ class SoftLabels(Message):
         )
 
 
-def _check_probs(probs: np.ndarray) -> str:
-    """Return a description of what is wrong with ``probs`` ('' if nothing)."""
-    if probs.size == 0:
-        return ""
-    nan = np.isnan(probs)
-    if nan.any():
-        partial = nan.any(axis=1) & ~nan.all(axis=1)
-        if partial.any():
-            row = int(np.flatnonzero(partial)[0])
-            return (
-                f"has a row with some but not all values NaN (row {row}); NaN rows must be all-NaN"
-            )
-        values = probs[~nan]
-    else:
-        values = probs
-    if np.isinf(values).any():
-        return "must be finite (got infinite values)"
-    if (values < 0).any():
-        return "must be non-negative"
-    return ""
-
-
-def encode_labels(
+def encode_message(
     labels: Any,
     n_classes: int,
     *,
@@ -521,17 +440,17 @@ def encode_labels(
     Examples
     --------
     >>> import numpy as np
-    >>> from cotrain.messages import encode_labels
-    >>> encode_labels(np.array([1, 0, 1]), 2).nbytes
+    >>> from cotrain.messages import encode_message
+    >>> encode_message(np.array([1, 0, 1]), 2).nbytes
     11
-    >>> encode_labels(np.eye(2), 2, soft_dtype="float16").nbytes
+    >>> encode_message(np.eye(2), 2, soft_dtype="float16").nbytes
     18
     """
     arr = np.asarray(labels)
     if arr.ndim == 1:
         return HardLabels(arr, n_classes, allow_abstain=allow_abstain)
     if arr.ndim == 2:
-        n_classes = _check_int(n_classes, "n_classes", 1, _MAX_U32)
+        n_classes = check_int(n_classes, "n_classes", 1, MAX_U32)
         if arr.shape[1] != n_classes:
             raise ValueError(
                 f"soft labels have {arr.shape[1]} columns but n_classes is {n_classes}"
@@ -542,6 +461,48 @@ def encode_labels(
     )
 
 
-# The compact kinds (3 and 4) register themselves with Message on import, so that decode()
-# and Message.from_bytes() understand every kind whichever module is imported first.
-from cotrain import compact as _compact  # noqa: E402, F401
+def encode_labels(
+    labels: Any,
+    n_classes: int,
+    *,
+    soft_dtype: str = "float32",
+    allow_abstain: bool = False,
+) -> HardLabels | SoftLabels:
+    """Deprecated alias of :func:`encode_message` (it returns a message, not labels).
+
+    .. deprecated:: 0.1.0
+        Use :func:`encode_message`; ``encode_labels`` will be removed in the next release.
+
+    Parameters
+    ----------
+    labels : array-like
+        ``(n,)`` integer class codes, or ``(n, n_classes)`` probabilities.
+    n_classes : int
+        Size of the label space.
+    soft_dtype : {"float32", "float16"}, default="float32"
+        Wire precision of soft labels.
+    allow_abstain : bool, default=False
+        Whether hard codes may be ``-1``.
+
+    Returns
+    -------
+    HardLabels or SoftLabels
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from cotrain.messages import encode_labels
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     size = encode_labels(np.array([1, 0, 1]), 2).nbytes
+    >>> size, caught[0].category.__name__
+    (11, 'DeprecationWarning')
+    """
+    warnings.warn(
+        "cotrain.messages.encode_labels is deprecated and will be removed in the next release; "
+        "use cotrain.messages.encode_message",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return encode_message(labels, n_classes, soft_dtype=soft_dtype, allow_abstain=allow_abstain)
