@@ -2,7 +2,10 @@
 
 :class:`Client` is the only place that touches private data. What leaves it each
 round is an encoded message of labels on the public pool, never parameters and never
-private examples.
+private examples. A client is set up once with what stays fixed over a run (its data,
+the public pool, the wire format, its privacy mechanism, evaluation data) and then
+needs only the round's broadcast, so a runtime can keep it resident in a worker
+process (or at a Flower site) and send it nothing else.
 """
 
 from __future__ import annotations
@@ -10,29 +13,33 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cotrain.compact import DeltaHardLabels, QuantizedSoftLabels
-from cotrain.messages import HardLabels, SoftLabels, decode
+from cotrain.messages import HardLabels, decode
+from cotrain.server import Upload
+from cotrain.wire import WireFormat
 from learners import ClassAlignedClassifier
+
+__all__ = ["Client", "StepResult", "decode_labels", "run_client_step", "with_pseudo_labels"]
 
 
 @dataclass
-class StepResult:
-    """What one client step returns to the server side of the round."""
+class StepResult(Upload):
+    """What one client step returns: its :class:`~cotrain.server.Upload` for the server,
+    plus its predictions on the evaluation data (simulation only, never sent to the
+    server; a deployment reports its own metrics)."""
 
-    client_id: int
-    model: ClassAlignedClassifier | None = None
-    message: bytes | None = None
-    learner_time_s: float = 0.0
-    warnings: Counter = field(default_factory=Counter)
     eval_codes: np.ndarray | None = None
     eval_proba: np.ndarray | None = None
-    sent_codes: np.ndarray | None = None
-    error: BaseException | None = None
+
+    def upload(self) -> Upload:
+        """The part of the result the server receives."""
+        return Upload(
+            self.client_id, self.message, self.error, self.warnings, self.learner_time_s
+        )
 
 
 class Client:
@@ -40,7 +47,8 @@ class Client:
 
     Each round the client fits its model on D_i ∪ P (its private data plus the public
     examples that carry a pseudo-label; P replaces the previous round's P, it never
-    accumulates), then labels the public pool and encodes the labels as a message.
+    accumulates), then labels the public pool, randomises the labels with its privacy
+    mechanism if it has one, and encodes them as a message.
 
     Parameters
     ----------
@@ -53,29 +61,55 @@ class Client:
         The client's private training data, labels in the caller's values.
     classes : ndarray
         The global classes, sorted.
+    X_public : ndarray, optional
+        The public pool U (needed by :meth:`run_round`).
+    wire : cotrain.wire.WireFormat, optional
+        How labels travel; default: packed hard labels on ``X_public``.
+    privacy : cotrain.privacy mechanism, optional
+        Randomises the labels before they are encoded.
+    X_eval : ndarray, optional
+        Evaluation data predicted every round (for the history; never trained on).
+    eval_proba : bool, default=False
+        Also return probabilities on ``X_eval`` (for a soft consensus's accuracy).
 
     Examples
     --------
     >>> import numpy as np
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array(["a", "a", "b", "b"])
-    >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array(["a", "b"]))
-    >>> result = client.step(X_public=np.array([[0.5], [2.5]]), broadcast=None, share="hard")
+    >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array(["a", "b"]),
+    ...                 X_public=np.array([[0.5], [2.5]]))
+    >>> result = client.run_round(1, broadcast=None)
     >>> len(result.message)  # 10-byte header + 2 labels packed at 1 bit each
     11
     """
 
     def __init__(
-        self, client_id: int, estimator: Any, X: np.ndarray, y: np.ndarray, classes: np.ndarray
+        self,
+        client_id: int,
+        estimator: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        *,
+        X_public: np.ndarray | None = None,
+        wire: WireFormat | None = None,
+        privacy: Any = None,
+        X_eval: np.ndarray | None = None,
+        eval_proba: bool = False,
     ) -> None:
         self.client_id = client_id
         self.classes = classes
         self.model = ClassAlignedClassifier(estimator, classes=classes)
         self.fitted = False
-        # the latest (hard codes, probabilities) on the evaluation data, for the history
-        self.last_eval: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
-        # hard codes of the last upload the server received (delta coding's reference)
-        self.last_sent: np.ndarray | None = None
+        self.X_public = X_public
+        if wire is None and X_public is not None:
+            wire = WireFormat(n_classes=len(classes), n_public=len(X_public))
+        self.wire = wire
+        self.sender = None if wire is None else wire.sender()
+        self.privacy = privacy
+        self.X_eval = X_eval
+        self.eval_proba = eval_proba
         self._X = X
         self._y = y
 
@@ -84,11 +118,77 @@ class Client:
         """Number of private training examples."""
         return self._X.shape[0]
 
+    @property
+    def last_sent(self) -> np.ndarray | None:
+        """Hard codes of this client's last upload (delta coding's reference)."""
+        return None if self.sender is None else self.sender.state_dict()["codes"]
+
     def training_set(
         self, X_public: np.ndarray, pseudo: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """D_i ∪ P: private data plus the public rows that carry a pseudo-label."""
         return with_pseudo_labels(self._X, self._y, X_public, pseudo, self.classes)
+
+    def run_round(
+        self,
+        t: int,
+        broadcast: bytes | None,
+        ref_round: int = 0,
+        privacy_seed: int | None = None,
+    ) -> StepResult:
+        """Run round ``t`` on this client: decode P, fit on D_i ∪ P, label U, encode.
+
+        Parameters
+        ----------
+        t : int
+            The round (from 1).
+        broadcast : bytes or None
+            The encoded consensus of the previous round (None in round 1).
+        ref_round : int, default=0
+            Round of this client's last upload that the server decoded (0: none): the
+            reference of a delta-coded upload.
+        privacy_seed : int, optional
+            Seeds this round's privacy noise.
+
+        Returns
+        -------
+        StepResult
+            Never raises: a failure is returned in ``error`` with the previous model left
+            in place, so the server decides whether to skip the client.
+        """
+        if self.wire is None or self.X_public is None:
+            raise ValueError("run_round needs a client set up with X_public (and a wire)")
+        result = StepResult(self.client_id)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                labels = self._fit_and_label(self.wire.decode_broadcast(broadcast), result)
+                if self.privacy is not None:  # randomised before anything leaves the client
+                    rng = np.random.default_rng(privacy_seed)
+                    labels = self.privacy.randomize(labels, len(self.classes), rng)
+                result.message = self.sender.encode(labels, t, ref_round)
+            except Exception as err:  # reported to the server, which raises or skips
+                result.error = err
+        result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
+        return result
+
+    def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
+        """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
+        sharing) and put the evaluation predictions and learner time in ``result``."""
+        X_train, y_train = self.training_set(self.X_public, pseudo)
+        self.model.fit(X_train, y_train)
+        self.fitted = True
+        start = time.perf_counter()
+        soft = self.wire.share == "soft"
+        on_public = (
+            self.model.predict_proba(self.X_public) if soft else self.model.predict(self.X_public)
+        )
+        if self.X_eval is not None:
+            result.eval_codes = self.codes(self.model.predict(self.X_eval))
+            if self.eval_proba:
+                result.eval_proba = self.model.predict_proba(self.X_eval)
+        result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
+        return on_public if soft else self.codes(on_public)
 
     def step(
         self,
@@ -103,68 +203,50 @@ class Client:
         encoding: str = "packed",
         soft_bits: int | None = None,
     ) -> StepResult:
-        """Run one round on this client: decode P, fit on D_i ∪ P, label U, encode.
+        """One round with the setting passed in (the interface before :meth:`run_round`).
 
-        With a ``privacy`` mechanism the labels on U are randomised (seeded by
-        ``privacy_seed``) before they are encoded, so only noisy labels leave the client.
-
-        Never raises: a failure is returned in ``StepResult.error`` with the previous
-        model left in place, so the server decides whether to skip the client.
+        Sets the client up with these arguments, then runs :meth:`run_round`; a
+        delta-coded upload is coded against this client's previous upload.
         """
-        result = StepResult(self.client_id)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                pseudo = None if broadcast is None else decode_labels(broadcast)
-                X_train, y_train = self.training_set(X_public, pseudo)
-                self.model.fit(X_train, y_train)
-                start = time.perf_counter()
-                on_public = (
-                    self.model.predict_proba(X_public)
-                    if share == "soft"
-                    else self.model.predict(X_public)
-                )
-                if X_eval is not None:
-                    eval_labels = self.model.predict(X_eval)
-                    if eval_proba:
-                        result.eval_proba = self.model.predict_proba(X_eval)
-                result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
-                if X_eval is not None:
-                    result.eval_codes = self.codes(eval_labels)
-                labels = on_public if share == "soft" else self.codes(on_public)
-                if privacy is not None:  # randomised here, before anything leaves the client
-                    rng = np.random.default_rng(privacy_seed)
-                    labels = privacy.randomize(labels, len(self.classes), rng)
-                result.message = self.encode(labels, share, encoding, soft_dtype, soft_bits)
-                if share == "hard":
-                    result.sent_codes = labels
-                result.model = self.model
-            except Exception as err:  # reported to the server, which raises or skips
-                result.error = err
-        result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
-        return result
-
-    def encode(
-        self,
-        labels: np.ndarray,
-        share: str,
-        encoding: str = "packed",
-        soft_dtype: str = "float32",
-        soft_bits: int | None = None,
-    ) -> bytes:
-        """The upload: hard codes packed, or delta-coded against :attr:`last_sent`; soft
-        labels as floats, or quantised to ``soft_bits`` bits per class."""
-        if share == "soft":
-            if soft_bits is not None:
-                return QuantizedSoftLabels(labels, bits=soft_bits).to_bytes()
-            return SoftLabels(labels, dtype=soft_dtype).to_bytes()
-        if encoding == "delta":
-            return DeltaHardLabels.encode(labels, self.last_sent, len(self.classes))
-        return HardLabels(labels, len(self.classes)).to_bytes()
+        wire = WireFormat(
+            n_classes=len(self.classes),
+            n_public=len(X_public),
+            share=share,
+            encoding=encoding,
+            soft_dtype=soft_dtype,
+            soft_bits=soft_bits,
+        )
+        if wire != self.wire:
+            self.wire, self.sender = wire, wire.sender()
+        self.X_public, self.privacy, self.X_eval, self.eval_proba = (
+            X_public,
+            privacy,
+            X_eval,
+            eval_proba,
+        )
+        last = self.sender.state_dict()["round"]
+        return self.run_round(last + 1, broadcast, ref_round=last, privacy_seed=privacy_seed)
 
     def codes(self, labels: np.ndarray) -> np.ndarray:
         """Indices of global-class labels in ``classes``."""
         return np.searchsorted(self.classes, labels).astype(np.int64)
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """What the client keeps between rounds: its model (an object: checkpoints store
+        it with skops), whether it is fitted, and its delta-coding state."""
+        return {
+            "model": self.model if self.fitted else None,
+            "fitted": self.fitted,
+            "sender": None if self.sender is None else self.sender.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        if state["fitted"]:
+            self.model, self.fitted = state["model"], True
+        if state["sender"] is not None and self.sender is not None:
+            self.sender.load_state_dict(state["sender"])
 
 
 def with_pseudo_labels(
@@ -208,6 +290,7 @@ def decode_labels(data: bytes) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
+    >>> from cotrain.messages import HardLabels
     >>> decode_labels(HardLabels(np.array([1, 0, 2]), 3).to_bytes()).tolist()
     [1, 0, 2]
     """
@@ -216,9 +299,9 @@ def decode_labels(data: bytes) -> np.ndarray:
 
 
 def run_client_step(client: Client, step: dict[str, Any], privacy_seed: int | None) -> StepResult:
-    """Module-level entry point so runtimes can ship a client step to a worker.
+    """Module-level entry point so that ``runtime.map`` can ship a client step to a worker.
 
-    ``step`` holds the arguments every client of the round receives (see
-    :meth:`Client.step`); ``privacy_seed`` is this client's own.
+    ``step`` holds the arguments of :meth:`Client.step` every client of the round
+    receives; ``privacy_seed`` is this client's own.
     """
     return client.step(**step, privacy_seed=privacy_seed)

@@ -1,11 +1,15 @@
 """The server half of a co-training round, shared by every way of running clients.
 
-:class:`CoTrainingServer` holds what the server knows: the consensus, the last message
-of each client (delta coding's reference), the current broadcast and the privacy
-ledger. It never sees private data or models: its input is the clients' encoded
-messages. :class:`~cotrain.FederatedCoTrainer` drives it with in-process, joblib or Ray
-clients, and :mod:`cotrain.flower` drives the same object with Flower SuperNodes, so the
-round logic is written once.
+:class:`CoTrainingServer` holds what the server knows: the consensus, the wire format
+and its delta state for each client, the current broadcast and the privacy ledger. It
+never sees private data or models: its input is each client's :class:`Upload` — the
+encoded message and its status. :class:`~cotrain.FederatedCoTrainer` drives it with
+in-process, joblib or Ray clients, and :mod:`cotrain.flower` drives the same object
+with Flower SuperNodes, so the round logic is written once.
+
+A malformed upload (it does not decode, or it does not fit the federation: another
+number of classes, another length, another kind of message) is a failure of the client
+that sent it, handled by ``on_client_error`` like any other.
 """
 
 from __future__ import annotations
@@ -13,14 +17,40 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from cotrain.client import StepResult, decode_labels
-from cotrain.compact import DeltaDecoder, QuantizedSoftLabels
 from cotrain.history import RoundRecord
-from cotrain.messages import HardLabels, SoftLabels
+from cotrain.sampling import sample_clients
+from cotrain.wire import MalformedMessage, WireFormat
+
+__all__ = ["CoTrainingServer", "Upload", "hard_codes", "sample_clients"]
+
+
+@dataclass
+class Upload:
+    """What one client sends the server in a round: all the server ever sees of it.
+
+    Attributes
+    ----------
+    client_id : int
+    message : bytes or None
+        The encoded labels (None when the client failed before sending).
+    error : BaseException or None
+        The client's failure, reported instead of a message.
+    warnings : Counter
+        ``(category, message) -> count`` of its learner's warnings this round.
+    learner_time_s : float
+        Seconds its learner spent fitting and predicting.
+    """
+
+    client_id: int
+    message: bytes | None = None
+    error: BaseException | None = None
+    warnings: Counter = field(default_factory=Counter)
+    learner_time_s: float = 0.0
 
 
 class CoTrainingServer:
@@ -30,16 +60,13 @@ class CoTrainingServer:
     ----------
     consensus : consensus.Consensus
         A fitted-per-run consensus object (called on the stacked labels).
-    n_classes : int
-        Size of the global label space.
+    wire : cotrain.wire.WireFormat
+        How labels travel (share, encoding, soft precision), with the number of classes
+        and the size of the public pool.
     n_clients : int
         Clients in the federation (ids ``0 .. n_clients - 1``).
-    n_public : int
-        Rows of the public pool.
-    share, encoding, soft_dtype, soft_bits :
-        The wire format, as in :class:`~cotrain.FederatedCoTrainer`.
     on_client_error : {"raise", "skip"}
-        A failed client stops the run or sits the round out.
+        A failed client (or a malformed upload) stops the run or sits the round out.
     min_clients : int
         Fewest answers a round may go on with.
     ledger : cotrain.privacy.ledger.PrivacyLedger, optional
@@ -50,62 +77,58 @@ class CoTrainingServer:
     Examples
     --------
     >>> from consensus import MajorityVote
-    >>> server = CoTrainingServer(MajorityVote(), n_classes=2, n_clients=3, n_public=4)
-    >>> uploads = [HardLabels(np.array(v), 2).to_bytes() for v in
-    ...            ([0, 1, 1, 0], [0, 1, 0, 0], [1, 1, 1, 0])]
-    >>> results = [StepResult(i, message=m) for i, m in enumerate(uploads)]
-    >>> record, answered = server.finish_round(1, np.arange(3), results, started=0.0)
-    >>> server.hard_consensus.tolist(), record.bytes_up
-    ([0, 1, 1, 0], 33)
+    >>> wire = WireFormat(n_classes=2, n_public=4)
+    >>> server = CoTrainingServer(MajorityVote(), wire, n_clients=3)
+    >>> uploads = [Upload(i, wire.encode_upload(np.array(v))) for i, v in
+    ...            enumerate(([0, 1, 1, 0], [0, 1, 0, 0], [1, 1, 1, 0]))]
+    >>> record, answered = server.finish_round(1, np.arange(3), uploads, started=0.0)
+    >>> server.hard_consensus.tolist(), record.bytes_up, answered
+    ([0, 1, 1, 0], 33, [0, 1, 2])
     """
 
     def __init__(
         self,
         consensus: Any,
-        n_classes: int,
+        wire: WireFormat,
         n_clients: int,
-        n_public: int,
         *,
-        share: str = "hard",
-        encoding: str = "packed",
-        soft_dtype: str = "float32",
-        soft_bits: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
         ledger: Any = None,
         client_names: Sequence[str] | None = None,
     ) -> None:
         self.consensus = consensus
-        self.n_classes = n_classes
-        self.n_public = n_public
-        self.share = share
-        self.encoding = encoding
-        self.soft_dtype = soft_dtype
-        self.soft_bits = soft_bits
+        self.wire = wire
         self.on_client_error = on_client_error
         self.min_clients = min_clients
         self.ledger = ledger
         self.client_names = list(client_names or [f"client {i}" for i in range(n_clients)])
-        self.uplink = [DeltaDecoder() for _ in range(n_clients)]
-        self.broadcast: HardLabels | SoftLabels | None = None
+        self.receivers = [wire.receiver() for _ in range(n_clients)]
+        self.broadcast: bytes | None = None
+        self.consensus_labels: np.ndarray | None = None
         self.hard_consensus: np.ndarray | None = None
         self.warnings: Counter = Counter()
 
     def broadcast_bytes(self) -> bytes | None:
         """The encoded consensus the clients of the next round receive (None at first)."""
-        return None if self.broadcast is None else self.broadcast.to_bytes()
+        return self.broadcast
+
+    def ref_round(self, client_id: int) -> int:
+        """Round of the client's last upload this server decoded (0: none), which the
+        client needs to delta-code its next upload against."""
+        return self.receivers[client_id].ref_round
 
     def finish_round(
         self,
         t: int,
         sampled: np.ndarray,
-        results: list[StepResult],
+        uploads: Sequence[Upload],
         timed_out: tuple[int, ...] = (),
         *,
         started: float,
         broadcast: bytes | None = None,
-    ) -> tuple[RoundRecord, list[StepResult]]:
-        """Collect the answers of round ``t``, vote, and record the round.
+    ) -> tuple[RoundRecord, list[int]]:
+        """Collect the uploads of round ``t``, vote, and record the round.
 
         Parameters
         ----------
@@ -113,7 +136,7 @@ class CoTrainingServer:
             Round number (from 1).
         sampled : ndarray of int
             The clients asked this round.
-        results : list of StepResult
+        uploads : sequence of Upload
             The answers that came back (failed ones carry ``error``).
         timed_out : tuple of int
             Clients that did not answer in time.
@@ -126,26 +149,25 @@ class CoTrainingServer:
         -------
         record : RoundRecord
             Without accuracies (the caller adds those it can measure).
-        answered : list of StepResult
-            The results that were used, in client order.
+        answered : list of int
+            The clients whose labels were used, in order.
         """
-        answered, failed = self._collect(t, results, timed_out, n_asked=len(sampled))
-        labels = np.stack([self._decode_upload(r) for r in answered])
-        ids = np.array([r.client_id for r in answered])
+        ids, labels, failed = self._collect(t, uploads, timed_out, n_asked=len(sampled))
+        votes = np.stack(labels)
         if self.ledger is not None:
             self.ledger.record(ids)
-        weights = self.consensus.weights_for(ids, self.n_public)
-        pseudo = self.consensus(labels, n_classes=self.n_classes, weights=weights)
-        observe = getattr(self.consensus, "observe", None)
-        if callable(observe):  # stateful rules (reputation) learn from each round
-            observe(ids, labels, pseudo)
-        self.broadcast = self._encode_broadcast(pseudo)
+        weights = self.consensus.weights_for(ids, self.wire.n_public)
+        pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
+        self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
+        self.broadcast = self.wire.encode_broadcast(pseudo)
+        self.consensus_labels = self.wire.decode_broadcast(self.broadcast)
 
         hard = hard_codes(pseudo)
         changed = None if self.hard_consensus is None else int(np.sum(hard != self.hard_consensus))
         self.hard_consensus = hard
         covered = hard >= 0
         client_hard = np.stack([hard_codes(lab) for lab in labels])
+        by_id = {u.client_id: u for u in uploads}
         record = RoundRecord(
             round=t,
             clients=tuple(int(i) for i in sampled),
@@ -156,51 +178,67 @@ class CoTrainingServer:
             if covered.any()
             else float("nan"),
             changed=changed,
-            bytes_up=sum(len(r.message) for r in answered),
+            bytes_up=sum(len(by_id[i].message) for i in ids),
             bytes_down=0 if broadcast is None else len(broadcast) * len(sampled),
             time_s=time.perf_counter() - started,
-            learner_time_s=sum(r.learner_time_s for r in results),
+            learner_time_s=sum(u.learner_time_s for u in uploads),
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),
         )
-        return record, answered
+        return record, [int(i) for i in ids]
 
     def _collect(
-        self, t: int, results: list[StepResult], timed_out: tuple[int, ...], n_asked: int
-    ) -> tuple[list[StepResult], dict[int, str]]:
-        """Summarise warnings; raise or skip failures; enforce ``min_clients``."""
-        answered, failed = [], {}
-        for r in sorted(results, key=lambda r: r.client_id):
-            for (category, message), n in r.warnings.items():
-                self.warnings[(r.client_id, category, message)] += n
-            if r.error is not None:
-                if self.on_client_error == "raise":
-                    raise RuntimeError(
-                        f"{self.client_names[r.client_id]} failed in round {t}: "
-                        f"{type(r.error).__name__}: {r.error}"
-                    ) from r.error
-                failed[r.client_id] = f"{type(r.error).__name__}: {r.error}"
-                continue
-            answered.append(r)
-        if len(answered) < self.min_clients:
+        self, t: int, uploads: Sequence[Upload], timed_out: tuple[int, ...], n_asked: int
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[int, str]]:
+        """Summarise warnings, decode each upload; raise or skip failures and malformed
+        uploads; enforce ``min_clients``."""
+        ids, labels, failed = [], [], {}
+        for upload in sorted(uploads, key=lambda u: u.client_id):
+            i = upload.client_id
+            for (category, message), n in upload.warnings.items():
+                self.warnings[(i, category, message)] += n
+            error = upload.error
+            if error is None:
+                try:
+                    labels.append(self.receivers[i].decode(upload.message, t))
+                    ids.append(i)
+                    continue
+                except MalformedMessage as err:
+                    error = err
+            if self.on_client_error == "raise":
+                what = "sent a malformed upload" if upload.error is None else "failed"
+                raise RuntimeError(
+                    f"{self.client_names[i]} {what} in round {t}: {type(error).__name__}: {error}"
+                ) from error
+            failed[i] = f"{type(error).__name__}: {error}"
+        if len(ids) < self.min_clients:
             raise RuntimeError(
-                f"round {t}: only {len(answered)} of {n_asked} sampled clients answered, "
+                f"round {t}: only {len(ids)} of {n_asked} sampled clients answered, "
                 f"fewer than min_clients={self.min_clients}; failures: {failed}; "
                 f"timed out: {list(timed_out)}"
             )
-        return answered, failed
+        return np.array(ids, dtype=np.int64), labels, failed
 
-    def _decode_upload(self, result: StepResult) -> np.ndarray:
-        """A client's labels from its message (delta messages against its last upload)."""
-        if self.encoding == "delta" and self.share == "hard":
-            return self.uplink[result.client_id].decode(result.message)
-        return decode_labels(result.message)
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """What the server knows between rounds (arrays, JSON values and the broadcast
+        bytes), for checkpoints."""
+        return {
+            "broadcast": self.broadcast,
+            "hard_consensus": self.hard_consensus,
+            "receivers": [r.state_dict() for r in self.receivers],
+            "warnings": [[*key, n] for key, n in self.warnings.items()],
+            "consensus": self.consensus.state_dict(),
+        }
 
-    def _encode_broadcast(self, pseudo: np.ndarray) -> HardLabels | SoftLabels:
-        if pseudo.ndim == 1:
-            return HardLabels(pseudo, self.n_classes, allow_abstain=True)
-        if self.soft_bits is not None:
-            return QuantizedSoftLabels(pseudo, bits=self.soft_bits)
-        return SoftLabels(pseudo, dtype=self.soft_dtype)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        self.broadcast = state["broadcast"]
+        self.consensus_labels = self.wire.decode_broadcast(self.broadcast)
+        self.hard_consensus = state["hard_consensus"]
+        for receiver, s in zip(self.receivers, state["receivers"], strict=True):
+            receiver.load_state_dict(s)
+        self.warnings = Counter({(c, cat, msg): n for c, cat, msg, n in state["warnings"]})
+        self.consensus.load_state_dict(state["consensus"])
 
 
 def hard_codes(labels: np.ndarray) -> np.ndarray:
@@ -215,19 +253,3 @@ def hard_codes(labels: np.ndarray) -> np.ndarray:
         return labels.astype(np.int64)
     absent = np.isnan(labels).any(axis=-1)
     return np.where(absent, -1, np.argmax(np.nan_to_num(labels, nan=-1.0), axis=-1))
-
-
-def sample_clients(
-    rng: np.random.Generator, n_clients: int, participation: float, min_clients: int
-) -> np.ndarray:
-    """The clients asked this round: all of them, or a sorted random subset.
-
-    Examples
-    --------
-    >>> sample_clients(np.random.default_rng(0), 10, 0.3, 1).tolist()
-    [5, 6, 9]
-    """
-    k = max(min_clients, round(participation * n_clients))
-    if k >= n_clients:
-        return np.arange(n_clients)
-    return np.sort(rng.choice(n_clients, size=k, replace=False))

@@ -10,9 +10,10 @@ The site's private data, public pool and learner come from its ``site.toml`` (se
 Each ``train`` message runs exactly :meth:`cotrain.client.Client.step`, the code an
 in-process federation runs; the only state a site keeps between rounds (in Flower's
 ``context.state``) is its last upload, the reference for delta coding, used only when
-the server says (``ref-round``) that it decoded that upload. Models are
-refitted every round from the private data and the broadcast, so learners that
-continue training across rounds (``warm_start``, torch adapters) are refused here.
+the server says (``ref-round``) that it decoded that upload (the client's
+:class:`cotrain.wire.UploadSender` decides, as in-process). Models are refitted every
+round from the private data and the broadcast, so learners that continue training
+across rounds (``warm_start``, torch adapters) are refused here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from cotrain.client import Client
 from cotrain.flower import protocol
 from cotrain.flower.site import Site, load_site
 from cotrain.seeding import seeded_clone
-from learners._aligned import _continues_training
+from cotrain.wire import WireFormat
+from learners import continues_training
 
 STATE = "cotrain"
 
@@ -54,7 +56,7 @@ def handle_query(msg: Any, context: Any) -> Any:
     from flwr.app import ConfigRecord, Message, RecordDict
 
     site = site_for(context)
-    if _continues_training(site.estimator, site.estimator.get_params(deep=False)):
+    if continues_training(site.estimator):
         raise NotImplementedError(
             f"{type(site.estimator).__name__} continues training across rounds "
             "(warm_start); Flower sites refit every round and cannot keep such a model yet"
@@ -92,22 +94,18 @@ def handle_train(msg: Any, context: Any) -> Any:
         site.X,
         site.y,
         classes,
+        X_public=site.X_public,
+        wire=WireFormat.from_config(config),
     )
-    # delta coding's reference: our last upload, if it is the one the server decoded
     state = context.state.array_records.get(STATE)
-    if state is not None and int(state["sent-round"].numpy()[0]) == int(config["ref-round"]):
-        client.last_sent = state["last-sent"].numpy()
+    if state is not None:  # our last upload: the reference of a delta-coded one
+        client.sender.load_state_dict(
+            {"round": int(state["sent-round"].numpy()[0]), "codes": state["last-sent"].numpy()}
+        )
     labels = msg.content.array_records.get(protocol.LABELS)
     broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
-    soft_bits = int(config["soft-bits"])
-    result = client.step(
-        X_public=site.X_public,
-        broadcast=broadcast,
-        share=str(config["share"]),
-        soft_dtype=str(config["soft-dtype"]),
-        encoding=str(config["encoding"]),
-        soft_bits=None if soft_bits == 0 else soft_bits,
-    )
+    t = int(config["round"])
+    result = client.run_round(t, broadcast, ref_round=int(config["ref-round"]))
     content = RecordDict()
     if result.error is not None:
         content[protocol.ERROR] = ConfigRecord(
@@ -124,12 +122,10 @@ def handle_train(msg: Any, context: Any) -> Any:
                 "handler-end": time.time(),
             }
         )
-        if result.sent_codes is not None:
+        sent = client.sender.state_dict()
+        if sent["codes"] is not None:
             context.state[STATE] = ArrayRecord(
-                {
-                    "last-sent": Array(result.sent_codes),
-                    "sent-round": Array(np.array([int(config["round"])])),
-                }
+                {"last-sent": Array(sent["codes"]), "sent-round": Array(np.array([sent["round"]]))}
             )
     if result.warnings:
         content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))

@@ -1,13 +1,16 @@
 """The server side: a Flower ServerApp that runs cotrain rounds over SuperNodes.
 
-:class:`FlowerCoTraining` is the server strategy. It drives the same
-:class:`cotrain.server.CoTrainingServer` as :class:`~cotrain.FederatedCoTrainer` (decode,
-consensus, broadcast, round record), samples clients and seeds their learners the same
-way, so a Flower federation gives the pseudo-labels of an in-process run with the same
-``random_state`` and data. Only the transport differs: a handshake (``query``) checks
-every site's public pool against the federation's by hash and orders the sites; each
-round (``train``) pushes the broadcast to the sampled sites and pulls their uploads,
-treating sites that do not answer within ``round_timeout`` as stragglers.
+:class:`FlowerCoTraining` drives a Flower Grid from the ServerApp (it is not a Flower
+``Strategy``: cotrain's round is its own). It runs the same
+:class:`cotrain.rounds.RoundLoop` and :class:`cotrain.server.CoTrainingServer` as
+:class:`~cotrain.FederatedCoTrainer` (sampling, decode, consensus, broadcast, round record,
+callbacks for checkpoints, early stopping, the privacy budget and tracking), and seeds
+the sites' learners the same way, so a Flower federation gives the pseudo-labels of an
+in-process run with the same ``random_state`` and data. Only the transport differs: a
+handshake (``query``) checks every site's public pool against the federation's by hash
+and orders the sites; each round (``train``) pushes the broadcast to the sampled sites
+and pulls their uploads, treating sites that do not answer within ``round_timeout`` as
+stragglers.
 """
 
 from __future__ import annotations
@@ -22,14 +25,17 @@ from sklearn.base import clone
 
 from consensus import get_consensus
 from cotrain._validation import check_params
-from cotrain.client import StepResult
+from cotrain.callbacks import EarlyStopping, PrivacyBudget
+from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
+from cotrain.federation import dry_run_consensus, make_ledger
 from cotrain.flower import protocol
 from cotrain.flower.site import load_array, pool_fingerprint
 from cotrain.history import History, RoundRecord
-from cotrain.messages import HardLabels
-from cotrain.server import CoTrainingServer, sample_clients
-from cotrain.seeding import client_seed
-from cotrain.trainer import _accounted
+from cotrain.rounds import RoundLoop
+from cotrain.sampling import ClientSampler
+from cotrain.seeding import client_seed, spawn_seeds
+from cotrain.server import CoTrainingServer, Upload
+from cotrain.wire import WireFormat
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
@@ -49,12 +55,18 @@ RUN_CONFIG_KEYS = {
     "random-state": "random_state",
     "public-pool": "public_pool",
     "classes": "classes",
+    "checkpoint-dir": "checkpoint_dir",
 }
 _ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout"}
+#: parameters a resumed run may change (they do not change its result)
+_NOT_IN_FINGERPRINT = {
+    "rounds", "min_nodes", "node_timeout", "round_timeout", "poll_interval",
+    "checkpoint_dir", "callbacks", "public_pool",
+}  # fmt: skip
 
 
 class FlowerCoTraining:
-    """Federated co-training over a Flower Grid (the ServerApp's strategy).
+    """Federated co-training over a Flower Grid, run from the ServerApp.
 
     Parameters
     ----------
@@ -75,6 +87,13 @@ class FlowerCoTraining:
         The global label space; default: the union of the labels the sites report.
     poll_interval : float, default=0.05
         Seconds between polls of the SuperLink for replies.
+    checkpoint_dir : str or Path, optional
+        Write the server's state after every round (consensus, delta references,
+        sampler, privacy ledger, history), so that ``run(grid, resume=True)`` continues
+        an interrupted federation; the sites keep no state a resume needs.
+    callbacks : list of cotrain.callbacks.Callback, optional
+        Called around every round, after the built-in checkpoint, privacy budget and
+        early-stopping callbacks (see :mod:`cotrain.callbacks`).
 
     Attributes
     ----------
@@ -95,7 +114,7 @@ class FlowerCoTraining:
     pseudo_label_codes_ : ndarray of shape (n_public,)
         The last hard consensus.
     stopped_reason_ : str or None
-        "early stopping" if the consensus settled before ``rounds``.
+        "early stopping" or "privacy budget" if the run ended before ``rounds``.
     """
 
     def __init__(
@@ -118,6 +137,8 @@ class FlowerCoTraining:
         random_state: int | None = None,
         classes: Any = None,
         poll_interval: float = 0.05,
+        checkpoint_dir: str | Path | None = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.public_pool = public_pool
         self.rounds = rounds
@@ -136,6 +157,8 @@ class FlowerCoTraining:
         self.random_state = random_state
         self.classes = classes
         self.poll_interval = poll_interval
+        self.checkpoint_dir = checkpoint_dir
+        self.callbacks = callbacks
 
     @classmethod
     def from_run_config(cls, run_config: dict[str, Any]) -> FlowerCoTraining:
@@ -161,8 +184,12 @@ class FlowerCoTraining:
         return cls(**params)
 
     # ------------------------------------------------------------------ run
-    def run(self, grid: Any) -> FlowerCoTraining:
-        """Handshake with the SuperNodes, then run the rounds; returns ``self``."""
+    def run(self, grid: Any, resume: bool = False) -> FlowerCoTraining:
+        """Handshake with the SuperNodes, then run the rounds; returns ``self``.
+
+        With ``resume=True`` the run continues from the last round checkpointed in
+        ``checkpoint_dir`` (the same parameters, public pool and sites are required).
+        """
         X_public = (
             load_array(self.public_pool)
             if isinstance(self.public_pool, str | Path)
@@ -174,50 +201,87 @@ class FlowerCoTraining:
         n = len(sites)
         check_params(self._trainer_params(), n_clients=n)
         self.consensus_ = clone(get_consensus(self.consensus), safe=False)
-        if _accounted(self.consensus_):
-            raise NotImplementedError(
-                f"{type(self.consensus_).__name__} spends privacy budget; privacy accounting "
-                "is not available on Flower yet (run it in-process with FederatedCoTrainer)"
-            )
         self.node_ids_ = [s["node"] for s in sites]
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
-        seeds = np.random.SeedSequence(self.random_state)
-        sampler_seed, *client_seeds = seeds.spawn(n + 1)
-        self._sampler = np.random.default_rng(sampler_seed)
+        n_classes = len(self.classes_)
+        dry_run_consensus(self.consensus_, n, n_classes, self._n_public)
+        sampler_seed, client_seeds, noise_seed = spawn_seeds(self.random_state, n)
         self._seeds = [client_seed(s) for s in client_seeds]
-        self._ref_round = [0] * n  # the round of each client's last decoded upload
+        ledger = make_ledger([self.consensus_], n, n_classes, self._n_public, noise_seed)
+        self._wire = WireFormat(
+            n_classes, self._n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
+        )
         self._server = CoTrainingServer(
-            self.consensus_,
-            len(self.classes_),
-            n,
-            self._n_public,
-            share=self.share,
-            encoding=self.encoding,
-            soft_dtype=self.soft_dtype,
-            soft_bits=self.soft_bits,
-            on_client_error=self.on_client_error,
-            min_clients=self.min_clients,
+            self.consensus_, self._wire, n, on_client_error=self.on_client_error,
+            min_clients=self.min_clients, ledger=ledger,
             client_names=[
                 f"site {i} (node {s['node']}, {s['learner']})" for i, s in enumerate(sites)
             ],
-        )
+        )  # fmt: skip
+        self._sampler = ClientSampler(sampler_seed, n, self.participation, self.min_clients)
         self.history_ = History()
         self.timings_: list[dict[str, float]] = []
-        codes, unchanged, self.stopped_reason_ = [], 0, None
-        for t in range(1, self.rounds + 1):
-            sampled = sample_clients(self._sampler, n, self.participation, self.min_clients)
-            record = self._round(t, sampled, grid)
-            self.history_.append(record)
-            codes.append(self._server.hard_consensus)
-            unchanged = unchanged + 1 if record.changed == 0 else 0
-            if self.early_stopping is not None and unchanged >= self.early_stopping:
-                self.stopped_reason_ = "early stopping"
-                break
-        self.consensus_codes_ = np.stack(codes)
+        self._codes: list[np.ndarray] = []
+        callbacks, start = self._callbacks(sites, resume), 1
+        if resume and callbacks[0] is not None and callbacks[0].checkpointer.latest():
+            start = self._restore(callbacks[0].checkpointer)
+        loop = RoundLoop(
+            lambda t, sampled: self._round(t, sampled, grid), self._sampler.sample,
+            self.rounds, [c for c in callbacks if c is not None], self.history_, start,
+            owner=self,
+        )  # fmt: skip
+        self.stopped_reason_ = loop.run()
+        self.consensus_codes_ = np.stack(self._codes) if self._codes else np.empty((0, 0))
         self.n_rounds_ = len(self.history_)
         self.learner_warnings_ = dict(self._server.warnings)
         return self
+
+    def _callbacks(self, sites: list[dict[str, Any]], resume: bool) -> list[Any]:
+        """Checkpoint (or None), privacy budget, early stopping, then the user's."""
+        checkpoint = None
+        if self.checkpoint_dir is not None:
+            params = {
+                k: repr(v) for k, v in self._params().items() if k not in _NOT_IN_FINGERPRINT
+            }
+            who = [(s["client-id"], s["learner"], s["n-samples"], s["labels"]) for s in sites]
+            config = fingerprint("flower", sorted(params.items()), self._pool_hash, repr(who))
+            checkpointer = Checkpointer(self.checkpoint_dir, config)
+            if not resume:
+                checkpointer.clear()
+            checkpoint = CheckpointCallback(checkpointer, self._state_dict)
+        elif resume:
+            raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
+        ledger = self._server.ledger
+        own = [checkpoint, None if ledger is None else PrivacyBudget(ledger)]
+        if self.early_stopping is not None:
+            own.append(EarlyStopping(self.early_stopping))
+        return [*own, *(self.callbacks or [])]
+
+    def _state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
+        ledger = self._server.ledger
+        state = {
+            **self._server.state_dict(),
+            "consensus_codes": np.stack(self._codes),
+            "sampler": self._sampler.state_dict(),
+            "ledger": None if ledger is None else ledger.state_dict(),
+            "history": [r.to_json() for r in self.history_],
+            "timings": self.timings_,
+        }
+        return state, state.pop("broadcast"), {}
+
+    def _restore(self, checkpointer: Checkpointer) -> int:
+        """Put the server's checkpointed state back; returns the next round."""
+        state, broadcast, _ = checkpointer.restore()
+        self._server.load_state_dict({**state, "broadcast": broadcast})
+        self._codes = list(state["consensus_codes"])
+        self._sampler.load_state_dict(state["sampler"])
+        if self._server.ledger is not None:
+            self._server.ledger.load_state_dict(state["ledger"])
+        for record in state["history"]:
+            self.history_.append(RoundRecord.from_json(record))
+        self.timings_ = list(state["timings"])
+        return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
         """Push the broadcast to the sampled sites, pull their uploads, vote."""
@@ -227,14 +291,13 @@ class FlowerCoTraining:
         pushed = time.time()
         replies = _exchange(grid, messages, self.round_timeout, self.poll_interval)
         received = time.time()
-        results = [self._result(i, reply) for i, reply in replies.items()]
+        uploads = [self._upload(i, reply) for i, reply in replies.items()]
         self.timings_.append(_timings(t, pushed, received, replies))
         timed_out = tuple(i for i in messages if i not in replies)
-        record, answered = self._server.finish_round(
-            t, sampled, results, timed_out, started=start, broadcast=broadcast
+        record, _ = self._server.finish_round(
+            t, sampled, uploads, timed_out, started=start, broadcast=broadcast
         )
-        for r in answered:
-            self._ref_round[r.client_id] = t
+        self._codes.append(self._server.hard_consensus)
         return record
 
     def _train_message(self, t: int, i: int, broadcast: bytes | None) -> Any:
@@ -247,11 +310,8 @@ class FlowerCoTraining:
                         "round": t,
                         "client-index": i,
                         "seed": self._seeds[i],
-                        "ref-round": self._ref_round[i],
-                        "share": self.share,
-                        "encoding": self.encoding,
-                        "soft-dtype": self.soft_dtype,
-                        "soft-bits": 0 if self.soft_bits is None else int(self.soft_bits),
+                        "ref-round": self._server.ref_round(i),
+                        **self._wire.to_config(),
                         "pool-hash": self._pool_hash,
                         "classes": protocol.labels_to_config(self.classes_),
                     }
@@ -264,27 +324,31 @@ class FlowerCoTraining:
             content=content, dst_node_id=self.node_ids_[i], message_type="train", group_id=str(t)
         )
 
-    def _result(self, i: int, reply: Any) -> StepResult:
-        """A site's reply as the StepResult the in-process clients return."""
+    def _upload(self, i: int, reply: Any) -> Upload:
+        """A site's reply as the Upload the server receives from in-process clients.
+
+        A reply that cannot be read (missing records, wrong types) is that site's
+        failure, handled by ``on_client_error``: one broken site never stops the run.
+        """
         if reply.has_error():
-            return StepResult(i, error=protocol.RemoteClientError(_error_text(reply.error)))
-        content = reply.content
-        result = StepResult(
-            i, warnings=protocol.warnings_from_config(content.config_records.get(protocol.WARNINGS))
-        )
-        if protocol.ERROR in content.config_records:
-            err = content.config_records[protocol.ERROR]
-            result.error = protocol.RemoteClientError(f"{err['type']}: {err['message']}")
-            return result
+            return Upload(i, error=protocol.RemoteClientError(_error_text(reply.error)))
         try:
-            result.message = protocol.from_array(
+            content = reply.content
+            warned = content.config_records.get(protocol.WARNINGS)
+            upload = Upload(i, warnings=protocol.warnings_from_config(warned))
+            if protocol.ERROR in content.config_records:
+                err = content.config_records[protocol.ERROR]
+                upload.error = protocol.RemoteClientError(f"{err['type']}: {err['message']}")
+                return upload
+            upload.message = protocol.from_array(
                 content.array_records[protocol.LABELS][protocol.PAYLOAD]
             )
-        except (KeyError, ValueError) as err:
-            result.error = protocol.RemoteClientError(f"malformed reply: {err}")
-            return result
-        result.learner_time_s = float(content.metric_records[protocol.STATS]["learner-time-s"])
-        return result
+            upload.learner_time_s = float(content.metric_records[protocol.STATS]["learner-time-s"])
+            return upload
+        except Exception as err:  # a broken or hostile reply
+            return Upload(
+                i, error=protocol.RemoteClientError(f"malformed reply: {type(err).__name__}: {err}")
+            )
 
     # ------------------------------------------------------------ handshake
     def _handshake(self, grid: Any) -> list[dict[str, Any]]:
@@ -338,11 +402,18 @@ class FlowerCoTraining:
         return np.unique(np.concatenate([np.asarray(s["labels"]) for s in sites]))
 
     def _trainer_params(self) -> dict[str, Any]:
+        """The parameters this class shares with FederatedCoTrainer (checked alike)."""
         names = (
             "share soft_dtype encoding soft_bits rounds participation early_stopping "
-            "on_client_error min_clients round_timeout random_state"
+            "on_client_error min_clients round_timeout random_state consensus callbacks"
         ).split()
-        return {name: getattr(self, name) for name in names} | {"consensus": self.consensus}
+        return {name: getattr(self, name) for name in names}
+
+    def _params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RUN_CONFIG_KEYS.values()} | {
+            "callbacks": self.callbacks,
+            "poll_interval": self.poll_interval,
+        }
 
     # --------------------------------------------------------------- output
     @property
@@ -353,11 +424,10 @@ class FlowerCoTraining:
     @property
     def pseudo_labels_(self) -> np.ndarray:
         """The last consensus: labels as a masked array (hard) or probabilities (soft)."""
-        broadcast = self._server.broadcast
-        if not isinstance(broadcast, HardLabels):
-            return broadcast.probs
-        codes = broadcast.codes
-        return np.ma.masked_array(self.classes_[np.maximum(codes, 0)], mask=codes < 0)
+        labels = self._server.consensus_labels
+        if labels.ndim == 2:
+            return labels
+        return np.ma.masked_array(self.classes_[np.maximum(labels, 0)], mask=labels < 0)
 
     def save(self, directory: str | Path) -> Path:
         """Write ``history.csv``, ``consensus_codes.npy`` and ``summary.json``."""

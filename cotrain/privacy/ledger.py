@@ -92,6 +92,19 @@ class PrivacyLedger:
         """Note that ``clients`` released their labels once more."""
         self.rounds_taken[np.asarray(clients, dtype=np.int64)] += 1
 
+    def state_dict(self) -> dict[str, Any]:
+        """The rounds each client has released labels in (all the ledger accumulates)."""
+        return {"rounds_taken": self.rounds_taken.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        rounds = np.asarray(state["rounds_taken"], dtype=np.int64)
+        if rounds.shape != self.rounds_taken.shape or (rounds < 0).any():
+            raise ValueError(
+                f"rounds_taken must be {self.rounds_taken.shape[0]} counts >= 0, got {rounds!r}"
+            )
+        self.rounds_taken = rounds.copy()
+
     def report(self) -> dict[str, Any]:
         """Per-client totals: rounds released, ε at the ledger's δ, and the budget."""
         return {
