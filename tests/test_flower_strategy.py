@@ -24,6 +24,7 @@ from cotrain.flower import protocol
 from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, pool_fingerprint, write_site, write_sites
+from cotrain.messages import HardLabels
 from tests.conftest import FailingClassifier
 
 
@@ -257,10 +258,147 @@ def test_bad_parameters_are_refused_before_any_round(federation):
     assert not [m for m in grid.pushed if m.metadata.message_type == "train"]
 
 
-def test_noisy_consensus_is_not_available_on_flower(federation):
+def test_privacy_budget_stops_the_flower_run_as_in_process(federation):
+    """A noisy consensus is accounted on Flower by the same ledger and stopped by the same
+    budget callback as in-process (it replaces the NotImplementedError of issue 10)."""
+    from consensus import NoisyArgmax
+
+    def gnmax():
+        return NoisyArgmax(sigma=40.0, budget=6.0, random_state=5)
+
     grid = InMemoryGrid(federation["paths"])
-    with pytest.raises(NotImplementedError, match="privacy accounting"):
-        FlowerCoTraining(federation["pool"], consensus="noisy_argmax").run(grid)
+    flower = FlowerCoTraining(federation["pool"], rounds=20, consensus=gnmax(), random_state=3)
+    flower.run(grid)
+    local = in_process(federation, rounds=20, consensus=gnmax(), random_state=3)
+    assert flower.stopped_reason_ == local.stopped_reason_ == "privacy budget"
+    assert 1 < flower.n_rounds_ == local.n_rounds_ < 20
+    assert [r.epsilon for r in flower.history_] == [r.epsilon for r in local.history_]
+    assert flower.history_[-1].epsilon <= 6.0
+    np.testing.assert_array_equal(flower.pseudo_label_codes_, local.pseudo_label_codes_)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashAfter:
+    """A callback that kills the server after a given round (as a power cut would)."""
+
+    def __init__(self, round_):
+        self.round = round_
+
+    def on_fit_start(self, loop):
+        pass
+
+    def on_round_start(self, loop, t, sampled):
+        pass
+
+    def on_round_end(self, loop, record):
+        if record.round == self.round:
+            raise Crash(f"server died after round {record.round}")
+
+    def on_fit_end(self, loop):
+        pass
+
+
+@pytest.mark.parametrize("params", [{}, {"encoding": "delta", "participation": 0.67}])
+def test_flower_run_resumes_from_its_checkpoint(federation, tmp_path, params):
+    ckpt = tmp_path / "server-ckpt"
+    whole = FlowerCoTraining(federation["pool"], rounds=5, random_state=1, **params).run(
+        InMemoryGrid(federation["paths"])
+    )
+    grid = InMemoryGrid(federation["paths"])
+    crashing = FlowerCoTraining(
+        federation["pool"], rounds=5, random_state=1, checkpoint_dir=ckpt,
+        callbacks=[CrashAfter(3)], **params,
+    )  # fmt: skip
+    with pytest.raises(Crash):
+        crashing.run(grid)
+    # the SuperNodes stay up (same grid, same site state); a new ServerApp resumes
+    resumed = FlowerCoTraining(
+        federation["pool"], rounds=5, random_state=1, checkpoint_dir=ckpt, **params
+    ).run(grid, resume=True)
+    assert [r.round for r in resumed.history_] == [1, 2, 3, 4, 5]
+    np.testing.assert_array_equal(resumed.consensus_codes_, whole.consensus_codes_)
+    for a, b in zip(resumed.history_, whole.history_, strict=True):
+        assert (a.clients, a.bytes_up, a.changed, a.failed) == (b.clients, b.bytes_up,
+                                                                b.changed, b.failed)  # fmt: skip
+    trained = [m for m in grid.pushed if m.metadata.message_type == "train"]
+    assert sorted({int(m.metadata.group_id) for m in trained}) == [1, 2, 3, 4, 5]
+
+
+def test_flower_resume_refuses_another_configuration(federation, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    FlowerCoTraining(federation["pool"], rounds=2, random_state=1, checkpoint_dir=ckpt).run(
+        InMemoryGrid(federation["paths"])
+    )
+    other = FlowerCoTraining(
+        federation["pool"], rounds=4, random_state=2, checkpoint_dir=ckpt
+    )
+    with pytest.raises(ValueError, match="different configuration"):
+        other.run(InMemoryGrid(federation["paths"]), resume=True)
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        FlowerCoTraining(federation["pool"], rounds=2).run(
+            InMemoryGrid(federation["paths"]), resume=True
+        )
+
+
+def _tamper(grid, node, edit):
+    """Let ``edit(reply)`` change every train reply of ``node`` before the server reads it."""
+    original = grid.push_messages
+
+    def push(messages):
+        ids = original(messages)
+        for mid in ids:
+            reply = grid.replies.get(mid)
+            if reply is not None and reply.metadata.src_node_id == node and not reply.has_error():
+                if protocol.ROUND in grid.pushed[-1].content.config_records:
+                    edit(reply)
+        return ids
+
+    grid.push_messages = push
+
+
+def _set_payload(data):
+    from flwr.app import ArrayRecord
+
+    def edit(reply):
+        reply.content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(data)})
+
+    return edit
+
+
+def _drop(record):
+    def edit(reply):
+        del reply.content[record]
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (_set_payload(b"\x00 not a message at all"), "MalformedMessage"),
+        (_set_payload(HardLabels(np.zeros(300, dtype=int), 5).to_bytes()), "n_classes"),
+        (_set_payload(HardLabels(np.zeros(12, dtype=int), 2).to_bytes()), "MalformedMessage"),
+        (_drop(protocol.LABELS), "malformed reply"),
+        (_drop(protocol.STATS), "malformed reply"),
+    ],
+    ids=["garbage", "wrong-classes", "wrong-length", "no-labels", "no-stats"],
+)
+def test_malformed_site_reply_is_that_sites_failure(federation, edit, reason):
+    grid = InMemoryGrid(federation["paths"])
+    _tamper(grid, list(grid.sites)[1], edit)
+    strategy = FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(grid)
+    for record in strategy.history_:
+        assert list(record.failed) == [1] and reason in record.failed[1]
+    assert strategy.n_rounds_ == 2
+    with pytest.raises(RuntimeError, match=r"site 1 \(node .*\) (sent a malformed upload|failed)"):
+        grid = InMemoryGrid(federation["paths"])
+        _tamper(grid, list(grid.sites)[1], edit)
+        FlowerCoTraining(
+            federation["pool"], rounds=2, on_client_error="raise", random_state=0
+        ).run(grid)
 
 
 def test_too_few_nodes_is_a_clear_error(federation):
