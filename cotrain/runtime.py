@@ -4,10 +4,16 @@ The round logic lives in :class:`cotrain.FederatedCoTrainer`; a runtime only map
 function over the round's tasks and returns the results in task order, so every
 runtime gives the same result for the same seed.
 
-Every runtime is a context manager with one method,
-``map(fn, tasks, timeout=None) -> list``. With a ``timeout`` (seconds, measured from
-the start of the ``map`` call) a task that has not finished in time is returned as a
-:class:`Straggler` in its place, so the caller can treat slow clients like failed ones.
+Every runtime is a context manager (see :class:`Runtime`) with two methods:
+
+- ``map(fn, tasks, timeout=None) -> list`` ships each task to a worker and its result
+  back. With a ``timeout`` (seconds, measured from the start of the ``map`` call) a task
+  that has not finished in time is returned as a :class:`Straggler` in its place, so the
+  caller can treat slow clients like failed ones.
+- ``host(objects) -> ClientPool`` places objects (clients) once where they will run and
+  keeps them there across calls, so that only each call's arguments and results travel
+  (see :mod:`cotrain.pools`). A user runtime without ``host`` still works through
+  :func:`cotrain.pools.host_objects`.
 """
 
 from __future__ import annotations
@@ -17,14 +23,18 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from joblib import Parallel, delayed
+
+if TYPE_CHECKING:
+    from cotrain.pools import ClientPool
 
 __all__ = [
     "RUNTIMES",
     "JoblibRuntime",
     "RayRuntime",
+    "Runtime",
     "SequentialRuntime",
     "Straggler",
     "make_runtime",
@@ -126,6 +136,31 @@ class SequentialRuntime:
                 out.append(fn(*task))
         return out
 
+    def host(self, objects: Sequence[Any]) -> ClientPool:
+        """Keep ``objects`` in this process and call them in place.
+
+        Parameters
+        ----------
+        objects : sequence
+            Object ``i`` is ``objects[i]``.
+
+        Returns
+        -------
+        cotrain.pools.InProcessPool
+            With this runtime's ``timeout`` as its default.
+
+        Examples
+        --------
+        >>> with SequentialRuntime() as runtime, runtime.host([[1], [2]]) as pool:
+        ...     pool.call("append", {0: (3,)})
+        ...     pool.get()
+        {0: None}
+        [[1, 3], [2]]
+        """
+        from cotrain.pools import InProcessPool
+
+        return InProcessPool(objects, timeout=self.timeout)
+
 
 def _ready() -> None:
     """A no-op task that makes a worker process start."""
@@ -146,6 +181,10 @@ class JoblibRuntime:
     the next round. With ``n_jobs=1`` joblib runs in this process and the timeout
     behaves as in :class:`SequentialRuntime`.
 
+    :meth:`host` keeps objects resident in ``n_jobs`` worker processes of their own
+    (a :class:`cotrain.pools.ProcessPool`, closed at the latest when the ``with``
+    block ends), or in this process with ``n_jobs=1``.
+
     Parameters
     ----------
     n_jobs : int
@@ -164,6 +203,7 @@ class JoblibRuntime:
         self.n_jobs = n_jobs
         self.timeout = timeout
         self._parallel: Parallel | None = None
+        self._pools: list[Any] = []
 
     def __enter__(self) -> JoblibRuntime:
         from joblib import effective_n_jobs
@@ -176,6 +216,9 @@ class JoblibRuntime:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        pools, self._pools = self._pools, []
+        for pool in pools:
+            pool.close()
         if self._parallel is not None:
             self._parallel.__exit__(*exc_info)
             self._parallel = None
@@ -225,6 +268,47 @@ class JoblibRuntime:
                 out.append(Straggler(i, elapsed))
         return out
 
+    def host(self, objects: Sequence[Any]) -> ClientPool:
+        """Keep ``objects`` resident in worker processes for the rest of the ``with`` block.
+
+        Parameters
+        ----------
+        objects : sequence
+            Object ``i`` is ``objects[i]``; it lives in worker ``i % n_workers``.
+
+        Returns
+        -------
+        cotrain.pools.ProcessPool or cotrain.pools.InProcessPool
+            A :class:`~cotrain.pools.ProcessPool` of ``n_jobs`` workers (effective
+            number, at most one per object), or an in-process pool when that is 1. Its
+            default timeout is this runtime's. Closed when the ``with`` block ends, if
+            not before.
+
+        Examples
+        --------
+        >>> with JoblibRuntime(n_jobs=2) as runtime, runtime.host([[1], [2]]) as pool:
+        ...     pool.call("append", {0: (3,), 1: (4,)})
+        ...     pool.get()
+        {0: None, 1: None}
+        [[1, 3], [2, 4]]
+        """
+        import os
+
+        from joblib import effective_n_jobs
+
+        from cotrain.pools import InProcessPool, ProcessPool
+
+        if self._parallel is None:
+            raise RuntimeError("JoblibRuntime.host must be called inside a `with` block")
+        n_workers = effective_n_jobs(self.n_jobs)
+        if n_workers == 1:
+            return InProcessPool(objects, timeout=self.timeout)
+        if os.name != "posix":  # pragma: no cover - ProcessPool is POSIX only
+            return InProcessPool(objects, timeout=self.timeout, runtime=self)
+        pool = ProcessPool(objects, n_workers=n_workers, timeout=self.timeout)
+        self._pools.append(pool)
+        return pool
+
 
 class RayRuntime:
     """Run client steps as Ray tasks, or on a pool of Ray actors.
@@ -237,6 +321,9 @@ class RayRuntime:
     in task order; with a ``timeout``, tasks not finished by the deadline are cancelled
     (``ray.cancel(force=False)``: a task already running may still run to its end) and
     returned as :class:`Straggler`.
+
+    :meth:`host` keeps objects resident in Ray actors of their own (a
+    :class:`cotrain.pools.RayActorPool`: ``actor_pool_size`` actors, or one per CPU).
 
     Ray is imported only here, so ``import cotrain`` does not need it
     (``pip install "cotrain[ray]"``).
@@ -286,6 +373,7 @@ class RayRuntime:
         self._started = False
         self._call: Any = None
         self._actors: list[Any] = []
+        self._pools: list[Any] = []
 
     def __enter__(self) -> RayRuntime:
         try:
@@ -317,6 +405,9 @@ class RayRuntime:
         ray = self._ray
         if ray is None:
             return None
+        pools, self._pools = self._pools, []
+        for pool in pools:
+            pool.close()
         for actor in self._actors:
             ray.kill(actor)
         self._actors = []
@@ -402,6 +493,35 @@ class RayRuntime:
         slots = len(self._actors) or max(1, int(self._ray.cluster_resources().get("CPU", 1)))
         return max(1, math.ceil(n_tasks / (4 * slots)))
 
+    def host(self, objects: Sequence[Any]) -> ClientPool:
+        """Keep ``objects`` resident in Ray actors for the rest of the ``with`` block.
+
+        Parameters
+        ----------
+        objects : sequence
+            Object ``i`` is ``objects[i]``; it lives in actor ``i % n_actors``.
+
+        Returns
+        -------
+        cotrain.pools.RayActorPool
+            ``actor_pool_size`` actors (``None``: one per CPU of the cluster), at most
+            one per object; its default timeout is this runtime's. Closed when the
+            ``with`` block ends, if not before.
+
+        Examples
+        --------
+        >>> with RayRuntime(num_cpus=2) as rt, rt.host([[1], [2]]) as pool:  # doctest: +SKIP
+        ...     pool.call("append", {0: (3,)})
+        {0: None}
+        """
+        from cotrain.pools import RayActorPool
+
+        if self._ray is None:
+            raise RuntimeError("RayRuntime.host must be called inside a `with` block")
+        pool = RayActorPool(objects, n_actors=self.actor_pool_size, timeout=self.timeout)
+        self._pools.append(pool)
+        return pool
+
 
 def _run_batch(
     fn: Callable[..., Any],
@@ -440,10 +560,41 @@ def _shared_positions(tasks: list[tuple[Any, ...]]) -> list[int]:
     ]
 
 
-Runtime = SequentialRuntime | JoblibRuntime | RayRuntime
+class Runtime(Protocol):
+    """What the trainer needs from a runtime: a context manager with ``map`` and ``host``.
+
+    :class:`SequentialRuntime`, :class:`JoblibRuntime` and :class:`RayRuntime` implement
+    it. A user-supplied runtime may leave ``host`` out:
+    :func:`cotrain.pools.host_objects` then keeps the objects in this process and ships
+    each one through ``map`` with its call, taking the updated object back.
+
+    Examples
+    --------
+    >>> runtime: Runtime = make_runtime(None)
+    >>> with runtime as rt:
+    ...     rt.map(pow, [(2, 3)])
+    [8]
+    """
+
+    def __enter__(self) -> Runtime: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        tasks: Iterable[Sequence[Any]],
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """``[fn(*task) for task in tasks]``, :class:`Straggler` for late tasks."""
+        ...
+
+    def host(self, objects: Sequence[Any]) -> ClientPool:
+        """Place ``objects`` where they will run; see :mod:`cotrain.pools`."""
+        ...
 
 
-def make_runtime(n_jobs: int | None, runtime: str | Any = None) -> Any:
+def make_runtime(n_jobs: int | None, runtime: str | Any = None) -> Runtime:
     """Choose the runtime that runs the client steps.
 
     Parameters
@@ -453,11 +604,14 @@ def make_runtime(n_jobs: int | None, runtime: str | Any = None) -> Any:
         otherwise. For ``"joblib"`` it is the number of workers (``None``: all cores);
         for ``"ray"`` the CPUs of a Ray started here (``None`` or -1: all).
     runtime : {None, "sequential", "joblib", "ray"} or runtime instance, default=None
-        A name, or an object with ``__enter__``/``__exit__``/``map`` used as is.
+        A name, or an object with ``__enter__``/``__exit__``/``map`` (and optionally
+        ``host``, see :class:`Runtime`) used as is.
 
     Returns
     -------
-    SequentialRuntime, JoblibRuntime, RayRuntime or the given instance
+    Runtime
+        A :class:`SequentialRuntime`, :class:`JoblibRuntime` or :class:`RayRuntime`, or
+        the given instance.
 
     Raises
     ------

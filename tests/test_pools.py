@@ -1,0 +1,442 @@
+"""Resident object pools: objects stay where they run, results do not depend on where."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cotrain import pools
+from cotrain.pools import (
+    ClientPool,
+    InProcessPool,
+    ProcessPool,
+    RayActorPool,
+    WorkerDiedError,
+    host_objects,
+)
+from cotrain.runtime import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
+
+# the workers get this module's classes by value, so that they need not import it (and
+# pytest, numpy, cotrain...) to start: a pool then starts in a fraction of a second
+pools.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+N = 4  # objects per pool; with 2 workers, worker 0 holds 0 and 2, worker 1 holds 1 and 3
+
+
+class Counter:
+    """State that a call changes: ``step`` counts its calls."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.count = start
+
+    def step(self, x, *more):
+        self.count += 1
+        return self.count + x + sum(more)
+
+
+class Sleeper:
+    """Records the tags of the calls that ran, after sleeping."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def nap(self, tag, seconds):
+        time.sleep(seconds)
+        self.calls.append(tag)
+        return tag
+
+
+class Raiser:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def check(self, x):
+        self.calls += 1
+        if x < 0:
+            raise ValueError(f"negative x: {x}")
+        return x
+
+
+class Holder:
+    """Holds an array, as a client holds a reference to the public pool."""
+
+    def __init__(self, array) -> None:
+        self.array = array
+
+    def array_id(self):
+        return id(self.array)
+
+    def total(self, scale):
+        return float(self.array.sum()) * scale
+
+
+def script(pool):
+    """A few rounds of calls with shared and own arguments, then the objects' states."""
+    out = []
+    for k in range(3):
+        args = {i: (10 * i + k,) for i in range(N) if (i + k) % 3}
+        out.append(pool.call("step", args, shared=(100 * k, 1)))
+    out.append([c.count for c in pool.get()])
+    return out
+
+
+EXPECTED = script(InProcessPool([Counter() for _ in range(N)]))
+
+
+def assert_gone(pids):
+    """None of ``pids`` exists any more (not running, not a zombie): ``ps`` finds none."""
+    ps = subprocess.run(
+        ["ps", "-o", "pid=,stat=", "-p", ",".join(map(str, pids))], capture_output=True, text=True
+    )
+    assert ps.stdout.strip() == "", f"left over: {ps.stdout}"
+
+
+@pytest.fixture(scope="module")
+def process_pool():
+    """One ProcessPool(2) for the module (starting one takes ~1 s); tests `put` their objects."""
+    pool = ProcessPool([None] * N, n_workers=2)
+    pids = pool.pids
+    yield pool
+    pool.close()
+    assert_gone(pids)
+
+
+@pytest.fixture(params=["in-process", "process"])
+def hosted(request, process_pool):
+    """``hosted(objects)``: a pool holding ``objects`` (N of them)."""
+
+    def make(objects):
+        assert len(objects) == N
+        if request.param == "in-process":
+            return InProcessPool(objects)
+        process_pool.put(dict(enumerate(objects)))
+        return process_pool
+
+    return make
+
+
+# ------------------------------------------------------------------ every pool alike
+def test_script_gives_the_hand_computed_answer():
+    # round k calls the objects with (i + k) % 3 != 0: count + shared (100 k, 1) + 10 i + k
+    assert EXPECTED[0] == {1: 1 + 1 + 10, 2: 1 + 1 + 20}
+    assert EXPECTED[1] == {0: 1 + 101 + 1, 1: 2 + 101 + 11, 3: 1 + 101 + 31}
+    assert EXPECTED[2] == {0: 2 + 201 + 2, 2: 2 + 201 + 22, 3: 2 + 201 + 32}
+    assert EXPECTED[3] == [2, 2, 2, 2]
+
+
+def test_results_identical_in_process_and_in_workers(hosted):
+    pool = hosted([Counter() for _ in range(N)])
+    assert isinstance(pool, ClientPool)
+    assert script(pool) == EXPECTED
+
+
+def test_get_returns_updated_objects_and_put_replaces_them(hosted):
+    pool = hosted([Counter(start=i) for i in range(N)])
+    assert pool.call("step", {1: (0,), 3: (0,)}) == {1: 2, 3: 4}
+    assert [c.count for c in pool.get([3, 1, 0])] == [4, 2, 0]
+    pool.put({1: Counter(start=100)})
+    assert pool.call("step", {1: (5,)}) == {1: 106}
+    assert [c.count for c in pool.get()] == [0, 101, 2, 4]
+
+
+def test_results_come_back_in_key_order(hosted):
+    pool = hosted([Counter() for _ in range(N)])
+    out = pool.call("step", {3: (0,), 0: (0,), 2: (0,)})
+    assert list(out) == [0, 2, 3]
+    assert pool.call("step", {}) == {}
+
+
+def test_exception_propagates_and_pool_keeps_working(hosted):
+    pool = hosted([Raiser() for _ in range(N)])
+    with pytest.raises(ValueError, match="negative x: -1"):
+        pool.call("check", {0: (1,), 1: (-1,), 2: (2,)})
+    assert pool.call("check", {0: (5,), 1: (6,)}) == {0: 5, 1: 6}
+
+
+def test_class_defined_in_a_function(hosted):
+    class Accumulator:
+        def __init__(self):
+            self.total = 0
+
+        def add(self, x):
+            self.total += x
+            return self.total
+
+    pool = hosted([Accumulator() for _ in range(N)])
+    pool.call("add", {i: (i,) for i in range(N)})
+    assert pool.call("add", {i: (1,) for i in range(N)}) == {0: 1, 1: 2, 2: 3, 3: 4}
+    back = pool.get()
+    assert all(type(obj) is Accumulator for obj in back)  # the same class comes back
+    assert [obj.total for obj in back] == [1, 2, 3, 4]
+
+
+def test_bad_arguments_are_named(hosted):
+    pool = hosted([Counter() for _ in range(N)])
+    with pytest.raises(KeyError, match="no object 4 in a pool of 4"):
+        pool.call("step", {4: (0,)})
+    with pytest.raises(TypeError, match=r"args\[0\] must be a tuple"):
+        pool.call("step", {0: 1})
+    with pytest.raises(TypeError, match="args must be a mapping"):
+        pool.call("step", [(0,)])
+    with pytest.raises(TypeError, match="shared must be a tuple"):
+        pool.call("step", {0: ()}, shared=5)
+    with pytest.raises(ValueError, match="timeout"):
+        pool.call("step", {0: (1,)}, timeout=-1)
+    with pytest.raises(KeyError, match="get: no object -1"):
+        pool.get([-1])
+    with pytest.raises(KeyError, match="put: no object 9"):
+        pool.put({9: Counter()})
+
+
+# -------------------------------------------------------------------- InProcessPool
+def test_in_process_objects_are_called_in_place():
+    objects = [Counter() for _ in range(N)]
+    pool = InProcessPool(objects)
+    pool.call("step", {0: (0,)})
+    assert objects[0].count == 1 and pool.get()[0] is objects[0]
+
+
+def test_in_process_timeout_skips_later_calls():
+    objects = [Sleeper() for _ in range(N)]
+    with InProcessPool(objects) as pool:
+        out = pool.call("nap", {0: ("a", 0.0), 1: ("a", 0.15), 2: ("a", 0.0)}, timeout=0.1)
+    assert out[0] == "a" and out[1] == "a"  # call 1 overran but finished: kept
+    assert out[2] == Straggler(2, out[2].elapsed) and out[2].elapsed >= 0.1
+    assert [o.calls for o in objects[:3]] == [["a"], ["a"], []]  # the straggler did not run
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.call("nap", {0: ("b", 0.0)})
+
+
+# ---------------------------------------------------------------------- ProcessPool
+def test_state_lives_in_the_workers(process_pool):
+    objects = [Counter() for _ in range(N)]
+    process_pool.put(dict(enumerate(objects)))
+    for _ in range(3):
+        out = process_pool.call("step", {i: (0,) for i in range(N)})
+    assert out == {i: 3 for i in range(N)}  # each worker kept its objects' counts
+    assert [c.count for c in objects] == [0] * N  # the originals here never moved
+    assert process_pool.held_by(0) == [0, 2] and process_pool.held_by(1) == [1, 3]
+
+
+def test_objects_of_a_worker_share_one_copy_of_a_shared_array(process_pool):
+    public = np.arange(100_000, dtype=np.float64)  # the public pool, shared by reference
+    process_pool.put({i: Holder(public) for i in range(N)})
+    ids = process_pool.call("array_id", {i: () for i in range(N)})
+    assert ids[0] == ids[2] and ids[1] == ids[3]  # one pickle per worker: sent once
+    assert process_pool.call("total", {0: (), 3: ()}, shared=(2,)) == {
+        0: float(public.sum()) * 2,
+        3: float(public.sum()) * 2,
+    }
+
+
+def test_exception_carries_the_worker_traceback(process_pool):
+    process_pool.put({i: Raiser() for i in range(N)})
+    with pytest.raises(ValueError, match="negative x: -3") as info:
+        process_pool.call("check", {3: (-3,)})
+    assert "raise ValueError" in str(info.value.__cause__)  # the worker's traceback
+    assert any("object 3's check()" in note for note in info.value.__notes__)
+
+
+def test_timeout_returns_finished_results_and_drops_late_ones(process_pool):
+    process_pool.put({i: Sleeper() for i in range(N)})
+    process_pool.call("nap", {i: ("warm", 0.0) for i in range(N)})
+    # worker 1 naps on object 1; object 3 waits behind it in the same worker
+    args = {0: ("a", 0.0), 1: ("a", 1.5), 2: ("a", 0.0), 3: ("a", 0.0)}
+    start = time.perf_counter()
+    out = process_pool.call("nap", args, timeout=0.5)
+    assert time.perf_counter() - start < 1.2  # returned at the deadline, not after the nap
+    assert out[0] == "a" and out[2] == "a"  # streamed back before the deadline
+    assert out[1] == Straggler(1, out[1].elapsed) and 0.5 <= out[1].elapsed < 1.5
+    assert out[3] == Straggler(3, out[3].elapsed)
+    # the next call gets its own results, not call k's late one (tagged and dropped)
+    assert process_pool.call("nap", {i: ("b", 0.0) for i in range(N)}) == {i: "b" for i in range(N)}
+    calls = [s.calls for s in process_pool.get()]
+    assert calls[1] == ["warm", "a", "b"]  # the running straggler finished, state kept
+    assert calls[3] == ["warm", "b"]  # the queued one was skipped
+    assert calls[0] == calls[2] == ["warm", "a", "b"]
+
+
+def test_real_clients_give_the_same_messages(process_pool):
+    """cotrain Clients (pickled by reference: the workers import cotrain) stay resident."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain.client import Client
+
+    rng = np.random.default_rng(0)
+    public = rng.normal(size=(60, 3))
+
+    def clients():
+        out = []
+        for i in range(N):
+            X = np.random.default_rng(i).normal(size=(12, 3))
+            y = (X[:, i % 3] > 0).astype(int)
+            out.append(Client(i, DecisionTreeClassifier(random_state=0), X, y, np.array([0, 1])))
+        return out
+
+    def rounds(pool):
+        messages, broadcast = [], None
+        for _ in range(2):
+            out = pool.call("step", {i: () for i in range(N)}, shared=(public, broadcast, "hard"))
+            messages.append([out[i].message for i in range(N)])
+            broadcast = out[0].message  # any valid hard-label message will do
+        return messages, [c.model.predict(public).tolist() for c in pool.get()]
+
+    process_pool.put(dict(enumerate(clients())))
+    assert rounds(process_pool) == rounds(InProcessPool(clients()))
+
+
+def test_classes_found_through_sys_path(tmp_path, monkeypatch):
+    """A class pickled by reference from a module on this process's sys.path."""
+    (tmp_path / "pool_toy_module.py").write_text(
+        "class Box:\n    n = 0\n\n    def bump(self):\n        self.n += 1\n        return self.n\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pool_toy_module
+
+    with ProcessPool([pool_toy_module.Box()], n_workers=1) as pool:
+        pool.call("bump", {0: ()})
+        assert pool.call("bump", {0: ()}) == {0: 2}
+
+
+def test_default_timeout(process_pool):
+    process_pool.put({i: Sleeper() for i in range(N)})
+    process_pool.timeout = 0.3  # as ProcessPool(..., timeout=0.3) or a runtime's timeout
+    try:
+        assert process_pool.call("nap", {0: ("a", 0.0)}) == {0: "a"}
+        out = process_pool.call("nap", {0: ("b", 0.8), 2: ("b", 0.0)})
+        assert isinstance(out[0], Straggler) and isinstance(out[2], Straggler)
+        assert process_pool.call("nap", {0: ("c", 0.8)}, timeout=30) == {0: "c"}
+    finally:
+        process_pool.timeout = None
+
+
+def test_killed_worker_raises_naming_its_objects():
+    pool = ProcessPool([Counter() for _ in range(5)], n_workers=2)
+    pids = pool.pids
+    assert pool.call("step", {i: (0,) for i in range(5)}) == {i: 1 for i in range(5)}
+    os.kill(pids[1], signal.SIGKILL)
+    with pytest.raises(WorkerDiedError, match=r"worker 1 .*SIGKILL.* objects \[1, 3\]"):
+        pool.call("step", {i: (0,) for i in range(5)})
+    with pytest.raises(WorkerDiedError, match="objects"):  # and it stays broken
+        pool.get()
+    assert_gone(pids)  # the surviving worker was stopped too
+
+
+def test_worker_killed_during_a_call_does_not_hang():
+    pool = ProcessPool([Sleeper(), Sleeper()], n_workers=1)
+    pids = pool.pids
+    threading.Timer(0.3, os.kill, (pids[0], signal.SIGKILL)).start()
+    start = time.perf_counter()
+    with pytest.raises(WorkerDiedError, match=r"worker 0 .* objects \[0, 1\]"):
+        pool.call("nap", {0: ("a", 30.0), 1: ("a", 0.0)})
+    assert time.perf_counter() - start < 10
+    assert_gone(pids)
+
+
+def test_workers_stop_on_exception_and_garbage_collection():
+    with pytest.raises(ZeroDivisionError), ProcessPool([Counter()], n_workers=1) as pool:
+        pids = pool.pids
+        1 / 0  # noqa: B018
+    assert_gone(pids)
+    pool = ProcessPool([Counter()], n_workers=1)
+    pids = pool.pids
+    del pool
+    gc.collect()
+    assert_gone(pids)
+
+
+def test_process_pool_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="n_workers"):
+        ProcessPool([1], n_workers=0)
+    with pytest.raises(ValueError, match="threads_per_worker"):
+        ProcessPool([1], n_workers=1, threads_per_worker=0)
+
+
+# ------------------------------------------------------------------------- runtimes
+def test_runtimes_host_pools():
+    with SequentialRuntime(timeout=7) as rt, rt.host([Counter()]) as pool:
+        assert isinstance(pool, InProcessPool) and pool.timeout == 7
+    with JoblibRuntime(n_jobs=1) as rt:
+        assert isinstance(rt.host([Counter()]), InProcessPool)
+    with JoblibRuntime(n_jobs=2, timeout=9) as rt:
+        pool = rt.host([Counter() for _ in range(N)])
+        assert isinstance(pool, ProcessPool) and pool.n_workers == 2 and pool.timeout == 9
+        assert script(pool) == EXPECTED
+        pids = pool.pids
+    assert_gone(pids)  # closed with the runtime
+    with pytest.raises(RuntimeError, match="inside a `with` block"):
+        JoblibRuntime(n_jobs=2).host([Counter()])
+
+
+class MapOnly:
+    """A user runtime without ``host`` whose ``map`` runs tasks on copies (another
+    process, as far as the objects can tell)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return None
+
+    def map(self, fn, tasks, timeout=None):
+        return [fn(*pickle.loads(pickle.dumps(tuple(task)))) for task in tasks]
+
+
+def test_host_objects_falls_back_to_shipping_objects_through_map():
+    with MapOnly() as rt, host_objects(rt, [Counter() for _ in range(N)]) as pool:
+        assert isinstance(pool, InProcessPool) and pool.runtime is rt
+        assert script(pool) == EXPECTED  # the updated copies were written back
+    with SequentialRuntime() as rt:
+        assert host_objects(rt, [Counter()]).runtime is None  # the runtime's own host
+    with pytest.raises(TypeError, match="map"):
+        InProcessPool([], runtime=object())
+
+
+# ------------------------------------------------------------------------------ Ray
+@pytest.fixture(scope="module")
+def ray_session():
+    """Ray once for the module (num_cpus=2); RayRuntime leaves it running."""
+    ray = pytest.importorskip("ray")
+    from ray import cloudpickle as ray_cloudpickle
+
+    # Ray workers cannot import this test module: send its classes by value
+    ray_cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_actor_pool(ray_session):
+    """Same results, state kept in the actors, errors as themselves, stragglers."""
+    with RayRuntime(timeout=5) as rt:
+        pool = rt.host([Counter() for _ in range(N)])
+        assert isinstance(pool, RayActorPool) and isinstance(pool, ClientPool)
+        assert pool.n_actors == 2 and pool.timeout == 5  # one actor per CPU
+        assert script(pool) == EXPECTED
+        pool.put({0: Counter(start=50)})
+        assert pool.call("step", {0: (0,)}) == {0: 51}
+        pool.put({i: Raiser() for i in range(N)})
+        with pytest.raises(ValueError, match="negative x: -2"):
+            pool.call("check", {0: (1,), 2: (-2,)})
+        assert pool.call("check", {1: (4,)}) == {1: 4}
+        pool.put({i: Sleeper() for i in range(N)})
+        out = pool.call("nap", {0: ("a", 0.0), 1: ("a", 1.0), 2: ("a", 0.0)}, timeout=0.4)
+        assert out[0] == "a" and out[2] == "a"
+        assert out[1] == Straggler(1, out[1].elapsed)
+        assert pool.call("nap", {1: ("b", 0.0)}) == {1: "b"}  # not the late "a"
+        assert pool.get([1])[0].calls == ["a", "b"]  # the running straggler kept its state
+        ray_session.kill(pool._actors[1])
+        with pytest.raises(WorkerDiedError, match=r"actor 1 died .* objects \[1, 3\]"):
+            pool.call("nap", {i: ("c", 0.0) for i in range(N)})
+    with pytest.raises(RuntimeError, match="closed"):  # closed with the runtime
+        pool.call("check", {1: (4,)})
