@@ -420,6 +420,11 @@ def test_run_config_maps_to_parameters():
         }
     )
     assert (strategy.rounds, strategy.on_client_error, strategy.random_state) == (7, "raise", 0)
+    assert strategy.checkpoint_dir is None
+    saved = FlowerCoTraining.from_run_config({"public-pool": "u", "checkpoint-dir": "ck"})
+    assert saved.checkpoint_dir == "ck"
+    none = FlowerCoTraining.from_run_config({"public-pool": "u", "checkpoint-dir": ""})
+    assert none.checkpoint_dir is None
     unseeded = FlowerCoTraining.from_run_config({"public-pool": "u", "random-state": -1})
     assert unseeded.random_state is None
     assert strategy.early_stopping is None and strategy.round_timeout is None

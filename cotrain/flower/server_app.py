@@ -165,7 +165,8 @@ class FlowerCoTraining:
         """Build the strategy from a Flower run config (kebab-case keys).
 
         TOML has no None: 0 stands for it in ``soft-bits``, ``early-stopping`` and
-        ``round-timeout``, and a negative ``random-state`` means unseeded.
+        ``round-timeout``, an empty ``checkpoint-dir`` means none, and a negative
+        ``random-state`` means unseeded.
 
         Examples
         --------
@@ -179,7 +180,12 @@ class FlowerCoTraining:
         for key, name in RUN_CONFIG_KEYS.items():
             if key in run_config:
                 value = run_config[key]
-                none = value == 0 if name in _ZERO_IS_NONE else name == "random_state" and value < 0
+                if name in _ZERO_IS_NONE:
+                    none = value == 0
+                elif name == "checkpoint_dir":
+                    none = value == ""
+                else:
+                    none = name == "random_state" and value < 0
                 params[name] = None if none else value
         return cls(**params)
 
@@ -455,8 +461,8 @@ def make_server_app() -> Any:
 
     The run config (``[tool.flwr.app.config]``) holds the strategy's parameters in
     kebab case (see :data:`RUN_CONFIG_KEYS` and :meth:`FlowerCoTraining.from_run_config`)
-    and, optionally,
-    ``output-dir``, where :meth:`FlowerCoTraining.save` writes the results.
+    and, optionally, ``output-dir``, where :meth:`FlowerCoTraining.save` writes the
+    results, and ``resume = true`` to continue from ``checkpoint-dir``.
     """
     from flwr.serverapp import ServerApp
 
@@ -464,7 +470,9 @@ def make_server_app() -> Any:
 
     @app.main()
     def main(grid: Any, context: Any) -> None:
-        strategy = FlowerCoTraining.from_run_config(dict(context.run_config)).run(grid)
+        config = dict(context.run_config)
+        resume = bool(config.get("resume", False))
+        strategy = FlowerCoTraining.from_run_config(config).run(grid, resume=resume)
         output = str(context.run_config.get("output-dir", ""))
         if output:
             strategy.save(output)
