@@ -286,14 +286,14 @@ def check_fit_inputs(
             )
         y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
         _check_same_label_kind(y_eval, "eval_set[1] (y_eval)", families)
-        y_eval_codes = encode_labels(y_eval, classes_arr, unknown=-2)
+        y_eval_codes = class_indices(y_eval, classes_arr, unknown=-2)
     y_public_codes = None
     if y_public is not None and X_public_arr is None:
         raise ValueError("y_public is given but there is no public pool (X_public)")
     if y_public is not None:
         y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
         _check_same_label_kind(y_pub, "y_public", families)
-        y_public_codes = encode_labels(y_pub, classes_arr, unknown=-2)
+        y_public_codes = class_indices(y_pub, classes_arr, unknown=-2)
     return FitData(
         X_clients, y_clients, X_public_arr, classes_arr, X_eval, y_eval_codes, y_public_codes, names
     )
@@ -334,7 +334,7 @@ def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
     return result
 
 
-def encode_labels(y: np.ndarray, classes: np.ndarray, unknown: int | None = None) -> np.ndarray:
+def class_indices(y: np.ndarray, classes: np.ndarray, unknown: int | None = None) -> np.ndarray:
     """Map labels to their index in ``classes``; unseen labels to ``unknown`` (or raise)."""
     try:
         codes = np.searchsorted(classes, y)
