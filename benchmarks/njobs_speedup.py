@@ -13,11 +13,15 @@
      fallback): every round ships each client (model, private data, public pool) down
      and back up: the behaviour before resident pools;
    - ``ProcessPool(2)``: the clients resident in 2 workers; per round only the
-     broadcast goes down and the uploads come up.
+     broadcast goes down and the uploads come up. An idle worker steals a client
+     step not yet started from the other (the client moves with it);
+   - ``ProcessPool(2, steal_after=None)``: the same with the static placement
+     (client i always in worker i % 2), to show what stealing changes.
 
    Times the rounds (pool start-up and the final pull of the models reported apart),
-   counts the pickled bytes that cross per round, and checks that all three give
-   identical uploads and final models.
+   counts the pickled bytes that cross per round and the clients that stealing moved,
+   and checks that all four give identical uploads and final models. The machine may
+   be shared: the load average before and after is recorded with the figures.
 
     python benchmarks/njobs_speedup.py              # both parts
     python benchmarks/njobs_speedup.py --part pools
@@ -26,6 +30,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import time
 
@@ -132,8 +137,11 @@ def run_pool(kind: str, rounds: int) -> dict:
     if kind == "in-process":
         pool = InProcessPool(clients)
     elif kind == "map":
-        runtime = JoblibRuntime(n_jobs=2).__enter__()  # its workers start here
+        runtime = JoblibRuntime(n_jobs=2).__enter__()
+        runtime.map(abs, [(0,), (0,)])  # its loky workers start with the first map
         pool = host_objects(_MapOnly(runtime), clients)
+    elif kind == "static":
+        pool = ProcessPool(clients, n_workers=2, steal_after=None)
     else:
         pool = ProcessPool(clients, n_workers=2)
     started = time.perf_counter() - start
@@ -141,6 +149,8 @@ def run_pool(kind: str, rounds: int) -> dict:
     start = time.perf_counter()
     fitted = pool.get()  # the end of a fit: the models come back
     pulled = time.perf_counter() - start
+    placement = getattr(pool, "placement", None)
+    moved = 0 if placement is None else sum(w != i % 2 for i, w in enumerate(placement))
     pool.close()
     if runtime is not None:
         runtime.__exit__(None, None, None)
@@ -154,6 +164,7 @@ def run_pool(kind: str, rounds: int) -> dict:
         "broadcast_bytes": broadcast_bytes,
         "client_bytes": client_bytes,
         "fitted_client_bytes": len(pickle.dumps(fitted[0])),
+        "moved": moved,
     }
 
 
@@ -168,7 +179,7 @@ class _MapOnly:
 
 
 def pools_part(rounds: int) -> str:
-    runs = {kind: run_pool(kind, rounds) for kind in ("in-process", "map", "process")}
+    runs = {kind: run_pool(kind, rounds) for kind in ("in-process", "map", "process", "static")}
     base = runs["in-process"]
     same = all(
         r["uploads"] == base["uploads"] and r["predictions"] == base["predictions"]
@@ -178,16 +189,17 @@ def pools_part(rounds: int) -> str:
         f"## Pools: 10 RandomForest(200) clients × 27 rows, breast cancer, |U| = 370, "
         f"{rounds} rounds",
         "",
-        f"{'':<34}{'start s':>9}{'rounds s':>10}{'get s':>8}{'speed-up':>10}",
+        f"{'':<40}{'start s':>9}{'rounds s':>10}{'get s':>8}{'speed-up':>10}",
     ]
     names = {
         "in-process": "InProcessPool (n_jobs=1)",
         "map": "map, 2 loky workers (ship clients)",
-        "process": "ProcessPool(2) (resident clients)",
+        "process": "ProcessPool(2) (resident, stealing)",
+        "static": "ProcessPool(2, steal_after=None)",
     }
     for kind, r in runs.items():
         lines.append(
-            f"{names[kind]:<34}{r['start_s']:>9.2f}{r['rounds_s']:>10.2f}{r['get_s']:>8.2f}"
+            f"{names[kind]:<40}{r['start_s']:>9.2f}{r['rounds_s']:>10.2f}{r['get_s']:>8.2f}"
             f"{base['rounds_s'] / r['rounds_s']:>9.2f}x"
         )
     fitted, process = base["fitted_client_bytes"], runs["process"]
@@ -200,11 +212,13 @@ def pools_part(rounds: int) -> str:
         f"speed-up of the rounds, ProcessPool(2) over InProcessPool: "
         f"{base['rounds_s'] / process['rounds_s']:.2f}x (ideal on 2 cores: 2x)",
         f"with start-up and the final pull of the models: {total(base) / total(process):.2f}x",
+        f"clients moved by stealing (of 10): {process['moved']}; static placement: "
+        f"{base['rounds_s'] / runs['static']['rounds_s']:.2f}x",
         f"bytes per round, resident clients: down {process['broadcast_bytes']} (the broadcast, "
         f"once per worker), up {process['result_bytes']:,} (10 uploads + fit times, pickled)",
         f"bytes per round, shipping clients: every client down and back up, "
         f"{base['client_bytes']:,} B unfitted, {fitted:,} B with its forest (× 10 clients)",
-        f"identical uploads and final models in all three: {same}",
+        f"identical uploads and final models in all four: {same}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -214,11 +228,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--part", choices=["all", "trainer", "pools"], default="all")
     args = parser.parse_args()
-    parts = []
+    parts, load = [], os.getloadavg()
     if args.part in ("all", "pools"):
         parts.append(pools_part(args.rounds))
     if args.part in ("all", "trainer"):
         parts.append(trainer_part(args.rounds))
+    after = os.getloadavg()
+    parts.append(
+        "load average (1, 5, 15 min), shared machine: before "
+        + ", ".join(f"{x:.2f}" for x in load)
+        + "; after "
+        + ", ".join(f"{x:.2f}" for x in after)
+        + "\n"
+    )
     name = "njobs_speedup" if args.part == "all" else f"njobs_speedup_{args.part}"
     record(name, "\n".join(parts))
 

@@ -20,8 +20,9 @@ Three pools, chosen by the runtime's ``host(objects)`` (see :func:`host_objects`
 - :class:`InProcessPool`: objects stay in this process and are called in place
   (sequential runtime, joblib with ``n_jobs=1``, and the fallback for a user runtime
   that has only ``map``).
-- :class:`ProcessPool`: long-lived worker processes, object ``i`` in worker
-  ``i % n_workers`` (joblib runtime).
+- :class:`ProcessPool`: long-lived worker processes, object ``i`` placed in worker
+  ``i % n_workers``; an idle worker steals a call not yet started from a busy one,
+  and the object moves with it (joblib runtime).
 - :class:`RayActorPool`: Ray actors, object ``i`` in actor ``i % n_actors`` (Ray runtime).
 
 For deterministic objects the results do not depend on which pool holds them; with a
@@ -347,15 +348,19 @@ def _limit_threads(threads: int) -> None:
 
 
 def _inbox_reader(
-    conn: mp_connection.Connection, inbox: queue.SimpleQueue, cancelled: list[int]
+    conn: mp_connection.Connection,
+    inbox: queue.SimpleQueue,
+    objects: dict[int, Any],
+    send_lock: threading.Lock,
 ) -> None:
     """Worker thread: read every message as it arrives, so the parent never blocks on a
-    send; a ``cancel`` is applied at once, everything else queued for the main thread."""
+    send. A ``release`` is answered here at once, while the main thread may be running
+    another object's method; everything else is queued for the main thread."""
     try:
         while True:
             message = _receive_message(conn)
-            if message[0] == "cancel":
-                cancelled[0] = max(cancelled[0], message[1])
+            if message[0] == "release":
+                _release(conn, send_lock, objects, message[1], message[2])
                 continue
             inbox.put(message)
             if message[0] == "close":
@@ -364,70 +369,103 @@ def _inbox_reader(
         inbox.put(("close", -1, None, []))
 
 
+def _release(
+    conn: mp_connection.Connection,
+    send_lock: threading.Lock,
+    objects: dict[int, Any],
+    seq: int,
+    i: int,
+) -> None:
+    """Send object ``i`` to the parent and forget it (a steal; see ProcessPool).
+
+    The parent asks only for an object whose call it has not dispatched, so object
+    ``i`` is not running. If it cannot be pickled it stays here (``refused``).
+    """
+    try:
+        frame = _dumps(objects[i])
+    except Exception as err:
+        kind, frame = "refused", _error_payload(err)
+    else:
+        del objects[i]
+        kind = "released"
+    with send_lock:
+        _send(conn, kind, seq, i, frame)
+
+
 def _worker_main(fd: int, threads: int) -> None:
     """Entry point of a :class:`ProcessPool` worker (a fresh interpreter)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent closes the pool
     _limit_threads(threads)
     conn = mp_connection.Connection(fd)
     inbox: queue.SimpleQueue = queue.SimpleQueue()
-    cancelled = [-1]  # highest cancelled call number
+    objects: dict[int, Any] = {}
+    send_lock = threading.Lock()  # the reader thread answers releases on the same socket
     reader = threading.Thread(
-        target=_inbox_reader, args=(conn, inbox, cancelled), name="pool-inbox", daemon=True
+        target=_inbox_reader,
+        args=(conn, inbox, objects, send_lock),
+        name="pool-inbox",
+        daemon=True,
     )
     reader.start()
-    objects: dict[int, Any] = {}
+    shared: tuple[int, tuple] = (-1, ())  # the current call's number and shared arguments
     try:
         while True:
             kind, seq, meta, frames = inbox.get()
             if kind == "close":
                 return
-            if kind == "call":
-                _worker_calls(conn, objects, seq, meta, frames, cancelled)
-                continue
-            try:
-                if kind == "load":
-                    objects.update(pickle.loads(frames[0]))
-                    _limit_threads(threads)  # unpickling may have loaded new libraries
-                    reply: tuple[Any, ...] = ("ok", None)
-                elif kind == "get":
-                    reply = ("objects", None, _dumps([objects[i] for i in meta]))
-                else:
-                    raise ValueError(f"unknown pool command {kind!r}")
-            except Exception as err:
-                reply = ("error", None, _error_payload(err))
-            _send(conn, reply[0], seq, *reply[1:])
+            if kind == "run":
+                shared, reply = _worker_run(objects, shared, seq, meta, frames, threads)
+            else:
+                try:
+                    if kind == "load":
+                        objects.update(pickle.loads(frames[0]))
+                        _limit_threads(threads)  # unpickling may have loaded new libraries
+                        reply = ("ok", None)
+                    elif kind == "adopt":  # a stolen object, without a call to run
+                        objects[meta] = pickle.loads(frames[0])
+                        _limit_threads(threads)
+                        reply = ("ok", meta)
+                    elif kind == "get":
+                        reply = ("objects", None, _dumps([objects[i] for i in meta]))
+                    else:
+                        raise ValueError(f"unknown pool command {kind!r}")
+                except Exception as err:
+                    reply = ("error", None, _error_payload(err))
+            with send_lock:
+                _send(conn, reply[0], seq, *reply[1:])
     except OSError:  # the parent closed its end
         return
 
 
-def _worker_calls(
-    conn: mp_connection.Connection,
+def _worker_run(
     objects: dict[int, Any],
+    shared: tuple[int, tuple],
     seq: int,
-    method: str,
+    meta: tuple[str, int, bool, bool],
     frames: list[bytes],
-    cancelled: list[int],
-) -> None:
-    """Run one ``call``'s items in order, streaming each result back when it is done."""
+    threads: int,
+) -> tuple[tuple[int, tuple], tuple[Any, ...]]:
+    """Run one call: ``getattr(objects[i], method)(*shared, *args)``.
+
+    ``frames`` holds the call's own arguments, then the ``call``'s shared arguments if
+    this is the first of its calls sent to this worker, then the object itself if it
+    was just stolen from another worker. Returns the (new) shared arguments and the
+    reply: ``("done", i, result)`` or ``("raised", i, error)``.
+    """
+    method, i, with_shared, with_object = meta
     try:
-        items = pickle.loads(frames[0])
-        shared = pickle.loads(frames[1])
+        rest = iter(frames[1:])
+        if with_shared:
+            shared = (seq, pickle.loads(next(rest)))
+        if with_object:
+            objects[i] = pickle.loads(next(rest))
+            _limit_threads(threads)
+        if shared[0] != seq:  # pragma: no cover - the parent always sends them first
+            raise RuntimeError(f"call {seq} came without its shared arguments")
+        args = pickle.loads(frames[0])
+        return shared, ("done", i, _dumps(getattr(objects[i], method)(*shared[1], *args)))
     except Exception as err:
-        _send(conn, "error", seq, None, _error_payload(err))
-        return
-    for i, args in items:
-        if seq <= cancelled[0]:  # the parent gave up on this call: do not start the rest
-            return
-        try:
-            reply: tuple[str, bytes] = (
-                "result",
-                _dumps(getattr(objects[i], method)(*shared, *args)),
-            )
-        except Exception as err:
-            reply = ("error", _error_payload(err))
-        _send(conn, reply[0], seq, i, reply[1])
-        if reply[0] == "error":
-            return
+        return shared, ("raised", i, _error_payload(err))
 
 
 def _shutdown(
@@ -472,24 +510,73 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
+class _CallState:
+    """Book-keeping of one :meth:`ProcessPool.call` in the parent.
+
+    ``todo[w]``: the calls not started yet of the objects living in worker ``w``, in
+    key order, as ``(object id, args)``; ``primed``: the workers that have this call's
+    shared arguments; ``moving``: steals in flight, ``{object id: (victim, thief,
+    args)}``; ``results``: what came back in time.
+    """
+
+    __slots__ = ("method", "moving", "primed", "results", "seq", "shared", "todo")
+
+    def __init__(
+        self, seq: int, method: str, shared: bytes, todo: dict[int, list[tuple[int, tuple]]]
+    ) -> None:
+        self.seq = seq
+        self.method = method
+        self.shared = shared
+        self.todo = todo
+        self.primed: set[int] = set()
+        self.moving: dict[int, tuple[int, int, tuple]] = {}
+        self.results: dict[int, Any] = {}
+
+    def thieves(self) -> set[int]:
+        """Workers waiting for a stolen object."""
+        return {thief for _, thief, _ in self.moving.values()}
+
+
 class ProcessPool:
-    """Objects resident in long-lived worker processes.
+    """Objects resident in long-lived worker processes, with work stealing.
 
     ``n_workers`` worker processes are started once (per pool, i.e. once per
-    ``host()``); object ``i`` lives in worker ``i % n_workers`` (a fixed,
-    deterministic assignment). The objects are sent with cloudpickle (so classes
+    ``host()``); object ``i`` is placed in worker ``i % n_workers`` and lives there
+    until a steal moves it (below). The objects are sent with cloudpickle (so classes
     defined in functions or ``__main__`` work), each worker's objects in *one* pickle,
     so an array they share (the public pool) is sent once per worker. Afterwards only a
     ``call``'s arguments go down (``shared`` pickled once and sent once per worker) and
     its results come up.
 
-    A worker runs its calls one after the other, in key order, and sends each result
-    back as soon as it is done. With a ``timeout`` (seconds from the start of the
-    ``call``) the pool returns at the deadline with the results that arrived and a
-    :class:`~cotrain.runtime.Straggler` (``index``: position among the sorted keys) for
-    the rest. The workers are told to skip the calls they have not started; a call
-    already running finishes in its worker, which keeps whatever state that call gave
-    the object, and its late result is recognised (calls are numbered) and dropped.
+    **Scheduling.** The pool hands each worker one method call at a time (of the
+    objects living there, in key order) and the next one when its result comes back,
+    so it always knows which calls have not started. A worker that is idle, with
+    nothing left of this ``call`` among its own objects, *steals*: from the worker
+    with the most calls not started (the lowest-numbered on a tie) it takes the last
+    one, once that worker's running call has run for ``steal_after`` seconds. The
+    victim's reader thread pickles that object (which is not running), sends it back
+    and forgets it, even while the victim's main thread runs another object's method
+    (the reader thread needs the GIL: a method that holds it for long delays a steal);
+    the pool sends the object with its call to the thief, which keeps it from then on
+    (see :meth:`held_by` and :attr:`placement`). An object moves whole, so results
+    do not depend on where it runs; a fast object is not made to wait behind a slow
+    one in its worker while another worker is idle. A stolen object carries its own
+    copy of what it shared with the objects of its old worker (an array such as the
+    public pool), so objects must not rely on sharing mutable state; an object that
+    its worker cannot pickle is never moved (its call runs where it is). Handing out one
+    call at a time costs one message round trip per call (well under a millisecond),
+    and no call is ever queued in a worker where it could not be stolen from.
+    ``steal_after`` keeps objects in place when calls are short: a steal moves a whole
+    object, which costs more than waiting a moment for a victim about to finish.
+
+    **Timeouts.** With a ``timeout`` (seconds from the start of the ``call``) the
+    pool returns at the deadline with the results that arrived and a
+    :class:`~cotrain.runtime.Straggler` (``index``: position among the sorted keys)
+    for the rest. A call that had not started by then is not run (an object already
+    on its way to a thief arrives there, without running). A call already running
+    finishes in its worker, which keeps whatever state that call gave the object,
+    and its late result is recognised (calls are numbered) and dropped; until then
+    that worker takes no new call, but idle workers may steal its objects' calls.
 
     Workers are fresh interpreters (spawned with ``subprocess`` and ``exec``, never
     forked, so torch and OpenMP threads in this process are safe), started with this
@@ -497,10 +584,11 @@ class ProcessPool:
     the ``cotrain`` package until an object needs it. Each worker's BLAS and
     OpenMP threads are capped at ``threads_per_worker`` as loky does (the
     ``*_NUM_THREADS`` variables, unless already set, and threadpoolctl), so the workers
-    do not oversubscribe the cores. A worker that dies (segfault, killed) makes the
-    pool raise :class:`WorkerDiedError` naming the objects it held, and close. Workers
-    are stopped by :meth:`close`, on leaving the ``with`` block (exception or not), and
-    when the pool is garbage-collected. POSIX only.
+    do not oversubscribe the cores. A worker that dies (segfault, killed), also while
+    an object is being moved, makes the pool raise :class:`WorkerDiedError` naming the
+    objects it held, and close. Workers are stopped by :meth:`close`, on leaving the
+    ``with`` block (exception or not), and when the pool is garbage-collected. POSIX
+    only.
 
     Parameters
     ----------
@@ -514,13 +602,19 @@ class ProcessPool:
         BLAS/OpenMP threads per worker (``None``: cores // ``n_workers``, at least 1).
     shutdown_timeout : float, default=5.0
         Seconds :meth:`close` lets a worker finish a running call before terminating it.
+    steal_after : float or None, default=0.1
+        An idle worker steals a call not yet started from a worker whose running call
+        has run this many seconds; ``None``: never (objects stay where they were
+        placed, and a worker's calls run one after the other).
 
     Attributes
     ----------
     n_workers : int
         Number of worker processes.
     pids : list of int
-        Their process ids (worker ``w`` holds objects ``w, w + n_workers, ...``).
+        Their process ids.
+    placement : list of int
+        The worker each object lives in.
 
     Examples
     --------
@@ -528,9 +622,11 @@ class ProcessPool:
     ...     pool.call("append", {0: (10,), 1: (20,)})  # runs in the workers
     ...     pool.call("count", {0: (), 1: ()}, shared=(20,))
     ...     pool.get()  # copies of the objects, as the workers hold them
+    ...     pool.placement
     {0: None, 1: None}
     {0: 0, 1: 1}
     [[1, 10], [2, 3, 20]]
+    [0, 1]
     """
 
     def __init__(
@@ -540,6 +636,7 @@ class ProcessPool:
         timeout: float | None = None,
         threads_per_worker: int | None = None,
         shutdown_timeout: float = 5.0,
+        steal_after: float | None = 0.1,
     ) -> None:
         from joblib import cpu_count
 
@@ -557,13 +654,22 @@ class ProcessPool:
             raise ValueError(
                 f"threads_per_worker must be an int >= 1 or None, got {threads_per_worker!r}"
             )
+        if steal_after is not None and (
+            not isinstance(steal_after, int | float) or not steal_after >= 0
+        ):
+            raise ValueError(f"steal_after must be a number >= 0 or None, got {steal_after!r}")
         self._n = len(objects)
         self.n_workers = min(n_workers, max(1, self._n))
         self.timeout = timeout
+        self.steal_after = steal_after
         self.threads_per_worker = threads_per_worker or max(1, cores // self.n_workers)
         self._seq = itertools.count()
         self._broken: str | None = None
         self._closed = False
+        self._home = [i % self.n_workers for i in range(self._n)]
+        # per worker, the call it is running: (call number, object id, when it was sent)
+        self._busy: list[tuple[int, int, float] | None] = [None] * self.n_workers
+        self._pinned: set[int] = set()  # objects that could not be pickled: never stolen
         self._procs: list[subprocess.Popen] = []
         self._conns: list[mp_connection.Connection] = []
         self._sentinels: list[int | None] = []
@@ -612,9 +718,26 @@ class ProcessPool:
         """Process ids of the workers."""
         return [proc.pid for proc in self._procs]
 
+    @property
+    def placement(self) -> list[int]:
+        """The worker each object lives in: ``placement[i]`` holds object ``i``.
+
+        Starts as ``i % n_workers``; a steal moves an object to the thief.
+        """
+        return list(self._home)
+
     def held_by(self, worker: int) -> list[int]:
-        """Ids of the objects that live in worker ``worker``."""
-        return list(range(worker, self._n, self.n_workers))
+        """Ids of the objects that live in worker ``worker``, in increasing order.
+
+        Parameters
+        ----------
+        worker : int
+
+        Returns
+        -------
+        list of int
+        """
+        return [i for i, home in enumerate(self._home) if home == worker]
 
     def __enter__(self) -> ProcessPool:
         return self
@@ -665,11 +788,15 @@ class ProcessPool:
             self._died(w)
 
     def _recv(self, w: int) -> tuple[str, int, Any, list[bytes]]:
+        """The next message from worker ``w``; a call's result frees the worker."""
         try:
-            return _receive_message(self._conns[w])
+            message = _receive_message(self._conns[w])
         except (EOFError, OSError):
             self._died(w)
             raise  # unreachable: _died raises
+        if message[0] in ("done", "raised"):
+            self._busy[w] = None
+        return message
 
     def _wait(self, workers: Sequence[int], deadline: float | None) -> list[int]:
         """Workers among ``workers`` with a message to read; ``[]`` at the deadline.
@@ -712,7 +839,11 @@ class ProcessPool:
         return err
 
     def _request(self, kind: str, messages: Mapping[int, tuple[Any, list[bytes]]]) -> dict:
-        """Send one command to some workers and wait for each one's reply frames."""
+        """Send one command to some workers and wait for each one's reply frames.
+
+        A worker still running a straggler answers once that call is done (its late
+        result is dropped).
+        """
         seq = next(self._seq)
         for w, (meta, frames) in messages.items():
             self._post(w, kind, seq, meta, *frames)
@@ -731,9 +862,114 @@ class ProcessPool:
     def _load(self, objects: Mapping[int, Any]) -> None:
         groups: dict[int, dict[int, Any]] = {}
         for i, obj in objects.items():
-            groups.setdefault(i % self.n_workers, {})[i] = obj
+            groups.setdefault(self._home[i], {})[i] = obj
         # one pickle per worker: what its objects share is sent (and rebuilt) once
         self._request("load", {w: (None, [_dumps(group)]) for w, group in groups.items()})
+
+    # ------------------------------------------------------------- scheduling
+    def _run(
+        self, state: _CallState, w: int, i: int, args: tuple, obj: bytes | None = None
+    ) -> None:
+        """Send object ``i``'s call to worker ``w`` (with the object itself if stolen)."""
+        frames = [_dumps(args)]
+        with_shared = w not in state.primed
+        if with_shared:
+            frames.append(state.shared)
+        if obj is not None:
+            frames.append(obj)
+        self._post(w, "run", state.seq, (state.method, i, with_shared, obj is not None), *frames)
+        state.primed.add(w)
+        self._busy[w] = (state.seq, i, time.perf_counter())
+
+    def _dispatch(self, state: _CallState) -> None:
+        """Give every idle worker the next call of its own objects."""
+        thieves = state.thieves()
+        for w in range(self.n_workers):
+            if self._busy[w] is None and w not in thieves and state.todo[w]:
+                i, args = state.todo[w].pop(0)
+                self._run(state, w, i, args)
+
+    def _stealable(self, state: _CallState, w: int) -> list[int]:
+        """Positions in ``todo[w]`` of calls whose object may move (not running, not pinned)."""
+        busy = self._busy[w]
+        running = None if busy is None else busy[1]
+        return [
+            pos
+            for pos, (i, _) in enumerate(state.todo[w])
+            if i != running and i not in self._pinned
+        ]
+
+    def _steal(self, state: _CallState) -> float | None:
+        """Start steals for the idle workers with nothing left of their own.
+
+        Victim: the worker with the most stealable calls not started (the
+        lowest-numbered on a tie) whose running call has run ``steal_after`` seconds;
+        the thief takes its last one. Returns when a victim becomes eligible, if one
+        is waited for (``None`` otherwise).
+        """
+        if self.steal_after is None:
+            return None
+        thieves = state.thieves()
+        idle = [
+            w
+            for w in range(self.n_workers)
+            if self._busy[w] is None and w not in thieves and not state.todo[w]
+        ]
+        wake: float | None = None
+        for thief in idle:
+            now = time.perf_counter()
+            best: tuple[int, list[int]] | None = None
+            for victim in range(self.n_workers):
+                stealable = self._stealable(state, victim) if victim != thief else []
+                if not stealable:
+                    continue
+                busy = self._busy[victim]
+                eligible = now if busy is None else busy[2] + self.steal_after
+                if eligible > now:
+                    wake = eligible if wake is None else min(wake, eligible)
+                elif best is None or len(stealable) > len(best[1]):
+                    best = (victim, stealable)
+            if best is None:
+                continue
+            victim, stealable = best
+            i, args = state.todo[victim].pop(stealable[-1])
+            state.moving[i] = (victim, thief, args)
+            self._post(victim, "release", state.seq, i)
+        return wake
+
+    def _handle(self, state: _CallState, w: int, message: tuple) -> None:
+        """Act on a message from worker ``w`` during a call."""
+        kind, seq, i, frames = message
+        if seq != state.seq:
+            return  # a late result of an earlier call: dropped (the worker is free)
+        if kind == "done":
+            state.results[i] = pickle.loads(frames[0])
+        elif kind == "raised":
+            raise self._remote_error(w, i, state.method, frames[0])
+        elif kind == "released":  # a stolen object: it goes with its call to the thief
+            _, thief, args = state.moving.pop(i)
+            self._home[i] = thief
+            self._run(state, thief, i, args, obj=frames[0])
+        elif kind == "refused":  # it cannot be pickled: it stays, and runs there
+            victim, _, args = state.moving.pop(i)
+            self._pinned.add(i)
+            state.todo[victim].append((i, args))
+            state.todo[victim].sort(key=operator.itemgetter(0))
+
+    def _settle(self, state: _CallState) -> None:
+        """Finish the steals in flight without running their calls (end of a call)."""
+        while state.moving:
+            victims = sorted({victim for victim, _, _ in state.moving.values()})
+            for w in self._wait(victims, None):
+                kind, seq, i, frames = self._recv(w)
+                if seq != state.seq or kind not in ("released", "refused"):
+                    continue  # results read now are late: dropped
+                _, thief, _ = state.moving.pop(i)
+                if kind == "released":
+                    self._home[i] = thief
+                    self._request("adopt", {thief: (i, [frames[0]])})
+                else:
+                    self._pinned.add(i)
 
     # -------------------------------------------------------------------- the API
     def call(
@@ -743,7 +979,7 @@ class ProcessPool:
         shared: tuple = (),
         timeout: float | None = None,
     ) -> dict[int, Any]:
-        """Call ``getattr(objects[i], method)(*shared, *args[i])`` in object ``i``'s worker.
+        """Call ``getattr(objects[i], method)(*shared, *args[i])`` where object ``i`` lives.
 
         Parameters
         ----------
@@ -766,8 +1002,7 @@ class ProcessPool:
         ------
         Exception
             The first exception raised by a method (its worker traceback as
-            ``__cause__``); the workers skip the calls of this ``call`` they have not
-            started.
+            ``__cause__``); the calls of this ``call`` not started are not run.
         WorkerDiedError
             When a worker died; the pool is closed.
         """
@@ -777,34 +1012,34 @@ class ProcessPool:
         start = time.perf_counter()
         deadline = None if timeout is None else start + timeout
         seq = next(self._seq)
-        groups: dict[int, list[tuple[int, tuple]]] = {}
+        todo: dict[int, list[tuple[int, tuple]]] = {w: [] for w in range(self.n_workers)}
         for i in keys:
-            groups.setdefault(i % self.n_workers, []).append((i, tuple(args[i])))
-        shared_frame = _dumps(shared)
-        for w, items in groups.items():
-            self._post(w, "call", seq, method, _dumps(items), shared_frame)
-        pending = {w: {i for i, _ in items} for w, items in groups.items()}
-        results: dict[int, Any] = {}
-        while pending:
-            ready = self._wait(sorted(pending), deadline)
-            if not ready:
-                break  # the deadline
-            for w in ready:
-                kind, got_seq, i, frames = self._recv(w)
-                if got_seq != seq:
-                    continue  # a late result of an earlier call: dropped
-                if kind == "error":
-                    for other in pending:
-                        if other != w:
-                            self._post(other, "cancel", seq, None)
-                    raise self._remote_error(w, i, method, frames[0])
-                results[i] = pickle.loads(frames[0])
-                pending[w].discard(i)
-                if not pending[w]:
-                    del pending[w]
-        elapsed = time.perf_counter() - start
-        for w in pending:  # skip what has not started; what runs finishes, unread
-            self._post(w, "cancel", seq, None)
+            todo[self._home[i]].append((i, tuple(args[i])))
+        state = _CallState(seq, method, _dumps(shared), todo)
+        workers = list(range(self.n_workers))
+        try:
+            while True:
+                self._dispatch(state)
+                wake = self._steal(state)
+                if not (
+                    any(todo.values())
+                    or state.moving
+                    or any(busy is not None and busy[0] == seq for busy in self._busy)
+                ):
+                    break  # everything came back
+                until = min((t for t in (deadline, wake) if t is not None), default=None)
+                ready = self._wait(workers, until)
+                if deadline is not None and time.perf_counter() >= deadline:
+                    break  # what is read from now on is late; nothing more starts
+                for w in ready:
+                    self._handle(state, w, self._recv(w))
+            elapsed = time.perf_counter() - start
+            self._settle(state)
+        except BaseException:
+            if self._broken is None and not self._closed:
+                self._settle(state)  # no object is left half-way between two workers
+            raise
+        results = state.results
         return {
             i: results[i] if i in results else Straggler(pos, elapsed) for pos, i in enumerate(keys)
         }
@@ -830,7 +1065,7 @@ class ProcessPool:
         )
         groups: dict[int, list[int]] = {}
         for i in dict.fromkeys(ids):
-            groups.setdefault(i % self.n_workers, []).append(i)
+            groups.setdefault(self._home[i], []).append(i)
         replies = self._request("get", {w: (group, []) for w, group in groups.items()})
         found: dict[int, Any] = {}
         for w, group in groups.items():
@@ -838,7 +1073,7 @@ class ProcessPool:
         return [found[i] for i in ids]
 
     def put(self, objects: Mapping[int, Any]) -> None:
-        """Replace object ``i`` by ``objects[i]`` in its worker (one pickle per worker).
+        """Replace object ``i`` by ``objects[i]`` where it lives (one pickle per worker).
 
         Parameters
         ----------

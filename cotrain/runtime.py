@@ -169,7 +169,9 @@ def _ready() -> None:
 class JoblibRuntime:
     """Run client steps in joblib worker processes (loky backend).
 
-    The pool is opened once per ``fit`` and reused across rounds. joblib memory-maps
+    The loky pool is opened by the first :meth:`map` of a ``with`` block (a ``fit``)
+    and reused until the block ends; a block that only uses :meth:`host` never starts
+    it. joblib memory-maps
     large arrays such as the public pool instead of copying them into every task, and
     loky limits BLAS/OpenMP threads per worker so workers do not oversubscribe cores.
 
@@ -182,8 +184,8 @@ class JoblibRuntime:
     behaves as in :class:`SequentialRuntime`.
 
     :meth:`host` keeps objects resident in ``n_jobs`` worker processes of their own
-    (a :class:`cotrain.pools.ProcessPool`, closed at the latest when the ``with``
-    block ends), or in this process with ``n_jobs=1``.
+    (a :class:`cotrain.pools.ProcessPool`, with work stealing, closed at the latest
+    when the ``with`` block ends), or in this process with ``n_jobs=1``.
 
     Parameters
     ----------
@@ -202,26 +204,39 @@ class JoblibRuntime:
     def __init__(self, n_jobs: int, timeout: float | None = None) -> None:
         self.n_jobs = n_jobs
         self.timeout = timeout
+        self._entered = False
         self._parallel: Parallel | None = None
         self._pools: list[Any] = []
 
     def __enter__(self) -> JoblibRuntime:
-        from joblib import effective_n_jobs
-
-        self._parallel = Parallel(n_jobs=self.n_jobs, backend="loky")
-        self._parallel.__enter__()
-        # start the workers now, so that round 1's clock (and its timeout) measures the
-        # clients, not the pool's start-up; round 1 would pay this time anyway
-        self._parallel(delayed(_ready)() for _ in range(effective_n_jobs(self.n_jobs)))
+        # the loky workers start with the first map (see _started_parallel): a fit that
+        # only hosts its clients (host) never starts them
+        self._entered = True
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._entered = False
         pools, self._pools = self._pools, []
         for pool in pools:
             pool.close()
         if self._parallel is not None:
             self._parallel.__exit__(*exc_info)
             self._parallel = None
+
+    def _started_parallel(self) -> Parallel:
+        """joblib's pool, its loky workers started on the first call."""
+        if not self._entered:
+            raise RuntimeError("JoblibRuntime.map must be called inside a `with` block")
+        if self._parallel is None:
+            from joblib import effective_n_jobs
+
+            parallel = Parallel(n_jobs=self.n_jobs, backend="loky")
+            parallel.__enter__()
+            self._parallel = parallel
+            # start the workers before map's clock does, so that its timeout measures
+            # the tasks, not the pool's start-up (which the first map pays anyway)
+            parallel(delayed(_ready)() for _ in range(effective_n_jobs(self.n_jobs)))
+        return self._parallel
 
     def map(
         self,
@@ -245,13 +260,12 @@ class JoblibRuntime:
         list
             One result per task, in task order; :class:`Straggler` for late tasks.
         """
-        if self._parallel is None:
-            raise RuntimeError("JoblibRuntime.map must be called inside a `with` block")
         timeout = _timeout(timeout, self.timeout)
+        parallel = self._started_parallel()
         if timeout is None:
-            return list(self._parallel(delayed(fn)(*task) for task in tasks))
+            return list(parallel(delayed(fn)(*task) for task in tasks))
         # joblib's own pool (memory-mapping loky executor); private, hence the fallback
-        executor = getattr(getattr(self._parallel, "_backend", None), "_workers", None)
+        executor = getattr(getattr(parallel, "_backend", None), "_workers", None)
         if executor is None:  # n_jobs=1: joblib runs in this process
             return SequentialRuntime().map(fn, tasks, timeout=timeout)
         start = time.perf_counter()
@@ -274,7 +288,9 @@ class JoblibRuntime:
         Parameters
         ----------
         objects : sequence
-            Object ``i`` is ``objects[i]``; it lives in worker ``i % n_workers``.
+            Object ``i`` is ``objects[i]``; it is placed in worker ``i % n_workers``
+            and moves when an idle worker steals its call (see
+            :class:`~cotrain.pools.ProcessPool`).
 
         Returns
         -------
@@ -298,7 +314,7 @@ class JoblibRuntime:
 
         from cotrain.pools import InProcessPool, ProcessPool
 
-        if self._parallel is None:
+        if not self._entered:
             raise RuntimeError("JoblibRuntime.host must be called inside a `with` block")
         n_workers = effective_n_jobs(self.n_jobs)
         if n_workers == 1:

@@ -249,19 +249,20 @@ def test_exception_carries_the_worker_traceback(process_pool):
 def test_timeout_returns_finished_results_and_drops_late_ones(process_pool):
     process_pool.put({i: Sleeper() for i in range(N)})
     process_pool.call("nap", {i: ("warm", 0.0) for i in range(N)})
-    # worker 1 naps on object 1; object 3 waits behind it in the same worker
+    # worker 1 naps on object 1; object 3, queued behind it, is stolen by idle worker 0
+    # (before work stealing it waited there and straggled: see test_straggler_...)
     args = {0: ("a", 0.0), 1: ("a", 1.5), 2: ("a", 0.0), 3: ("a", 0.0)}
     start = time.perf_counter()
     out = process_pool.call("nap", args, timeout=0.5)
     assert time.perf_counter() - start < 1.2  # returned at the deadline, not after the nap
     assert out[0] == "a" and out[2] == "a"  # streamed back before the deadline
     assert out[1] == Straggler(1, out[1].elapsed) and 0.5 <= out[1].elapsed < 1.5
-    assert out[3] == Straggler(3, out[3].elapsed)
+    assert out[3] == "a" and process_pool.held_by(0) == [0, 2, 3]
     # the next call gets its own results, not call k's late one (tagged and dropped)
     assert process_pool.call("nap", {i: ("b", 0.0) for i in range(N)}) == {i: "b" for i in range(N)}
     calls = [s.calls for s in process_pool.get()]
     assert calls[1] == ["warm", "a", "b"]  # the running straggler finished, state kept
-    assert calls[3] == ["warm", "b"]  # the queued one was skipped
+    assert calls[3] == ["warm", "a", "b"]  # the stolen one ran in worker 0
     assert calls[0] == calls[2] == ["warm", "a", "b"]
 
 
@@ -313,7 +314,8 @@ def test_default_timeout(process_pool):
     try:
         assert process_pool.call("nap", {0: ("a", 0.0)}) == {0: "a"}
         out = process_pool.call("nap", {0: ("b", 0.8), 2: ("b", 0.0)})
-        assert isinstance(out[0], Straggler) and isinstance(out[2], Straggler)
+        # object 2's call, queued behind object 0's nap, was stolen by the idle worker
+        assert isinstance(out[0], Straggler) and out[2] == "b"
         assert process_pool.call("nap", {0: ("c", 0.8)}, timeout=30) == {0: "c"}
     finally:
         process_pool.timeout = None
@@ -361,6 +363,139 @@ def test_process_pool_rejects_bad_arguments():
         ProcessPool([1], n_workers=1, threads_per_worker=0)
 
 
+# ------------------------------------------------------------------- work stealing
+class Napper(Counter):
+    """A counter whose ``step`` may nap first; ``pid`` says where it lives."""
+
+    def nap_step(self, seconds, x=0):
+        time.sleep(seconds)
+        return self.step(x)
+
+    def pid(self):
+        return os.getpid()
+
+
+class Unpicklable(Napper):
+    """Cannot be pickled once ``arm`` ran in its worker (it then holds a lock)."""
+
+    def arm(self):
+        self.lock = threading.Lock()
+
+
+class SlowToPickle(Napper):
+    """Pickling it takes ``seconds`` once ``arm`` ran in its worker."""
+
+    armed = 0.0
+
+    def arm(self, seconds):
+        self.armed = seconds
+
+    def __getstate__(self):
+        time.sleep(self.armed)
+        return dict(self.__dict__)
+
+
+def test_a_stolen_object_moves_whole_and_stays():
+    """Object 2 waits behind object 0's nap in worker 0; idle worker 1 steals it, with its
+    state, and keeps it: the same results as in this process."""
+
+    def rounds(pool):
+        out = [pool.call("nap_step", {i: (0.0, 10 * i) for i in range(N)}) for _ in range(2)]
+        out.append(pool.call("nap_step", {0: (1.0,), 1: (0.0,), 2: (0.0, 5), 3: (0.0,)}))
+        out.append(pool.call("step", {2: (0,)}))
+        return out, [c.count for c in pool.get()]
+
+    expected = rounds(InProcessPool([Napper(start=i) for i in range(N)]))
+    with ProcessPool([Napper(start=i) for i in range(N)], n_workers=2) as pool:
+        assert pool.placement == [0, 1, 0, 1] and pool.held_by(0) == [0, 2]
+        assert rounds(pool) == expected  # object 2 counted 3, 4, then 5 and 6 in worker 1
+        assert pool.placement == [0, 1, 1, 1]
+        assert pool.held_by(0) == [0] and pool.held_by(1) == [1, 2, 3]
+        pids = pool.call("pid", {i: () for i in range(N)})
+        assert pids == {0: pool.pids[0], 1: pool.pids[1], 2: pool.pids[1], 3: pool.pids[1]}
+        assert all(type(c) is Napper for c in pool.get())  # the same class came back
+        pool.put({2: Napper(start=100)})  # put replaces it where it lives now
+        assert pool.call("pid", {2: ()}) == {2: pool.pids[1]}
+        assert pool.call("step", {2: (0,)}) == {2: 101}
+
+
+def test_straggler_is_only_the_slow_object():
+    """The trainer's straggler scenario at pool level: slow object 0, fast 1 and 2 over
+    2 workers (2 lives behind 0 in worker 0); only 0 straggles."""
+    with ProcessPool([Sleeper() for _ in range(3)], n_workers=2) as pool:
+        pool.call("nap", {i: ("warm", 0.0) for i in range(3)})
+        out = pool.call("nap", {0: ("slow", 1.5), 1: ("a", 0.0), 2: ("a", 0.0)}, timeout=0.75)
+        assert out[1] == out[2] == "a"
+        assert out[0] == Straggler(0, out[0].elapsed) and 0.75 <= out[0].elapsed < 1.5
+        assert pool.held_by(0) == [0] and pool.held_by(1) == [1, 2]
+        # worker 0 still runs 0's late nap: the others' calls need not wait for it
+        start = time.perf_counter()
+        out = pool.call("nap", {1: ("b", 0.0), 2: ("b", 0.0)}, timeout=0.5)
+        assert out == {1: "b", 2: "b"} and time.perf_counter() - start < 0.5
+        assert pool.call("nap", {i: ("c", 0.0) for i in range(3)}) == {i: "c" for i in range(3)}
+        assert [s.calls for s in pool.get()] == [
+            ["warm", "slow", "c"],  # the running straggler finished, its result dropped
+            ["warm", "a", "b", "c"],
+            ["warm", "a", "b", "c"],
+        ]
+
+
+def test_queued_calls_straggle_when_every_worker_is_busy():
+    """Both workers nap, so object 2's call is still not started at the deadline: it
+    straggles, does not run, and its object stays where it was."""
+    with ProcessPool([Sleeper() for _ in range(3)], n_workers=2) as pool:
+        pool.call("nap", {i: ("warm", 0.0) for i in range(3)})
+        args = {0: ("slow", 1.0), 1: ("slow", 1.0), 2: ("a", 0.0)}
+        out = pool.call("nap", args, timeout=0.5)
+        assert all(isinstance(out[i], Straggler) for i in range(3))
+        assert [o.index for o in out.values()] == [0, 1, 2]
+        assert pool.placement == [0, 1, 0]
+        assert [s.calls for s in pool.get()] == [["warm", "slow"], ["warm", "slow"], ["warm"]]
+
+
+def test_steal_after_none_keeps_the_static_placement():
+    with ProcessPool([Sleeper() for _ in range(3)], n_workers=2, steal_after=None) as pool:
+        out = pool.call("nap", {0: ("slow", 0.8), 1: ("a", 0.0), 2: ("a", 0.0)}, timeout=0.4)
+        assert out[1] == "a" and isinstance(out[0], Straggler) and isinstance(out[2], Straggler)
+        assert pool.placement == [0, 1, 0]
+    with pytest.raises(ValueError, match="steal_after"):
+        ProcessPool([1], n_workers=1, steal_after=-1)
+
+
+def test_an_object_that_cannot_be_pickled_is_not_stolen():
+    with ProcessPool([Napper(), Napper(), Unpicklable()], n_workers=2) as pool:
+        pool.call("arm", {2: ()})
+        out = pool.call("nap_step", {0: (0.5,), 1: (0.0,), 2: (0.0,)})
+        assert out == {0: 1, 1: 1, 2: 1}  # the release was refused: 2 ran behind 0
+        assert pool.placement == [0, 1, 0]
+        assert pool.call("nap_step", {0: (0.3,), 2: (0.0,)}) == {0: 2, 2: 2}  # not retried
+        assert pool.call("pid", {2: ()}) == {2: pool.pids[0]}
+
+
+def test_a_steal_in_flight_at_the_deadline_lands_without_running():
+    """Object 2 is being pickled in worker 0 when the deadline comes: its call
+    straggles, the object arrives in worker 1 all the same and has not run."""
+    with ProcessPool([Napper(), Napper(), SlowToPickle()], n_workers=2) as pool:
+        pool.call("arm", {2: (0.6,)})
+        out = pool.call("nap_step", {0: (1.0,), 1: (0.0,), 2: (0.0,)}, timeout=0.4)
+        assert out[1] == 1 and isinstance(out[0], Straggler) and isinstance(out[2], Straggler)
+        assert pool.placement == [0, 1, 1]
+        assert pool.call("step", {2: (0,)}) == {2: 1}  # its straggling call never ran
+        assert pool.call("pid", {2: ()}) == {2: pool.pids[1]}
+
+
+def test_victim_killed_during_a_steal_raises_naming_its_objects():
+    pool = ProcessPool([Napper(), Napper(), SlowToPickle()], n_workers=2)
+    pids = pool.pids
+    pool.call("arm", {2: (30.0,)})  # releasing object 2 will take 30 s
+    threading.Timer(0.5, os.kill, (pids[0], signal.SIGKILL)).start()
+    start = time.perf_counter()
+    with pytest.raises(WorkerDiedError, match=r"worker 0 .*SIGKILL.* objects \[0, 2\]"):
+        pool.call("nap_step", {0: (30.0,), 1: (0.0,), 2: (0.0,)})
+    assert time.perf_counter() - start < 10
+    assert_gone(pids)
+
+
 # ------------------------------------------------------------------------- runtimes
 def test_runtimes_host_pools():
     with SequentialRuntime(timeout=7) as rt, rt.host([Counter()]) as pool:
@@ -375,6 +510,18 @@ def test_runtimes_host_pools():
     assert_gone(pids)  # closed with the runtime
     with pytest.raises(RuntimeError, match="inside a `with` block"):
         JoblibRuntime(n_jobs=2).host([Counter()])
+
+
+def test_joblib_runtime_starts_loky_only_for_map():
+    with JoblibRuntime(n_jobs=2) as rt:
+        with rt.host([Counter() for _ in range(N)]) as pool:
+            assert script(pool) == EXPECTED
+        assert rt._parallel is None  # a fit that only hosts its clients starts no loky pool
+        assert rt.map(pow, [(2, 3), (3, 2)], timeout=30) == [8, 9]
+        assert rt._parallel is not None
+    assert rt._parallel is None
+    with pytest.raises(RuntimeError, match="inside a `with` block"):
+        rt.map(pow, [(2, 3)])
 
 
 class MapOnly:
