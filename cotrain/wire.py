@@ -645,7 +645,31 @@ def _check_state(wire: WireFormat, state: Any, keeps_codes: bool, side: str) -> 
     return round_, wire._check_codes(codes, "state['codes']").copy()
 
 
-class UploadSender:
+class _LastUpload:
+    """What both ends of the wire keep of one client: the round of its last upload and,
+    where delta coding needs them, that upload's codes."""
+
+    def __init__(self, wire: WireFormat) -> None:
+        if not isinstance(wire, WireFormat):
+            raise TypeError(f"wire must be a WireFormat, got {type(wire).__name__}")
+        self.wire = wire
+        self._round = 0
+        self._codes: np.ndarray | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"round": int, "codes": ndarray or None}``: the last upload (copies).
+
+        Examples
+        --------
+        >>> from cotrain.wire import WireFormat
+        >>> WireFormat(3, 2).sender().state_dict()
+        {'round': 0, 'codes': None}
+        """
+        codes = None if self._codes is None else self._codes.copy()
+        return {"round": self._round, "codes": codes}
+
+
+class UploadSender(_LastUpload):
     """A client's side of the wire: encodes its uploads and keeps its last one.
 
     Keeps the round of its last upload and, for hard labels, that upload's codes: the
@@ -676,12 +700,6 @@ class UploadSender:
     514
     """
 
-    def __init__(self, wire: WireFormat) -> None:
-        if not isinstance(wire, WireFormat):
-            raise TypeError(f"wire must be a WireFormat, got {type(wire).__name__}")
-        self.wire = wire
-        self._round = 0
-        self._codes: np.ndarray | None = None
 
     def encode(self, labels: Any, round: int, ref_round: int) -> bytes:
         """Encode this round's upload and remember it.
@@ -724,17 +742,6 @@ class UploadSender:
             self._codes = np.array(labels, dtype=np.int64)
         return data
 
-    def state_dict(self) -> dict[str, Any]:
-        """``{"round": int, "codes": ndarray or None}``: the last upload (copies).
-
-        Examples
-        --------
-        >>> from cotrain.wire import WireFormat
-        >>> WireFormat(3, 2).sender().state_dict()
-        {'round': 0, 'codes': None}
-        """
-        codes = None if self._codes is None else self._codes.copy()
-        return {"round": self._round, "codes": codes}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a :meth:`state_dict` (validated against the format).
@@ -759,7 +766,7 @@ class UploadSender:
         return f"UploadSender(round={self._round}, wire={self.wire!r})"
 
 
-class UploadReceiver:
+class UploadReceiver(_LastUpload):
     """The server's side of the wire for one client: decodes its uploads.
 
     Keeps the round of the client's last upload it decoded (:attr:`ref_round`, which the
@@ -789,12 +796,6 @@ class UploadReceiver:
     refused; ref_round stays 1
     """
 
-    def __init__(self, wire: WireFormat) -> None:
-        if not isinstance(wire, WireFormat):
-            raise TypeError(f"wire must be a WireFormat, got {type(wire).__name__}")
-        self.wire = wire
-        self._round = 0
-        self._codes: np.ndarray | None = None
 
     @property
     def ref_round(self) -> int:
@@ -839,17 +840,6 @@ class UploadReceiver:
             self._codes = labels.copy()
         return labels
 
-    def state_dict(self) -> dict[str, Any]:
-        """``{"round": int, "codes": ndarray or None}``: the last decoded upload (copies).
-
-        Examples
-        --------
-        >>> from cotrain.wire import WireFormat
-        >>> WireFormat(3, 2).receiver().state_dict()
-        {'round': 0, 'codes': None}
-        """
-        codes = None if self._codes is None else self._codes.copy()
-        return {"round": self._round, "codes": codes}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back a :meth:`state_dict` (validated against the format).
