@@ -252,9 +252,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         if not finished:
             self._run(start, checkpoint)
         self.n_rounds_ = len(self.history_)
-        warned = self._federation.server.warnings
-        summarise_warnings(warned, stacklevel=3)
-        self.learner_warnings_ = dict(warned)
+        self.learner_warnings_ = dict(self._federation.server.warnings)
+        summarise_warnings(self._federation.server.warnings, stacklevel=3)
         return self
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:
@@ -296,20 +295,21 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """The round loop, with the clients resident where the runtime keeps them."""
         fed = self._federation
         progress = ProgressBar(self.verbose)
-        own = [checkpoint, fed.ledger and PrivacyBudget(fed.ledger), progress]
-        if self.early_stopping is not None:
-            own.append(EarlyStopping(self.early_stopping))
-        callbacks = [c for c in own if c] + list(self.callbacks or [])
-        run_round = partial(fed.run_round, timeout=self.round_timeout)
+        own = [
+            checkpoint,
+            None if fed.ledger is None else PrivacyBudget(fed.ledger),
+            progress,
+            None if self.early_stopping is None else EarlyStopping(self.early_stopping),
+        ]
+        callbacks = [c for c in own if c is not None] + list(self.callbacks or [])
         try:
             with (
                 make_runtime(self.n_jobs, self.runtime) as runtime,
                 host_objects(runtime, fed.clients) as fed.pool,
             ):
-                loop = RoundLoop(
-                    run_round, fed.sampler.sample, self.rounds, callbacks, fed.history, start,
-                    owner=self,
-                )  # fmt: skip
+                run_round = partial(fed.run_round, timeout=self.round_timeout)
+                loop = RoundLoop(run_round, fed.sampler.sample, self.rounds, callbacks,
+                                 fed.history, start, owner=self)  # fmt: skip
                 self.stopped_reason_ = loop.run()
                 fed.clients = fed.pool.get()  # the fitted models come back once
         finally:
@@ -320,13 +320,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     def _open_checkpoint(
         self, estimators: list[Any], data: FitData, resume: bool
     ) -> CheckpointCallback | None:
-        params = self.get_params(deep=False)
-        for name in NOT_IN_FINGERPRINT:  # what the result does not depend on
-            params.pop(name)
+        params = {  # what the result depends on
+            k: v for k, v in self.get_params(deep=False).items() if k not in NOT_IN_FINGERPRINT
+        }
         checkpointer = open_checkpointer(self.checkpoint_dir, resume, estimators, params, data)
-        if checkpointer is None:
-            return None
-        return CheckpointCallback(checkpointer, lambda: self._federation.state_dict())
+        collect = self._federation.state_dict
+        return None if checkpointer is None else CheckpointCallback(checkpointer, collect)
 
     def _restore(self, checkpointer: Checkpointer) -> tuple[int, bool]:
         """Put the last checkpoint's state back; returns (next round, finished)."""
