@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from cotrain import pools
+from cotrain import pool_worker
 from cotrain.pools import (
     ClientPool,
     InProcessPool,
@@ -24,10 +24,11 @@ from cotrain.pools import (
     host_objects,
 )
 from cotrain.runtime import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
+from cotrain.worker_processes import idle_workers
 
 # the workers get this module's classes by value, so that they need not import it (and
 # pytest, numpy, cotrain...) to start: a pool then starts in a fraction of a second
-pools.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+pool_worker.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 N = 4  # objects per pool; with 2 workers, worker 0 holds 0 and 2, worker 1 holds 1 and 3
 
@@ -92,12 +93,18 @@ def script(pool):
 EXPECTED = script(InProcessPool([Counter() for _ in range(N)]))
 
 
-def assert_gone(pids):
-    """None of ``pids`` exists any more (not running, not a zombie): ``ps`` finds none."""
+def ps_finds(pids):
+    """The lines ``ps`` prints for ``pids`` (zombies included): empty once all are gone."""
     ps = subprocess.run(
         ["ps", "-o", "pid=,stat=", "-p", ",".join(map(str, pids))], capture_output=True, text=True
     )
-    assert ps.stdout.strip() == "", f"left over: {ps.stdout}"
+    return ps.stdout.strip()
+
+
+def assert_gone(pids):
+    """None of ``pids`` exists any more (not running, not a zombie): ``ps`` finds none."""
+    left = ps_finds(pids)
+    assert left == "", f"left over: {left}"
 
 
 @pytest.fixture(scope="module")
@@ -502,7 +509,7 @@ def test_runtimes_host_pools():
         assert isinstance(pool, InProcessPool) and pool.timeout == 7
     with JoblibRuntime(n_jobs=1) as rt:
         assert isinstance(rt.host([Counter()]), InProcessPool)
-    with JoblibRuntime(n_jobs=2, timeout=9) as rt:
+    with JoblibRuntime(n_jobs=2, timeout=9, reuse_workers=False) as rt:
         pool = rt.host([Counter() for _ in range(N)])
         assert isinstance(pool, ProcessPool) and pool.n_workers == 2 and pool.timeout == 9
         assert script(pool) == EXPECTED
@@ -546,6 +553,200 @@ def test_host_objects_falls_back_to_shipping_objects_through_map():
         assert host_objects(rt, [Counter()]).runtime is None  # the runtime's own host
     with pytest.raises(TypeError, match="map"):
         InProcessPool([], runtime=object())
+
+
+# ------------------------------------------------------------ reused worker processes
+class Secret:
+    """State that must not outlive its pool: counted by ``Probe`` in the workers."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.blob = np.full(1000, 7.0)
+
+    def pid(self):
+        return os.getpid()
+
+
+class Probe:
+    """Looks around the worker it lives in."""
+
+    def secrets(self):
+        """How many ``Secret`` objects this worker still holds (anywhere, after a GC)."""
+        gc.collect()
+        return sum(type(o).__name__ == "Secret" for o in gc.get_objects())
+
+    def pid(self):
+        return os.getpid()
+
+    def modules(self):
+        """The worker's loaded modules of cotrain and scikit-learn."""
+        return sorted(name for name in sys.modules if name.split(".")[0] in ("cotrain", "sklearn"))
+
+
+def test_a_worker_starts_without_importing_cotrain():
+    """The worker runs cotrain/pool_worker.py on its own: no cotrain (nor scikit-learn)."""
+    with ProcessPool([Probe()], n_workers=1) as pool:
+        assert pool.call("modules", {0: ()}) == {0: []}
+
+
+@pytest.fixture
+def idle():
+    """The idle worker cache, emptied before and after the test (its timeout restored)."""
+    idle_workers.clear()
+    timeout = idle_workers.timeout
+    yield idle_workers
+    idle_workers.timeout = timeout
+    idle_workers.clear()
+
+
+def wait_until(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_joblib_runtime_reuses_its_workers_across_with_blocks(idle):
+    with JoblibRuntime(n_jobs=2) as rt, rt.host([Counter() for _ in range(N)]) as pool:
+        assert script(pool) == EXPECTED and pool.reused_workers == 0
+        first = pool.pids
+    assert sorted(idle.pids) == sorted(first)  # kept, idle, after the block
+    with JoblibRuntime(n_jobs=2) as rt, rt.host([Counter() for _ in range(N)]) as pool:
+        assert pool.pids == first and pool.reused_workers == 2 and len(idle) == 0
+        assert script(pool) == EXPECTED  # fresh objects: the old counts are gone
+    idle.clear()
+    assert_gone(first)
+
+
+def test_a_reused_worker_holds_nothing_of_the_previous_pool(idle):
+    with ProcessPool([Secret(f"s{i}") for i in range(N)], n_workers=2, reuse=True) as pool:
+        pids = pool.pids
+        assert pool.call("pid", {i: () for i in range(N)}) == {i: pids[i % 2] for i in range(N)}
+    with ProcessPool([Probe(), Probe()], n_workers=2, reuse=True) as pool:
+        assert pool.reused_workers == 2 and sorted(pool.pids) == sorted(pids)
+        assert pool.call("secrets", {0: (), 1: ()}) == {0: 0, 1: 0}  # all dropped
+        with pytest.raises(KeyError, match="no object 2"):  # and not reachable by id
+            pool.call("pid", {2: ()})
+    with ProcessPool([Probe() for _ in range(N)], n_workers=2, reuse=True) as pool:
+        # ids 2 and 3 existed in the first pool: they are the new objects, not the old
+        assert pool.call("secrets", {i: () for i in range(N)}) == {i: 0 for i in range(N)}
+        assert all(type(obj) is Probe for obj in pool.get())
+
+
+def test_a_direct_process_pool_does_not_reuse_by_default(idle):
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        kept = pool.pids
+    with ProcessPool([Counter(), Counter()], n_workers=2) as pool:
+        assert pool.reused_workers == 0 and not set(pool.pids) & set(kept)
+        own = pool.pids
+    assert_gone(own)
+    assert sorted(idle.pids) == sorted(kept)  # the reuse pool's idle workers were not taken
+
+
+def test_a_dead_idle_worker_is_reaped_and_never_reused(idle):
+    with ProcessPool([Counter() for _ in range(N)], n_workers=2, reuse=True) as pool:
+        pids = pool.pids
+    os.kill(pids[0], signal.SIGKILL)
+    assert wait_until(lambda: pids[0] not in idle.pids)  # noticed while idle
+    assert_gone([pids[0]])  # and reaped: no zombie
+    with ProcessPool([Counter() for _ in range(N)], n_workers=2, reuse=True) as pool:
+        assert pool.reused_workers == 1 and pids[1] in pool.pids and pids[0] not in pool.pids
+        assert script(pool) == EXPECTED
+
+
+def test_a_worker_that_dies_unnoticed_is_not_taken(idle):
+    """A worker killed just before a pool asks (the watcher has not looked yet)."""
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        pids = pool.pids
+    os.kill(pids[1], signal.SIGKILL)
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        assert pool.reused_workers == 1 and pool.pids[0] == pids[0] and pids[1] not in pool.pids
+        assert pool.call("step", {0: (0,), 1: (0,)}) == {0: 1, 1: 1}
+    assert wait_until(lambda: not ps_finds([pids[1]]))  # reaped when found dead
+    assert_gone([pids[1]])
+
+
+def test_idle_workers_stop_after_the_idle_timeout(idle):
+    idle.timeout = 0.3
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        pids = pool.pids
+    assert sorted(idle.pids) == sorted(pids)
+    assert wait_until(lambda: len(idle) == 0)
+    assert wait_until(lambda: not ps_finds(pids))
+    assert_gone(pids)
+
+
+def test_a_worker_still_running_a_straggler_is_stopped_not_kept(idle):
+    pool = ProcessPool([Sleeper(), Sleeper()], n_workers=2, reuse=True, shutdown_timeout=0.3)
+    pids = pool.pids
+    out = pool.call("nap", {0: ("slow", 30.0), 1: ("a", 0.0)}, timeout=0.2)
+    assert isinstance(out[0], Straggler) and out[1] == "a"
+    start = time.perf_counter()
+    pool.close()
+    assert time.perf_counter() - start < 5
+    assert idle.pids == [pids[1]]
+    assert_gone([pids[0]])
+
+
+def test_workers_with_another_thread_limit_are_not_reused(idle):
+    with ProcessPool([Counter()], n_workers=1, threads_per_worker=1, reuse=True) as pool:
+        one = pool.pids
+    with ProcessPool([Counter()], n_workers=1, threads_per_worker=2, reuse=True) as pool:
+        assert pool.reused_workers == 0 and pool.pids != one
+        two = pool.pids
+    assert_gone(one)  # stopped: the program moved on to another kind of pool
+    assert idle.pids == two
+
+
+def test_trainer_fits_reuse_the_workers_with_the_same_results(idle, cancer):
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain import FederatedCoTrainer
+
+    def fit():
+        trainer = FederatedCoTrainer(
+            [DecisionTreeClassifier(max_depth=3) for _ in range(4)],
+            rounds=2,
+            n_jobs=2,
+            random_state=0,
+        )
+        X = cancer["X"] + cancer["X"][:1]
+        y = cancer["y"] + cancer["y"][:1]
+        trainer.fit(X, y, X_public=cancer["X_public"])
+        return trainer.pseudo_label_codes_, trainer.predict(cancer["X_public"])
+
+    first = fit()
+    pids = idle.pids
+    assert len(pids) == 2
+    second = fit()
+    assert idle.pids == pids  # the same two processes served the second fit
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_a_forked_child_forgets_the_idle_workers(idle):
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        pids = pool.pids
+    child = os.fork()
+    if child == 0:  # the child must neither use nor stop its parent's workers
+        os._exit(0 if len(idle_workers) == 0 and idle_workers.pids == [] else 1)
+    assert os.waitpid(child, 0)[1] == 0
+    with ProcessPool([Counter(), Counter()], n_workers=2, reuse=True) as pool:
+        assert pool.pids == pids and pool.call("step", {0: (0,), 1: (0,)}) == {0: 1, 1: 1}
+
+
+def test_idle_workers_stop_at_interpreter_exit():
+    code = (
+        "from cotrain.runtime import JoblibRuntime\n"
+        "with JoblibRuntime(n_jobs=2) as rt, rt.host([[1], [2]]) as pool:\n"
+        "    pool.call('append', {0: (3,)})\n"
+        "    print(*pool.pids)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 2
+    assert_gone(pids)
 
 
 # ------------------------------------------------------------------------------ Ray
