@@ -8,12 +8,28 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from cotrain.pool_base import WorkerDiedError, check_call, check_index
 from cotrain.straggler import Straggler, check_timeout
 
 __all__ = ["RayActorPool"]
+
+
+class _CallFailed(Exception):
+    """Raised by :meth:`_Holder.call_batch`: object ``index``'s call raised ``error``.
+
+    Carries the object's id back with the exception, which the pool then re-raises as
+    itself, its note naming the object.
+    """
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"object {self.index}: {type(self.error).__name__}: {self.error}"
 
 
 class _Holder:
@@ -28,6 +44,16 @@ class _Holder:
     def call(self, method: str, i: int, shared: tuple, args: tuple) -> Any:
         return getattr(self.objects[i], method)(*shared, *args)
 
+    def call_batch(self, method: str, shared: tuple, calls: list[tuple[int, tuple]]) -> list[Any]:
+        """Run ``calls`` (``(object id, args)``) in order; stop at the first exception."""
+        out = []
+        for i, args in calls:
+            try:
+                out.append(getattr(self.objects[i], method)(*shared, *args))
+            except Exception as err:
+                raise _CallFailed(i, err) from err
+        return out
+
     def get(self, ids: list[int]) -> list[Any]:
         return [self.objects[i] for i in ids]
 
@@ -39,13 +65,25 @@ class RayActorPool:
     """Objects resident in Ray actors.
 
     Object ``i`` lives in actor ``i % n_actors``. Each worker's objects are sent in one
-    argument (one serialisation), ``shared`` is put in the object store once per
-    :meth:`call`, and each call is one actor task, so results stream back as they
-    finish. An actor runs its calls in submission (key) order. With a ``timeout`` the
-    unfinished calls are cancelled (``ray.cancel``: a call that has not started is not
-    run; a running one finishes and keeps its changes to the object) and returned as
-    :class:`~cotrain.straggler.Straggler`. A method's exception propagates as itself (the
-    Ray error as its ``__cause__``); a dead actor raises :class:`WorkerDiedError`.
+    argument (one serialisation) and ``shared`` is put in the object store once per
+    :meth:`call`. An actor runs its objects' calls in key order.
+
+    Without a timeout, :meth:`call` is batched: one actor task per actor, carrying all
+    of that actor's ``(id, args)``, which returns their results as a list (a Ray call
+    costs about 0.2 ms; one per object made 100 light clients' rounds twice as slow).
+    An actor stops at its first exception: its later objects are not called in that
+    :meth:`call`; the other actors finish theirs, and the exception of the lowest
+    object id is raised.
+
+    With a ``timeout`` each object's call is its own actor task, so that stragglers are
+    given up one by one: the unfinished calls are cancelled (``ray.cancel``: a call that
+    has not started is not run; a running one finishes and keeps its changes to the
+    object) and returned as :class:`~cotrain.straggler.Straggler`. Both ways give the
+    same results and leave the objects in the same state when no call straggles or
+    raises.
+
+    A method's exception propagates as itself (the Ray error as its ``__cause__``), with
+    a note naming the actor and the object; a dead actor raises :class:`WorkerDiedError`.
 
     Needs a running Ray: use it through :meth:`cotrain.runtime.RayRuntime.host`.
 
@@ -118,7 +156,16 @@ class RayActorPool:
 
     def _get(self, ref: Any, actor: int, what: str) -> Any:
         """``ray.get`` with the pool's errors: the method's own, or the actor's death."""
-        from ray.exceptions import RayActorError, RayTaskError
+        from ray.exceptions import RayTaskError
+
+        try:
+            return self._get_raw(ref, actor)
+        except RayTaskError as err:
+            self._reraise(err, actor, what)
+
+    def _get_raw(self, ref: Any, actor: int) -> Any:
+        """``ray.get``; the actor's death raises :class:`WorkerDiedError` and closes the pool."""
+        from ray.exceptions import RayActorError
 
         try:
             return self._ray.get(ref)
@@ -130,12 +177,21 @@ class RayActorPool:
             )
             self.close()
             raise WorkerDiedError(self._broken) from err
-        except RayTaskError as err:
-            cause = getattr(err, "cause", None)
-            if not isinstance(cause, BaseException):
-                raise
-            cause.add_note(f"(raised in RayActorPool actor {actor} by {what})")
-            raise cause from err
+
+    @staticmethod
+    def _reraise(err: Exception, actor: int, what: str, method: str = "") -> NoReturn:
+        """Raise the method's own exception from Ray's ``err``, with a note naming ``what``.
+
+        A batch's :class:`_CallFailed` is unwrapped: ``what`` becomes the object it names
+        (``method`` is the method's name).
+        """
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, _CallFailed):
+            cause, what = cause.error, f"object {cause.index}'s {method}()"
+        if not isinstance(cause, BaseException):
+            raise err
+        cause.add_note(f"(raised in RayActorPool actor {actor} by {what})")
+        raise cause from err
 
     def _load(self, objects: Mapping[int, Any]) -> None:
         groups: dict[int, dict[int, Any]] = {}
@@ -163,7 +219,9 @@ class RayActorPool:
         shared : tuple, default=()
             Arguments passed first to every call (put in the object store once).
         timeout : float or None, default=None
-            Seconds for the whole call (``None``: the pool's ``timeout``).
+            Seconds for the whole call (``None``: the pool's ``timeout``). With no
+            timeout in force, one actor task per actor runs all its objects' calls;
+            with one, one task per object (see the class docstring).
 
         Returns
         -------
@@ -178,20 +236,20 @@ class RayActorPool:
         if not keys:
             return {}
         shared_ref = ray.put(shared)
+        if timeout is None:
+            return self._call_batched(method, args, keys, shared_ref)
         refs = {
             i: self._actors[i % self.n_actors].call.remote(method, i, shared_ref, tuple(args[i]))
             for i in keys
         }
-        done: set[Any] | None = None
-        if timeout is not None:
-            remaining = max(0.0, timeout - (time.perf_counter() - start))
-            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=remaining)
-            done = set(ready)
+        remaining = max(0.0, timeout - (time.perf_counter() - start))
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=remaining)
+        done = set(ready)
         elapsed = time.perf_counter() - start
         out: dict[int, Any] = {}
         try:
             for pos, i in enumerate(keys):
-                if done is None or refs[i] in done:
+                if refs[i] in done:
                     out[i] = self._get(refs[i], i % self.n_actors, f"object {i}'s {method}()")
                 else:
                     out[i] = Straggler(pos, elapsed)
@@ -200,6 +258,45 @@ class RayActorPool:
             raise
         self._cancel(refs[i] for i in keys if isinstance(out[i], Straggler))
         return out
+
+    def _call_batched(
+        self, method: str, args: Mapping[int, tuple], keys: list[int], shared_ref: Any
+    ) -> dict[int, Any]:
+        """One actor task per actor for all its objects in ``keys`` (no timeout)."""
+        from ray.exceptions import RayTaskError
+
+        groups: dict[int, list[int]] = {}
+        for i in keys:
+            groups.setdefault(i % self.n_actors, []).append(i)
+        refs = {
+            a: self._actors[a].call_batch.remote(
+                method, shared_ref, [(i, tuple(args[i])) for i in ids]
+            )
+            for a, ids in groups.items()
+        }
+        found: dict[int, Any] = {}
+        failed: tuple[int, int, RayTaskError, str] | None = None  # (id, actor, error, what)
+        read: set[int] = set()
+        try:
+            for a, ids in groups.items():
+                try:
+                    found.update(zip(ids, self._get_raw(refs[a], a), strict=True))
+                except RayTaskError as err:  # the other actors still finish their batches
+                    cause = getattr(err, "cause", None)
+                    if isinstance(cause, _CallFailed):
+                        i, what = cause.index, f"object {cause.index}'s {method}()"
+                    else:  # not an Exception, or lost on the way: the object is unknown
+                        i, what = ids[0], f"the batch of objects {ids} calling {method}()"
+                    if failed is None or i < failed[0]:
+                        failed = (i, a, err, what)
+                read.add(a)
+        except BaseException:  # interrupted here, or an actor died: drop what is queued
+            self._cancel(ref for a, ref in refs.items() if a not in read)
+            raise
+        if failed is not None:
+            _, a, err, what = failed
+            self._reraise(err, a, what, method)
+        return {i: found[i] for i in keys}
 
     def _cancel(self, refs: Any) -> None:
         for ref in refs:

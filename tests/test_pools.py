@@ -788,3 +788,96 @@ def test_ray_actor_pool(ray_session):
             pool.call("nap", {i: ("c", 0.0) for i in range(N)})
     with pytest.raises(RuntimeError, match="closed"):  # closed with the runtime
         pool.call("check", {1: (4,)})
+
+
+class CountingActor:
+    """Spy on a Ray actor handle: logs the name of every ``actor.method.remote(...)``."""
+
+    def __init__(self, actor, log) -> None:
+        self.actor, self.log = actor, log
+
+    def __getattr__(self, name):
+        method, log = getattr(self.actor, name), self.log
+
+        class Remote:
+            def remote(self, *args, **kwargs):
+                log.append(name)
+                return method.remote(*args, **kwargs)
+
+        return Remote()
+
+
+def spy_on_actors(pool):
+    """Replace the pool's actor handles by spies; returns the log and the real handles."""
+    log, actors = [], pool._actors
+    pool._actors = [CountingActor(a, log) for a in actors]
+    return log, actors
+
+
+@pytest.mark.slow
+def test_ray_batched_and_per_client_calls_agree(ray_session):
+    """Without a timeout one Ray call per actor, with one one per object: same answers."""
+    with RayRuntime() as rt, rt.host([Counter() for _ in range(N)]) as batched:
+        assert batched.timeout is None and batched.n_actors == 2
+        log, actors = spy_on_actors(batched)
+        try:
+            answers = []
+            for k in range(3):
+                args = {i: (10 * i + k,) for i in range(N) if (i + k) % 3}
+                del log[:]
+                answers.append(batched.call("step", args, shared=(100 * k, 1)))
+                # one call per actor that holds an object of args, never one per object
+                assert log == ["call_batch"] * len({i % 2 for i in args}), (k, log)
+            del log[:]
+            assert batched.call("step", {}) == {} and log == []
+        finally:
+            batched._actors = actors  # close() must kill the real actors
+        answers.append([c.count for c in batched.get()])
+        assert answers == EXPECTED
+    with RayRuntime(timeout=60) as rt, rt.host([Counter() for _ in range(N)]) as per_client:
+        log, actors = spy_on_actors(per_client)
+        try:
+            args = {i: (i,) for i in range(N)}
+            assert per_client.call("step", args) == {i: 1 + i for i in range(N)}
+            assert log == ["call"] * N  # a timeout in force: one call per object
+            del log[:]
+            assert per_client.call("step", args, timeout=None) == {i: 2 + i for i in range(N)}
+            assert log == ["call"] * N  # None: the pool's own timeout (60 s) is in force
+        finally:
+            per_client._actors = actors
+        per_client.put({i: Counter() for i in range(N)})
+        assert script(per_client) == EXPECTED  # same results and states as batched
+
+
+@pytest.mark.slow
+def test_ray_exception_in_a_batch_names_its_object(ray_session):
+    """Actor 0 holds objects 0 and 2, actor 1 holds 1 and 3 (2 actors, no timeout)."""
+    from ray.exceptions import RayTaskError
+
+    with RayRuntime() as rt, rt.host([Raiser() for _ in range(N)]) as pool:
+        with pytest.raises(ValueError, match="negative x: -2") as info:
+            pool.call("check", {0: (1,), 1: (3,), 2: (-2,), 3: (-3,)})
+        assert info.value.__notes__ == ["(raised in RayActorPool actor 0 by object 2's check())"]
+        assert isinstance(info.value.__cause__, RayTaskError)
+        assert [r.calls for r in pool.get()] == [1, 1, 1, 1]
+        # actor 0 is read first, but the lowest failing id is object 1, in actor 1
+        with pytest.raises(ValueError, match="negative x: -1") as info:
+            pool.call("check", {1: (-1,), 2: (-2,)})
+        assert info.value.__notes__ == ["(raised in RayActorPool actor 1 by object 1's check())"]
+        # an actor stops at its first exception: object 2 (after 0 in actor 0) is not called
+        with pytest.raises(ValueError, match="negative x: -5"):
+            pool.call("check", {0: (-5,), 1: (7,), 2: (8,)})
+        assert [r.calls for r in pool.get()] == [2, 3, 2, 1]
+        assert pool.call("check", {i: (i,) for i in range(N)}) == {0: 0, 1: 1, 2: 2, 3: 3}
+
+
+@pytest.mark.slow
+def test_ray_dead_actor_raises_in_a_batch(ray_session):
+    with RayRuntime() as rt:
+        pool = rt.host([Counter() for _ in range(N)])
+        assert pool.call("step", {i: (0,) for i in range(N)}) == {i: 1 for i in range(N)}
+        ray_session.kill(pool._actors[0])
+        with pytest.raises(WorkerDiedError, match=r"actor 0 died .* objects \[0, 2\]"):
+            pool.call("step", {i: (0,) for i in range(N)})
+        with pytest.raises(WorkerDiedError):  # the pool stays broken
+            pool.call("step", {1: (0,)})
