@@ -105,13 +105,18 @@ class CoTrainingServer:
         self.client_names = list(client_names or [f"client {i}" for i in range(n_clients)])
         self.receivers = [wire.receiver() for _ in range(n_clients)]
         self.broadcast: bytes | None = None
-        self.consensus_labels: np.ndarray | None = None
         self.hard_consensus: np.ndarray | None = None
         self.warnings: Counter = Counter()
 
     def broadcast_bytes(self) -> bytes | None:
         """The encoded consensus the clients of the next round receive (None at first)."""
         return self.broadcast
+
+    @property
+    def consensus_labels(self) -> np.ndarray | None:
+        """The last consensus as the clients receive it (codes with -1, or probabilities
+        at wire precision); None before the first round."""
+        return self.wire.decode_broadcast(self.broadcast)
 
     def ref_round(self, client_id: int) -> int:
         """Round of the client's last upload this server decoded (0: none), which the
@@ -160,7 +165,6 @@ class CoTrainingServer:
         pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
         self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
         self.broadcast = self.wire.encode_broadcast(pseudo)
-        self.consensus_labels = self.wire.decode_broadcast(self.broadcast)
 
         hard = hard_codes(pseudo)
         changed = None if self.hard_consensus is None else int(np.sum(hard != self.hard_consensus))
@@ -233,7 +237,6 @@ class CoTrainingServer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a :meth:`state_dict` back."""
         self.broadcast = state["broadcast"]
-        self.consensus_labels = self.wire.decode_broadcast(self.broadcast)
         self.hard_consensus = state["hard_consensus"]
         for receiver, s in zip(self.receivers, state["receivers"], strict=True):
             receiver.load_state_dict(s)

@@ -229,13 +229,18 @@ class FlowerCoTraining:
         self.history_ = History()
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
-        callbacks, start = self._callbacks(sites, resume), 1
-        if resume and callbacks[0] is not None and callbacks[0].checkpointer.latest():
-            start = self._restore(callbacks[0].checkpointer)
+        checkpoint, start = self._checkpoint(sites, resume), 1
+        if resume and checkpoint is not None and checkpoint.checkpointer.latest():
+            start = self._restore(checkpoint.checkpointer)
+        own = [
+            checkpoint,
+            None if ledger is None else PrivacyBudget(ledger),
+            None if self.early_stopping is None else EarlyStopping(self.early_stopping),
+        ]
+        callbacks = [c for c in own if c is not None] + list(self.callbacks or [])
         loop = RoundLoop(
             lambda t, sampled: self._round(t, sampled, grid), self._sampler.sample,
-            self.rounds, [c for c in callbacks if c is not None], self.history_, start,
-            owner=self,
+            self.rounds, callbacks, self.history_, start, owner=self,
         )  # fmt: skip
         self.stopped_reason_ = loop.run()
         self.consensus_codes_ = np.stack(self._codes) if self._codes else np.empty((0, 0))
@@ -243,26 +248,19 @@ class FlowerCoTraining:
         self.learner_warnings_ = dict(self._server.warnings)
         return self
 
-    def _callbacks(self, sites: list[dict[str, Any]], resume: bool) -> list[Any]:
-        """Checkpoint (or None), privacy budget, early stopping, then the user's."""
-        checkpoint = None
-        if self.checkpoint_dir is not None:
-            params = {
-                k: repr(v) for k, v in self._params().items() if k not in _NOT_IN_FINGERPRINT
-            }
-            who = [(s["client-id"], s["learner"], s["n-samples"], s["labels"]) for s in sites]
-            config = fingerprint("flower", sorted(params.items()), self._pool_hash, repr(who))
-            checkpointer = Checkpointer(self.checkpoint_dir, config)
-            if not resume:
-                checkpointer.clear()
-            checkpoint = CheckpointCallback(checkpointer, self._state_dict)
-        elif resume:
-            raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
-        ledger = self._server.ledger
-        own = [checkpoint, None if ledger is None else PrivacyBudget(ledger)]
-        if self.early_stopping is not None:
-            own.append(EarlyStopping(self.early_stopping))
-        return [*own, *(self.callbacks or [])]
+    def _checkpoint(self, sites: list[dict[str, Any]], resume: bool) -> Any:
+        """The checkpoint callback for ``checkpoint_dir`` (None without one)."""
+        if self.checkpoint_dir is None:
+            if resume:
+                raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
+            return None
+        params = {k: repr(v) for k, v in self._params().items() if k not in _NOT_IN_FINGERPRINT}
+        who = [(s["client-id"], s["learner"], s["n-samples"], s["labels"]) for s in sites]
+        config = fingerprint("flower", sorted(params.items()), self._pool_hash, repr(who))
+        checkpointer = Checkpointer(self.checkpoint_dir, config)
+        if not resume:
+            checkpointer.clear()
+        return CheckpointCallback(checkpointer, self._state_dict)
 
     def _state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
         ledger = self._server.ledger
