@@ -184,7 +184,7 @@ def _empirical_ratio_ok(a, b, n_out, eps, n):
 def test_empirical_histograms_within_e_eps():
     n, rng = 200_000, np.random.default_rng(3)
     # RR, K = 3, one label, neighbours 0 vs 1
-    rr = RandomizedResponse(epsilon=1.0)
+    rr = RandomizedResponse(epsilon=1.0, unit="label")
     a = rr.randomize(np.zeros(n, dtype=np.int64), 3, rng)
     b = rr.randomize(np.ones(n, dtype=np.int64), 3, rng)
     _empirical_ratio_ok(a, b, 3, 1.0, n)
@@ -218,7 +218,7 @@ def pld_reference(events, delta, relation=None):
 @pytest.mark.parametrize(
     "mech, k",
     [
-        (RandomizedResponse(epsilon=1.0), 10),
+        (RandomizedResponse(epsilon=1.0, unit="label"), 10),
         (RandomizedResponse(epsilon=0.5, sensitivity=3), 4),
         (XORMechanism(epsilon=1.0, sensitivity=4), 3),
     ],
@@ -245,7 +245,7 @@ def test_one_round_is_epsilon():
 
 
 def test_rr_repeat_count_pitfall():
-    rr = RandomizedResponse(epsilon=1.0)
+    rr = RandomizedResponse(epsilon=1.0, unit="label")
     one = rr.dp_event(10, 100)
     k = 5
     # dp-accounting's PLD accountant drops the repeat count of RR: the pitfall
@@ -317,7 +317,7 @@ def test_gaussian_calibration_hits_epsilon():
 
 
 def test_mixed_events_use_pld_per_leaf():
-    rr_e = RandomizedResponse(epsilon=1.0).dp_event(3, 50)
+    rr_e = RandomizedResponse(epsilon=1.0, unit="label").dp_event(3, 50)
     g_e = GaussianSoftLabels(sigma=2.0, sensitivity=1).dp_event(3, 50)
     mixed = epsilon_spent([rr_e, g_e, rr_e], 1e-5)
     assert max(epsilon_spent([rr_e] * 2, 1e-5), epsilon_spent([g_e], 1e-5)) < mixed
@@ -326,7 +326,7 @@ def test_mixed_events_use_pld_per_leaf():
 
 def test_basic_composition_fallback_without_dp_accounting(monkeypatch):
     monkeypatch.setattr(acc_mod, "_dp", lambda: None)
-    mech = RandomizedResponse(epsilon=1.0)
+    mech = RandomizedResponse(epsilon=1.0, unit="label")
     event = mech.dp_event(3, 100)
     assert isinstance(event, acc_mod.RandomizedResponseEvent)
     # a single kind of RR is still composed exactly (no dp-accounting needed)
@@ -436,6 +436,10 @@ def test_analytic_sensitivity_bound_known_numbers():
         (GaussianSoftLabels(), "sigma"),
         (GaussianSoftLabels(sigma=1.0, epsilon=1.0), "sigma"),
         (GaussianSoftLabels(epsilon=1.0, budget=-2), "budget"),
+        (RandomizedResponse(epsilon=1.0, unit="records"), "unit"),
+        (RandomizedResponse(epsilon=1.0, sensitivity=5, unit="label"), "sensitivity"),
+        (XORMechanism(epsilon=1.0, sensitivity=6, unit="label"), "sensitivity"),
+        (GaussianSoftLabels(sigma=1.0, sensitivity=3, unit="label"), "sensitivity"),
     ],
 )
 def test_parameters_validated_on_use(mech, param):
@@ -448,7 +452,7 @@ def test_parameters_validated_on_use(mech, param):
 
 
 def test_bad_inputs_and_params():
-    rr = RandomizedResponse(epsilon=1.0)
+    rr = RandomizedResponse(epsilon=1.0, unit="label")
     with pytest.raises(ValueError, match="class codes"):
         rr.randomize(np.array([0, 3]), 3, np.random.default_rng(0))
     with pytest.raises(ValueError, match="n_classes"):
@@ -468,7 +472,9 @@ def test_bad_inputs_and_params():
             DecisionTreeClassifier(), np.ones((4, 1)), [0, 1, 0, 1], np.ones((2, 1)), n_neighbours=0
         )
     assert rr.set_params(epsilon=2.0).epsilon == 2.0
-    assert repr(rr) == "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=1)"
+    assert repr(rr) == (
+        "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, unit='label')"
+    )
     with pytest.raises(ValueError, match="invalid parameter"):
         rr.set_params(sigma=1.0)
     assert RandomizedResponse.applies_to == "hard" and GaussianSoftLabels.applies_to == "soft"
@@ -493,3 +499,28 @@ def test_outputs_are_always_valid_codes(k, n, eps, s, seed):
         assert out.shape == (n,) and out.dtype == np.int64
         assert n == 0 or (out.min() >= 0 and out.max() < k)
         assert epsilon_spent([mech.dp_event(k, n)], 1e-5) <= eps + 1e-9
+
+
+def test_default_unit_is_record_level_with_the_trivial_sensitivity():
+    """Without a sensitivity claim, every released label may change: s* = |U| labels
+    (2|U| bits, all rows), the one bound that holds for any learner."""
+    n = 250
+    rr = RandomizedResponse(epsilon=2.0)
+    assert rr.guarantee() == {"unit": "record", "adversary": "server"}
+    assert rr.label_epsilon(n) == pytest.approx(2.0 / n)
+    event = rr.dp_event(10, n)
+    assert event.count == n
+    # one round's pure ε over the n changed labels is exactly epsilon
+    assert event.count * math.log1p(10 * (1 - event.event.noise_parameter)
+                                    / event.event.noise_parameter) == pytest.approx(2.0)
+    labelled = RandomizedResponse(epsilon=2.0, unit="label")
+    assert labelled.dp_event(10, n).num_buckets == 10  # one label, not composed
+    xor = XORMechanism(epsilon=1.0)
+    assert xor.flip_probability(n) == pytest.approx(1 / (1 + math.exp(1.0 / (2 * n))))
+    assert xor.dp_event(3, n).count == 2 * n
+    assert XORMechanism(epsilon=1.0, unit="label").dp_event(3, n).count == 2
+    g = GaussianSoftLabels(sigma=1.0, unit="label")
+    assert g.l2_sensitivity(n) == pytest.approx(math.sqrt(2))
+    assert GaussianSoftLabels(sigma=1.0).l2_sensitivity(n) == pytest.approx(math.sqrt(2 * n))
+    with pytest.raises(ValueError, match="n_labels"):
+        rr.keep_probability(10)

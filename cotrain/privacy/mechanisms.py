@@ -1,16 +1,31 @@
-"""Label-privacy mechanisms applied on a client to its labels on the public pool U.
+"""Privacy mechanisms applied on a client before its labels on the public pool U leave it.
 
 What is protected
 -----------------
 A client's release in one round is ``f(D)``: the labels its model, trained on its private data
-D (and the pseudo-labelled pool), gives the public examples U. The guarantees below are
-differential privacy **with respect to one record of D** (replace-one neighbours D, D'):
-replacing one private record changes at most ``s*`` of the released values — the
-*sensitivity*, which the user supplies (estimate it with
-:func:`cotrain.privacy.estimate_sensitivity` or bound it with
-:func:`cotrain.privacy.analytic_sensitivity_bound`; the trivial bound is |U| labels, 2|U| bits).
-A mechanism is only as private as its sensitivity is honest: with ``sensitivity=1`` the
-guarantee is *label-level* DP (each released label protected on its own), not record-level.
+D (and the pseudo-labelled pool), gives the public examples U. Every mechanism declares
+
+* its **unit** — ``"record"``: differential privacy with respect to one record of D
+  (replace-one neighbours D, D′: the whole release of a round changes little when one private
+  training record is replaced), the guarantee a hospital or a bank reads an ε as; or
+  ``"label"``: with respect to one *released public label* (each label of U protected on its
+  own). A label-level ε is NOT a guarantee about any private record — one record can change
+  many released labels — and is kept only for comparison with the literature; it is never
+  summed or tabulated with record-level ε;
+* its **adversary** — ``"server"``: the noise is drawn at the client (from the operating
+  system's entropy, so no seed known to the server can replay it), so the guarantee holds
+  against the server and everyone downstream of it; ``"broadcast observers"``: the noise is
+  added by the server (GNMax, :class:`consensus.NoisyArgmax`), which itself sees clean votes.
+
+The randomisers below (:class:`RandomizedResponse`, :class:`XORMechanism`,
+:class:`GaussianSoftLabels`) are record-level only through the sensitivity ``s*``: the number
+of released values one private record can change. Without ``sensitivity`` they take the
+trivial bound that holds for every learner — all |U| labels (2|U| bits, all rows) — which
+is honest but noisy. A smaller ``sensitivity`` is *your claim*: no function can compute it
+for a general learner (:func:`cotrain.privacy.sensitivity_lower_bound` only finds a lower
+bound). Record-level DP by construction, for any learner, comes from
+:class:`cotrain.privacy.SubsampleAndAggregate` (teachers on disjoint shards of D) or from
+DP-SGD training of a torch client (:class:`cotrain.privacy.DPSGD`).
 
 One release per round; rounds compose (:func:`cotrain.privacy.epsilon_spent`), and
 ``dp_event(C, |U|)`` is the privacy event of one round that the trainer's ledger composes.
@@ -76,6 +91,18 @@ def _sensitivity(value: Any, *, allow_none: bool = False) -> int | None:
     return int(value)
 
 
+UNITS = ("record", "label")
+
+
+def _unit(value: Any) -> str:
+    if value not in UNITS:
+        raise ValueError(
+            f"unit must be 'record' (one private training record) or 'label' (one released "
+            f"public label), got {value!r}"
+        )
+    return str(value)
+
+
 def _delta(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 < float(value) < 1.0:
         raise ValueError(f"delta must be a number in (0, 1), got {value!r}")
@@ -130,9 +157,17 @@ class LabelMechanism(ParamsMixin, ABC):
 
     Attributes
     ----------
-    applies_to : {"hard", "soft"}
+    applies_to : {"hard", "soft", "data", "model"}
         ``"hard"``: ``randomize`` takes and returns int64 codes ``(n,)`` in ``0..C-1``;
-        ``"soft"``: it takes and returns probabilities ``(n, C)``.
+        ``"soft"``: it takes and returns probabilities ``(n, C)``; ``"data"``: the client
+        calls ``release`` with its learner and private data (subsample-and-aggregate);
+        ``"model"``: the client trains its model privately (``prepare``) and reports each
+        round's ``round_event``; its labels are post-processing.
+    unit : {"record", "label"}
+        What one ε protects: one private training record of the client, or one released
+        public label (see the module docstring).
+    adversary : {"server", "broadcast observers"}
+        Against whom the guarantee holds: client-side noise holds against the server.
     budget : float or None
         Total ε per client over the whole run (None = no limit); the trainer stops before a
         round that would exceed it.
@@ -159,10 +194,12 @@ class LabelMechanism(ParamsMixin, ABC):
     True
     """
 
-    applies_to: ClassVar[Literal["hard", "soft"]] = "hard"
+    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "hard"
+    adversary: ClassVar[str] = "server"
 
     budget: float | None = None
     delta: float
+    unit: str = "record"
 
     @abstractmethod
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
@@ -188,6 +225,20 @@ class LabelMechanism(ParamsMixin, ABC):
     def _check_params(self) -> None:
         _positive(self.budget, "budget", allow_none=True)
         _delta(self.delta)
+        _unit(self.unit)
+
+    def guarantee(self) -> dict[str, str]:
+        """What the ε of this mechanism protects and against whom.
+
+        Examples
+        --------
+        >>> RandomizedResponse(epsilon=1.0).guarantee()
+        {'unit': 'record', 'adversary': 'server'}
+        >>> RandomizedResponse(epsilon=1.0, unit="label").guarantee()["unit"]
+        'label'
+        """
+        self._check_params()
+        return {"unit": str(self.unit), "adversary": str(self.adversary)}
 
     def validate(self) -> Self:
         """Check the parameters now (they are otherwise checked on first use); return self."""
@@ -204,31 +255,42 @@ class RandomizedResponse(LabelMechanism):
     """K-ary randomized response on each released hard label.
 
     Each label is kept with probability ``e^{ε'}/(e^{ε'} + K − 1)`` and otherwise replaced
-    by a uniformly random *other* class, with per-label ``ε' = epsilon / sensitivity``.
+    by a uniformly random *other* class.
 
-    What is protected: one label is ε'-DP; replacing one private record changes at most
-    ``sensitivity`` = s* released labels, so by group privacy (composition over the changed
-    labels) the whole release of one round is ``epsilon``-DP with respect to one private
-    record. **With sensitivity=1 (the default) this is label-level ε-DP only** — a record
-    that changes s* labels is protected at s*·ε. Rounds compose (see ``dp_event``).
+    What is protected depends on ``unit``:
+
+    * ``unit="record"`` (the default): one round's release is ``epsilon``-DP (δ = 0) with
+      respect to one private training record of the client, against the server. One record
+      can change at most ``s*`` released labels, so each label gets ``ε' = epsilon / s*``
+      and group privacy over the changed labels gives ``epsilon``. ``s*`` is
+      ``sensitivity`` when given (your claim; see the module docstring) and otherwise every
+      released label — the trivial bound, valid for any learner and very noisy for a large
+      pool (at δ > 0 the accountant reports less than ``epsilon`` for it: the loss of many
+      tiny independent steps concentrates).
+    * ``unit="label"``: each released public label is ``epsilon``-DP on its own
+      (``ε' = epsilon``). This protects no private record and is kept only to compare with
+      the literature; the trainer warns when it is used.
+
+    Rounds compose (see ``dp_event``).
 
     Parameters
     ----------
     epsilon : float
-        ε of one round's release w.r.t. one private record (> 0).
-    sensitivity : int, default=1
-        s* in *labels*: how many released labels one private record can change (>= 1). (The
-        bit count of :class:`XORMechanism` is twice this for one-hot labels; passing it here
-        is safe, only twice as noisy.)
+        ε of one round's release (> 0), in the unit of ``unit``.
+    sensitivity : int, optional
+        s* in *labels* for ``unit="record"``: how many released labels one private record can
+        change (>= 1); None = all released labels. Must be None or 1 for ``unit="label"``.
     budget : float, optional
         Total ε per client over the run; None = no limit.
     delta : float, default=1e-5
         δ at which the composed ε is reported.
+    unit : {"record", "label"}, default="record"
+        What ``epsilon`` protects.
 
     Examples
     --------
     >>> import numpy as np
-    >>> rr = RandomizedResponse(epsilon=2.0)
+    >>> rr = RandomizedResponse(epsilon=2.0, unit="label")
     >>> round(rr.keep_probability(n_classes=10), 4)         # e^2 / (e^2 + 9)
     0.4509
     >>> noisy = rr.randomize(np.zeros(100_000, dtype=np.int64), 10, np.random.default_rng(0))
@@ -237,40 +299,65 @@ class RandomizedResponse(LabelMechanism):
     >>> rr.dp_event(n_classes=10, n_labels=1000)  # doctest: +ELLIPSIS
     RandomizedResponseDpEvent(noise_parameter=0.6101..., num_buckets=10)
 
-    With a record-level sensitivity of 50 labels, ε' = 2/50 per label:
+    Record level with a claimed sensitivity of 50 labels: ε' = 2/50 per label; without a
+    claim, all 1000 released labels: ε' = 2/1000.
 
     >>> round(RandomizedResponse(2.0, sensitivity=50).keep_probability(10), 4)
     0.1037
+    >>> round(RandomizedResponse(2.0).keep_probability(10, n_labels=1000), 4)
+    0.1002
     """
 
-    applies_to: ClassVar[Literal["hard", "soft"]] = "hard"
+    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "hard"
 
     def __init__(
         self,
         epsilon: float,
-        sensitivity: int = 1,
+        sensitivity: int | None = None,
         budget: float | None = None,
         delta: float = 1e-5,
+        unit: str = "record",
     ) -> None:
         self.epsilon = epsilon
         self.sensitivity = sensitivity
         self.budget = budget
         self.delta = delta
+        self.unit = unit
 
     def _check_params(self) -> None:
         _positive(self.epsilon, "epsilon")
-        _sensitivity(self.sensitivity)
+        s = _sensitivity(self.sensitivity, allow_none=True)
         super()._check_params()
+        if self.unit == "label" and s not in (None, 1):
+            raise ValueError(
+                f"sensitivity={s!r} is a number of labels one private RECORD changes; with "
+                "unit='label' each label is protected on its own: leave sensitivity=None, or "
+                "use unit='record'"
+            )
 
-    def label_epsilon(self) -> float:
-        """Per-label ε' = epsilon / sensitivity."""
+    def _changed_labels(self, n_labels: int | None) -> int:
+        """s*: how many released labels one unit of protection covers."""
+        if self.unit == "label":
+            return 1
+        if self.sensitivity is not None:
+            return int(self.sensitivity)
+        if n_labels is None:
+            raise ValueError(
+                "n_labels is needed: with unit='record' and sensitivity=None, s* is the number "
+                "of released labels"
+            )
+        return max(1, _n_labels(n_labels))
+
+    def label_epsilon(self, n_labels: int | None = None) -> float:
+        """Per-label ε' = epsilon / s* (s* = 1 for ``unit="label"``)."""
         self._check_params()
-        return float(self.epsilon) / int(self.sensitivity)
+        return float(self.epsilon) / self._changed_labels(n_labels)
 
-    def keep_probability(self, n_classes: int) -> float:
-        """Probability that a label is released unchanged: ``e^{ε'}/(e^{ε'} + K − 1)``."""
+    def keep_probability(self, n_classes: int, n_labels: int | None = None) -> float:
+        """Probability that a label is released unchanged: ``e^{ε'}/(e^{ε'} + K − 1)``
+        (``n_labels``: labels released per round, needed when s* defaults to all of them)."""
         k = _n_classes(n_classes)
-        eps = self.label_epsilon()
+        eps = self.label_epsilon(n_labels)
         return float(1.0 / (1.0 + (k - 1) * math.exp(-eps)))
 
     def randomize(
@@ -283,9 +370,9 @@ class RandomizedResponse(LabelMechanism):
         """
         k = _n_classes(n_classes)
         codes = _hard_codes(labels, k)
-        keep_p = self.keep_probability(k)
         if k == 1 or codes.size == 0:
             return codes.copy()
+        keep_p = self.keep_probability(k, codes.size)
         flip = rng.random(codes.size) >= keep_p
         shift = rng.integers(1, k, size=codes.size)
         return np.where(flip, (codes + shift) % k, codes).astype(np.int64)
@@ -297,15 +384,16 @@ class RandomizedResponse(LabelMechanism):
         RR outputs a uniform bucket with prob. q) is exactly one label's release; a changed
         record affects at most ``min(s*, n_labels)`` labels, so one round is their
         self-composition (``SelfComposedDpEvent``). Its ε at δ = 0 is ``epsilon`` (or less
-        when n_labels < s*). Compose with :func:`cotrain.privacy.epsilon_spent`, which applies
-        the repeat count (dp-accounting's PLD accountant would silently drop it).
+        when n_labels < s*). For ``unit="label"`` it is one label's event. Compose with
+        :func:`cotrain.privacy.epsilon_spent`, which applies the repeat count
+        (dp-accounting's PLD accountant would silently drop it).
         """
         k = _n_classes(n_classes)
         n = _n_labels(n_labels)
-        eps = self.label_epsilon()
-        count = min(int(self.sensitivity), n)
-        if k == 1 or count == 0:
+        if k == 1 or n == 0:
             return noop_event()
+        eps = self.label_epsilon(n)
+        count = min(self._changed_labels(n), n)
         q = k * math.exp(-eps) / (1.0 + (k - 1) * math.exp(-eps))
         return self_composed(rr_event(q, k), count)
 
@@ -346,13 +434,16 @@ class XORMechanism(LabelMechanism):
     ----------
     epsilon : float
         ε of one round's release w.r.t. one private record (> 0).
-    sensitivity : int
-        s* in **bits** (>= 1); the trivial bound is 2·|U| (each changed one-hot row flips
-        exactly two bits).
+    sensitivity : int, optional
+        s* in **bits** (>= 1) for ``unit="record"`` — your claim; None = the trivial bound
+        2·|U| (each changed one-hot row flips exactly two bits), valid for any learner. With
+        ``unit="label"`` it must be None or 2 (one label's two bits).
     budget : float, optional
         Total ε per client over the run; None = no limit.
     delta : float, default=1e-5
         δ at which the composed ε is reported.
+    unit : {"record", "label"}, default="record"
+        What ``epsilon`` protects: one private record, or one released label.
 
     Examples
     --------
@@ -379,33 +470,54 @@ class XORMechanism(LabelMechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: int,
+        sensitivity: int | None = None,
         budget: float | None = None,
         delta: float = 1e-5,
+        unit: str = "record",
     ) -> None:
         self.epsilon = epsilon
         self.sensitivity = sensitivity
         self.budget = budget
         self.delta = delta
+        self.unit = unit
 
     def _check_params(self) -> None:
         _positive(self.epsilon, "epsilon")
-        _sensitivity(self.sensitivity)
+        s = _sensitivity(self.sensitivity, allow_none=True)
         super()._check_params()
+        if self.unit == "label" and s not in (None, 2):
+            raise ValueError(
+                f"sensitivity={s!r} bits is what one private RECORD changes; with unit='label' "
+                "one label's two bits are protected: leave sensitivity=None, or use "
+                "unit='record'"
+            )
 
-    def flip_probability(self) -> float:
-        """Bit-flip probability ``p = 1/(1 + e^{ε/s*})``."""
+    def _changed_bits(self, n_labels: int | None) -> int:
+        if self.unit == "label":
+            return 2
+        if self.sensitivity is not None:
+            return int(self.sensitivity)
+        if n_labels is None:
+            raise ValueError(
+                "n_labels is needed: with unit='record' and sensitivity=None, s* is 2 bits per "
+                "released label"
+            )
+        return max(2, 2 * _n_labels(n_labels))
+
+    def flip_probability(self, n_labels: int | None = None) -> float:
+        """Bit-flip probability ``p = 1/(1 + e^{ε/s*})`` (``n_labels`` when s* is the
+        trivial 2·|U|)."""
         self._check_params()
-        return float(expit(-float(self.epsilon) / int(self.sensitivity)))
+        return float(expit(-float(self.epsilon) / self._changed_bits(n_labels)))
 
-    def keep_probability(self, n_classes: int) -> float:
+    def keep_probability(self, n_classes: int, n_labels: int | None = None) -> float:
         """Probability that the *decoded* label equals the true one.
 
         With ``q = 1 − p``: ``q(1 − q^K)/(K p) + p q^{K−1}/K`` (true bit kept and j of the other
         K−1 bits set, picked with prob. 1/(j+1); or no bit set and a uniform pick).
         """
         k = _n_classes(n_classes)
-        p = self.flip_probability()
+        p = self.flip_probability(n_labels)
         q = 1.0 - p
         if p == 0.0:
             return 1.0
@@ -417,7 +529,7 @@ class XORMechanism(LabelMechanism):
         """One-hot bit matrix ``(n, C)`` of ``labels`` XOR independent Bernoulli(p) bits."""
         k = _n_classes(n_classes)
         codes = _hard_codes(labels, k)
-        p = self.flip_probability()
+        p = self.flip_probability(max(codes.size, 1))
         bits = np.zeros((codes.size, k), dtype=bool)
         bits[np.arange(codes.size), codes] = True
         return bits ^ (rng.random(bits.shape) < p)
@@ -460,10 +572,10 @@ class XORMechanism(LabelMechanism):
         """
         k = _n_classes(n_classes)
         n = _n_labels(n_labels)
-        p = self.flip_probability()
-        count = min(int(self.sensitivity), 2 * n)
-        if k == 1 or count == 0:
+        if k == 1 or n == 0:
             return noop_event()
+        p = self.flip_probability(n)
+        count = min(self._changed_bits(n), 2 * n)
         return self_composed(rr_event(2.0 * p, 2), count)
 
 
@@ -501,6 +613,9 @@ class GaussianSoftLabels(LabelMechanism):
         Total ε per client over the run; None = no limit.
     delta : float, default=1e-5
         δ for calibration and reporting.
+    unit : {"record", "label"}, default="record"
+        ``"label"``: one released row protected on its own (Δ₂ = sqrt(2); ``sensitivity``
+        must then be None or 1).
 
     Examples
     --------
@@ -527,12 +642,14 @@ class GaussianSoftLabels(LabelMechanism):
         sensitivity: int | None = None,
         budget: float | None = None,
         delta: float = 1e-5,
+        unit: str = "record",
     ) -> None:
         self.sigma = sigma
         self.epsilon = epsilon
         self.sensitivity = sensitivity
         self.budget = budget
         self.delta = delta
+        self.unit = unit
 
     def _check_params(self) -> None:
         _positive(self.sigma, "sigma", allow_none=True)
@@ -542,14 +659,22 @@ class GaussianSoftLabels(LabelMechanism):
                 "give exactly one of sigma (the noise std) and epsilon (to calibrate it), "
                 f"got sigma={self.sigma!r}, epsilon={self.epsilon!r}"
             )
-        _sensitivity(self.sensitivity, allow_none=True)
+        s = _sensitivity(self.sensitivity, allow_none=True)
         super()._check_params()
+        if self.unit == "label" and s not in (None, 1):
+            raise ValueError(
+                f"sensitivity={s!r} rows is what one private RECORD changes; with unit='label' "
+                "one row is protected on its own: leave sensitivity=None, or use unit='record'"
+            )
 
     def l2_sensitivity(self, n_labels: int) -> float:
         """``Δ₂ = sqrt(2·min(s*, n_labels))`` (s* = n_labels when ``sensitivity`` is None)."""
         self._check_params()
         n = _n_labels(n_labels)
-        rows = n if self.sensitivity is None else min(int(self.sensitivity), n)
+        if self.unit == "label":
+            rows = min(1, n)
+        else:
+            rows = n if self.sensitivity is None else min(int(self.sensitivity), n)
         return math.sqrt(2.0 * rows)
 
     def noise_std(self, n_labels: int) -> float:
