@@ -1,0 +1,557 @@
+"""Record-level DP for any learner: subsample-and-aggregate (PATE) inside each client.
+
+A client that wants its uploads to be differentially private with respect to **one record of
+its private data**, whatever its learner, does not release its own model's labels. It splits
+its private rows into ``n_teachers`` disjoint shards, trains one *teacher* (a fresh copy of its
+learner) per shard — each shard joined with the pseudo-labelled public rows P, which are
+public — lets every teacher vote on each public example, and releases a noisy aggregate of the
+votes (:class:`SubsampleAndAggregate`). One private record lies in exactly one shard, so it
+can change at most one vote per public example, for any learner: the sensitivity holds by
+construction, not by analysis of the learner.
+
+The client's own prediction model — the learner trained on all its private data ∪ P — is
+unaffected: it never leaves the site and is what the client predicts with; only the noisy
+aggregate of the teachers' votes is uploaded.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sklearn.tree import DecisionTreeClassifier
+>>> from cotrain.privacy.teachers import SubsampleAndAggregate
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(60, 2)); y = (X[:, 0] > 0).astype(np.int64)
+>>> U = np.array([[-2.0, 0.0], [2.0, 0.0]])
+>>> sa = SubsampleAndAggregate(n_teachers=6, sigma=1.0)
+>>> sa.release(DecisionTreeClassifier(random_state=0), X, y, U, np.array([0, 1]),
+...            np.random.default_rng(1))
+array([0, 1])
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from numbers import Integral, Real
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+from sklearn.base import clone
+
+from cotrain.privacy.accounting import (
+    gaussian_event,
+    gaussian_noise_multiplier,
+    noop_event,
+)
+from cotrain.privacy.mechanisms import LabelMechanism, RandomizedResponse
+from learners import ClassAlignedClassifier
+
+__all__ = ["SubsampleAndAggregate", "teacher_shards", "teacher_votes"]
+
+
+# --------------------------------------------------------------------------------------------
+# parameter checks (this module's own: mechanisms.py keeps its helpers private)
+# --------------------------------------------------------------------------------------------
+
+
+def _positive_or_none(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(float(value))
+        or float(value) <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _rows(X: Any) -> int:
+    return int(X.shape[0]) if hasattr(X, "shape") else len(X)
+
+
+def _take(X: Any, idx: NDArray[np.intp]) -> Any:
+    return X.iloc[idx] if hasattr(X, "iloc") else X[idx]
+
+
+def _stack(a: Any, b: Any) -> Any:
+    """Rows of ``a`` then rows of ``b`` (numpy arrays, or scipy sparse matrices)."""
+    if sparse.issparse(a) or sparse.issparse(b):
+        return sparse.vstack([a, b], format="csr")
+    return np.concatenate([np.asarray(a), np.asarray(b)])
+
+
+# --------------------------------------------------------------------------------------------
+# teachers
+# --------------------------------------------------------------------------------------------
+
+
+def teacher_shards(n_rows: int, n_teachers: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Split row indices ``0..n_rows-1`` into ``n_teachers`` disjoint shards at random.
+
+    The split depends only on ``n_rows``, ``n_teachers`` and ``rng`` — never on the data —
+    so that replacing one record keeps every other record in its shard. Shard sizes differ by
+    at most one (a uniform permutation cut with :func:`numpy.array_split`).
+
+    Parameters
+    ----------
+    n_rows : int
+        Number of private rows (>= ``n_teachers``).
+    n_teachers : int
+        Number of shards (>= 1).
+    rng : numpy.random.Generator
+        Randomness of the permutation.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_teachers`` arrays of row indices, each non-empty, together a partition.
+
+    Raises
+    ------
+    ValueError
+        If ``n_teachers`` is not an integer >= 1 or exceeds ``n_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> shards = teacher_shards(7, 3, np.random.default_rng(0))
+    >>> [len(s) for s in shards]
+    [3, 2, 2]
+    >>> sorted(np.concatenate(shards).tolist())
+    [0, 1, 2, 3, 4, 5, 6]
+    """
+    k = _count(n_teachers, "n_teachers", 1)
+    n = _count(n_rows, "n_rows", 0)
+    if k > n:
+        raise ValueError(
+            f"n_teachers={k} exceeds the client's {n} private rows: every teacher needs at "
+            f"least one row of its own (use n_teachers <= {n})"
+        )
+    return np.array_split(rng.permutation(n), k)
+
+
+def _quiet_fit_predict(
+    estimator: Any, X_fit: Any, y_fit: Any, X_public: Any, caught: Counter
+) -> NDArray[Any]:
+    """Fit a clone of ``estimator`` and predict ``X_public``; count its warnings instead."""
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        teacher = clone(estimator).fit(X_fit, y_fit)
+        pred = np.asarray(teacher.predict(X_public)).ravel()
+    caught.update((w.category, str(w.message)) for w in log)
+    return pred
+
+
+def teacher_votes(
+    estimator: Any,
+    X: Any,
+    y: Any,
+    X_public: Any,
+    classes: Any,
+    rng: np.random.Generator,
+    *,
+    n_teachers: int,
+    X_extra: Any = None,
+    y_extra: Any = None,
+) -> NDArray[np.int64]:
+    """The clean vote counts ``(n_public, C)`` of ``n_teachers`` teachers on the public pool.
+
+    The private rows are split with :func:`teacher_shards` (using ``rng``); teacher ``j`` is a
+    fresh ``sklearn.base.clone`` of ``estimator`` fitted on shard ``j`` ∪ (``X_extra``,
+    ``y_extra``) and votes for its prediction on every public example. Teachers never
+    continue from a previously fitted model (a clone is unfitted). An estimator that is not
+    a :class:`learners.ClassAlignedClassifier` is wrapped in one with ``classes`` (so a
+    shard lacking classes, or holding one, still trains). Warnings raised by the teachers are
+    collected and re-issued once per distinct message, prefixed by how many teachers raised it.
+
+    This is the clean (not private) statistic that :class:`SubsampleAndAggregate` perturbs;
+    it is public so that its sensitivity can be checked: replacing one private row changes at
+    most one teacher's vote, hence each row of the result by at most one vote moved.
+
+    Parameters
+    ----------
+    estimator : classifier
+        Unfitted scikit-learn-style classifier (cloned per teacher, never fitted itself).
+    X, y : array-like
+        The client's private rows and labels (values of ``classes``).
+    X_public : array-like
+        The public pool U.
+    classes : array-like
+        The global classes, sorted; the columns of the result.
+    rng : numpy.random.Generator
+        Randomness of the shard split.
+    n_teachers : int
+        Number of teachers (1 <= n_teachers <= len(X)).
+    X_extra, y_extra : array-like, optional
+        Public rows with a pseudo-label (P) and their labels, added to every teacher's shard.
+
+    Returns
+    -------
+    ndarray of shape (n_public, C), int64
+        Votes per public example and class; every row sums to ``n_teachers``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]]); y = np.array([0, 0, 0, 1, 1, 1])
+    >>> teacher_votes(DecisionTreeClassifier(random_state=0), X, y, np.array([[-1.0], [9.0]]),
+    ...               np.array([0, 1]), np.random.default_rng(0), n_teachers=2,
+    ...               X_extra=np.array([[2.5]]), y_extra=np.array([1]))
+    array([[2, 0],
+           [0, 2]])
+    """
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or classes.size == 0 or np.any(classes[1:] <= classes[:-1]):
+        raise ValueError("classes must be a non-empty 1-D array, sorted and unique")
+    y = np.asarray(y)
+    n = _rows(X)
+    if y.shape != (n,):
+        raise ValueError(f"y must be 1-D labels with one per row of X ({n}), got {y.shape}")
+    if (X_extra is None) != (y_extra is None):
+        raise ValueError("give both X_extra and y_extra (the pseudo-labelled rows) or neither")
+    if X_extra is not None:
+        y_extra = np.asarray(y_extra)
+        if y_extra.shape != (_rows(X_extra),):
+            raise ValueError(
+                f"y_extra must be 1-D labels with one per row of X_extra ({_rows(X_extra)}), "
+                f"got {y_extra.shape} (soft pseudo-labels are not supported)"
+            )
+        if y_extra.size == 0:
+            X_extra = y_extra = None
+    shards = teacher_shards(n, n_teachers, rng)
+    if not isinstance(estimator, ClassAlignedClassifier):
+        estimator = ClassAlignedClassifier(estimator, classes=classes)
+
+    n_public, n_classes = _rows(X_public), classes.size
+    codes = np.empty((len(shards), n_public), dtype=np.int64)
+    caught: Counter = Counter()
+    for j, idx in enumerate(shards):
+        X_fit, y_fit = _take(X, idx), y[idx]
+        if X_extra is not None:
+            X_fit, y_fit = _stack(X_fit, X_extra), np.concatenate([y_fit, y_extra])
+        pred = _quiet_fit_predict(estimator, X_fit, y_fit, X_public, caught)
+        pos = np.searchsorted(classes, pred).clip(0, n_classes - 1)
+        if pred.shape != (n_public,) or np.any(classes[pos] != pred):
+            raise ValueError(
+                f"teacher {j} predicted labels outside classes (or not one per public row)"
+            )
+        codes[j] = pos
+    for (category, message), count in caught.items():
+        warnings.warn(f"{count} of {len(shards)} teachers: {message}", category, stacklevel=2)
+    # counts[i, c] = number of teachers voting c on example i (one bincount, no loop over i)
+    flat = codes + n_classes * np.arange(n_public)[None, :]
+    counts = np.bincount(flat.ravel(), minlength=n_public * n_classes)
+    return counts.reshape(n_public, n_classes).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# the mechanism
+# --------------------------------------------------------------------------------------------
+
+
+class SubsampleAndAggregate(LabelMechanism):
+    """Record-level DP labels for any learner: disjoint teachers, noisy vote aggregate (PATE).
+
+    Applied by the client to its data and learner (``applies_to = "data"``): each round,
+    :meth:`release` splits the client's private rows uniformly at random into ``n_teachers``
+    disjoint shards (sizes differ by at most one; the split never looks at the data), fits a
+    fresh clone of the learner on each shard ∪ P (the public rows with a pseudo-label —
+    public information), lets the teachers vote on every public example, and releases a
+    noisy aggregate of the vote counts ``(n_public, C)``:
+
+    * ``aggregate="gnmax"`` (default): add iid ``N(0, σ²)`` to every count and take the
+      argmax (ties have probability zero; ``numpy.argmax`` would take the lowest code);
+    * ``aggregate="rr"``: the argmax of the clean counts (ties: lowest code), then K-ary
+      randomized response on each label with per-label ε' = ``epsilon / n_labels``
+      (:class:`~cotrain.privacy.RandomizedResponse` with ``sensitivity = n_labels``).
+
+    The client's own model (its learner on all its private data ∪ P) is not involved: it
+    never leaves the site and remains what the client predicts with.
+
+    Why this is DP (unit: one private record of the client; adversary: the server and
+    everyone who sees the upload or what follows from it, since the noise is added at the
+    client). Take replace-one neighbours D, D' of the client's private data (same size,
+    one record replaced). The shard split depends only on the row count and ``rng``, so
+    under the same split the changed record sits in exactly one shard; every other teacher
+    trains on identical data (P is the same: it is the previous rounds' public consensus)
+    and casts identical votes. The one affected teacher changes at most its vote on each
+    public example: per example the count vector moves one unit out of a class and one unit
+    into another, L2 ≤ sqrt(2); over the ``n_labels`` examples of one round the whole count
+    matrix moves by L2 ≤ sqrt(2·n_labels) — for any learner, since nothing was assumed of it.
+
+    * "gnmax": adding N(0, σ²) to every count is the Gaussian mechanism with L2 sensitivity
+      sqrt(2·n_labels), noise multiplier ``σ / sqrt(2·n_labels)``; the argmax is
+      post-processing. One round's event is ``gaussian_event(σ / sqrt(2·n_labels))``. With
+      ``epsilon=`` the noise is calibrated as ``σ = z(ε, δ)·sqrt(2·n_labels)``
+      (:func:`~cotrain.privacy.gaussian_noise_multiplier`, analytic Gaussian mechanism), so
+      **σ grows with the number of public labels released per round**; the round is then
+      exactly (ε, δ)-DP.
+    * "rr": the clean argmax may change on every public example (s* = n_labels labels), so
+      per-label randomized response at ε/n_labels makes the round ε-DP at δ = 0 by group
+      privacy; the event is that RR self-composed n_labels times (the accountant composes it
+      exactly and reports less than ε at δ > 0).
+
+    Rounds compose: :meth:`dp_event` is one round's event and the trainer's ledger composes
+    the rounds a client takes part in (adaptive composition: teachers of a later round train
+    on pseudo-labels that depend on earlier releases, which are already accounted).
+
+    Confident-GNMax (release only the examples whose noisy top vote clears a threshold) is
+    not available: uploads cannot abstain yet (the wire format rejects -1 codes), so
+    ``threshold`` must stay None.
+
+    Parameters
+    ----------
+    n_teachers : int, default=50
+        Number of disjoint teachers (1 <= n_teachers <= the client's private rows). More
+        teachers give larger vote margins (robust to noise) but smaller shards.
+    sigma : float, optional
+        "gnmax" only: standard deviation of the noise on each count (> 0).
+    epsilon : float, optional
+        ε of one round's release w.r.t. one private record (> 0): at ``delta`` for "gnmax"
+        (σ calibrated from it), at δ = 0 for "rr" (which requires it). For "gnmax" give
+        exactly one of ``sigma`` and ``epsilon``.
+    aggregate : {"gnmax", "rr"}, default="gnmax"
+        How the votes are aggregated (see above).
+    budget : float, optional
+        Total ε per client over the whole run (None = no limit); the trainer stops before a
+        round that would exceed it.
+    delta : float, default=1e-5
+        δ for calibration and reporting.
+    threshold : None
+        Reserved for Confident-GNMax; any other value raises ``NotImplementedError``.
+
+    Attributes
+    ----------
+    applies_to : "data"
+        Applied by the client to its data and learner (:meth:`release`), not to labels.
+    unit : "record"
+        The guarantee is about one private training record of the client.
+    adversary : "server"
+        Noise is added at the client: it holds against the server and everyone after it.
+
+    Examples
+    --------
+    >>> sa = SubsampleAndAggregate(n_teachers=50, epsilon=2.0)
+    >>> round(sa.noise_std(n_labels=500), 2)       # z(2, 1e-5) * sqrt(2 * 500)
+    63.05
+    >>> sa.dp_event(n_classes=10, n_labels=500)    # doctest: +ELLIPSIS
+    GaussianDpEvent(noise_multiplier=1.9938...)
+    >>> SubsampleAndAggregate(sigma=10.0).dp_event(10, 50)   # 10 / sqrt(100)
+    GaussianDpEvent(noise_multiplier=1.0)
+    >>> import numpy as np
+    >>> counts = np.array([[7, 3], [1, 9]])
+    >>> SubsampleAndAggregate(sigma=1e-3).aggregate_votes(counts, np.random.default_rng(0))
+    array([0, 1])
+    """
+
+    applies_to: ClassVar[str] = "data"  # type: ignore[assignment]
+    unit: ClassVar[str] = "record"
+    adversary: ClassVar[str] = "server"
+
+    def __init__(
+        self,
+        n_teachers: int = 50,
+        sigma: float | None = None,
+        epsilon: float | None = None,
+        aggregate: Literal["gnmax", "rr"] = "gnmax",
+        budget: float | None = None,
+        delta: float = 1e-5,
+        threshold: float | None = None,
+    ) -> None:
+        self.n_teachers = n_teachers
+        self.sigma = sigma
+        self.epsilon = epsilon
+        self.aggregate = aggregate
+        self.budget = budget
+        self.delta = delta
+        self.threshold = threshold
+
+    # ------------------------------------------------------------------ parameters
+    def _check_params(self) -> None:
+        if self.threshold is not None:
+            raise NotImplementedError(
+                "Confident-GNMax (threshold=...) is not implemented: uploads cannot abstain "
+                "yet (the wire format rejects -1 codes); leave threshold=None"
+            )
+        _count(self.n_teachers, "n_teachers", 1)
+        if self.aggregate not in ("gnmax", "rr"):
+            raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
+        _positive_or_none(self.sigma, "sigma")
+        _positive_or_none(self.epsilon, "epsilon")
+        if self.aggregate == "gnmax" and (self.sigma is None) == (self.epsilon is None):
+            raise ValueError(
+                "aggregate='gnmax' needs exactly one of sigma (the noise std on each vote "
+                f"count) and epsilon (to calibrate it), got sigma={self.sigma!r}, "
+                f"epsilon={self.epsilon!r}"
+            )
+        if self.aggregate == "rr" and (self.epsilon is None or self.sigma is not None):
+            raise ValueError(
+                "aggregate='rr' needs epsilon (the ε of one round at δ = 0) and no sigma, "
+                f"got sigma={self.sigma!r}, epsilon={self.epsilon!r}"
+            )
+        super()._check_params()
+
+    def l2_sensitivity(self, n_labels: int) -> float:
+        """L2 sensitivity of one round's vote counts w.r.t. one record: ``sqrt(2·n_labels)``.
+
+        Examples
+        --------
+        >>> SubsampleAndAggregate(sigma=1.0).l2_sensitivity(8)
+        4.0
+        """
+        return math.sqrt(2.0 * _count(n_labels, "n_labels", 0))
+
+    def noise_std(self, n_labels: int) -> float:
+        """σ on each vote count ("gnmax"): ``sigma``, or ``z(ε, δ)·sqrt(2·n_labels)``.
+
+        Examples
+        --------
+        >>> round(SubsampleAndAggregate(epsilon=1.0).noise_std(n_labels=2), 3)   # 3.7306 * 2
+        7.461
+        """
+        self._check_params()
+        if self.aggregate != "gnmax":
+            raise ValueError(f"noise_std is defined for aggregate='gnmax', not {self.aggregate!r}")
+        if self.sigma is not None:
+            return float(self.sigma)
+        z = gaussian_noise_multiplier(float(self.epsilon), float(self.delta))
+        return z * self.l2_sensitivity(n_labels)
+
+    def _rr(self, n_labels: int) -> RandomizedResponse:
+        """The randomized response of "rr": ε per round, s* = n_labels labels."""
+        return RandomizedResponse(
+            epsilon=float(self.epsilon), sensitivity=max(1, n_labels), delta=self.delta
+        )
+
+    # ------------------------------------------------------------------ release
+    def aggregate_votes(self, counts: Any, rng: np.random.Generator) -> NDArray[np.int64]:
+        """Noisy aggregate of vote counts ``(n_labels, C)`` → int64 codes ``(n_labels,)``.
+
+        "gnmax": ``argmax(counts + N(0, σ²))`` per row, σ = :meth:`noise_std` of
+        ``n_labels`` rows. "rr": clean argmax (ties: lowest code), then K-ary randomized
+        response at ε/n_labels per label.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> counts = np.array([[5, 4, 1], [0, 2, 8]])
+        >>> noise = np.random.default_rng(6).normal(0.0, 2.0, size=(2, 3))
+        >>> (counts + noise).argmax(axis=1)
+        array([1, 2])
+        >>> SubsampleAndAggregate(sigma=2.0).aggregate_votes(counts, np.random.default_rng(6))
+        array([1, 2])
+        """
+        self._check_params()
+        counts = np.asarray(counts)
+        if counts.ndim != 2 or counts.shape[1] < 1:
+            raise ValueError(f"counts must have shape (n_labels, C), got {counts.shape}")
+        n, k = counts.shape
+        if self.aggregate == "gnmax":
+            noisy = counts + rng.normal(0.0, self.noise_std(n), size=counts.shape)
+            return noisy.argmax(axis=1).astype(np.int64)
+        clean = counts.argmax(axis=1).astype(np.int64)
+        return self._rr(n).randomize(clean, k, rng)
+
+    def release(
+        self,
+        estimator: Any,
+        X: Any,
+        y: Any,
+        X_public: Any,
+        classes: Any,
+        rng: np.random.Generator,
+        *,
+        X_extra: Any = None,
+        y_extra: Any = None,
+    ) -> NDArray[np.int64]:
+        """The client's private upload of one round: int64 codes ``(n_public,)`` into classes.
+
+        ``aggregate_votes(teacher_votes(...), rng)``: ``n_teachers`` clones of ``estimator``
+        on disjoint random shards of (``X``, ``y``), each with (``X_extra``, ``y_extra``),
+        vote on ``X_public``; the counts are aggregated with noise. ``estimator`` itself is
+        never fitted.
+
+        Parameters
+        ----------
+        estimator : classifier
+            The client's learner (normally its :class:`learners.ClassAlignedClassifier`).
+        X, y : array-like
+            The client's private rows and labels (values of ``classes``).
+        X_public : array-like
+            The public pool U; one label is released per row.
+        classes : array-like
+            The global classes, sorted.
+        rng : numpy.random.Generator
+            The client's privacy randomness (shard split, then noise).
+        X_extra, y_extra : array-like, optional
+            The public rows that carry a pseudo-label (P) and those labels.
+
+        Returns
+        -------
+        ndarray of shape (n_public,), int64
+            Codes into ``classes``.
+
+        Raises
+        ------
+        ValueError
+            If a parameter is invalid, or ``n_teachers`` exceeds the client's private rows.
+        """
+        self._check_params()
+        counts = teacher_votes(
+            estimator,
+            X,
+            y,
+            X_public,
+            classes,
+            rng,
+            n_teachers=int(self.n_teachers),
+            X_extra=X_extra,
+            y_extra=y_extra,
+        )
+        return self.aggregate_votes(counts, rng)
+
+    def randomize(self, labels: Any, n_classes: int, rng: np.random.Generator) -> Any:
+        """Not available: this mechanism is applied by the client to its data, not to labels.
+
+        Raises
+        ------
+        TypeError
+            Always; use :meth:`release`.
+        """
+        raise TypeError(
+            "SubsampleAndAggregate is applied by the client to its data and learner, not to "
+            "labels (applies_to='data'); use release(estimator, X, y, X_public, classes, rng)"
+        )
+
+    def dp_event(self, n_classes: int, n_labels: int) -> Any:
+        """The privacy event of ONE round's release of ``n_labels`` labels (one record).
+
+        "gnmax": ``gaussian_event(σ / sqrt(2·n_labels))``. "rr": K-ary randomized response
+        at ε/n_labels self-composed n_labels times. A no-op when nothing is released or
+        there is a single class.
+
+        Examples
+        --------
+        >>> event = SubsampleAndAggregate(epsilon=1.0, aggregate="rr").dp_event(10, 4)
+        >>> event.count, event.event.num_buckets   # 4 labels of 10-ary RR at ε/4 each
+        (4, 10)
+        """
+        self._check_params()
+        k = _count(n_classes, "n_classes", 1)
+        n = _count(n_labels, "n_labels", 0)
+        if n == 0 or k == 1:
+            return noop_event()
+        if self.aggregate == "rr":
+            return self._rr(n).dp_event(k, n)
+        return gaussian_event(self.noise_std(n) / self.l2_sensitivity(n))
