@@ -479,37 +479,27 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         steps: int | None,
     ) -> None:
         device = self._device()
-        module, optimizer = self.module_, self.optimizer_
-        Xt, Tt, Wt = (torch.from_numpy(np.ascontiguousarray(a)) for a in (X, targets, weight))
-        n = Xt.shape[0]
-        batch = min(self.batch_size, n)
+        data = [torch.from_numpy(np.ascontiguousarray(a)) for a in (X, targets, weight)]
+        n = data[0].shape[0]
 
         def step(idx: torch.Tensor) -> float:
-            xb, tb, wb = (t[idx].to(device) for t in (Xt, Tt, Wt))
-            optimizer.zero_grad(set_to_none=True)
-            logp = torch.log_softmax(module(xb), dim=1)
-            loss = (wb * -(tb * logp).sum(dim=1)).sum() / idx.numel()
-            loss.backward()
-            optimizer.step()
+            loss = self._step(*(t[idx].to(device) for t in data))
             self.n_steps_ += 1
-            return float(loss.detach()) * idx.numel()
+            return loss
 
-        def batches() -> Iterator[torch.Tensor]:
-            perm = torch.randperm(n)
-            for start in range(0, n, batch):
-                yield perm[start : start + batch]
-
-        module.train()
+        self.module_.train()
         with _num_threads(self.n_threads), _private_rng(device, self._rng_state):
             if steps is None:
                 for _ in range(epochs):
-                    total = sum(step(idx) for idx in batches())
-                    self._record(total / n)
+                    total, seen = 0.0, 0
+                    for idx in self._batches(n):
+                        total, seen = total + step(idx), seen + idx.numel()
+                    self._record(total / max(seen, 1))
                     self.n_epochs_ += 1
             else:
                 total, seen, done = 0.0, 0, 0
                 while done < steps:
-                    for idx in batches():
+                    for idx in self._batches(n):
                         total += step(idx)
                         seen += idx.numel()
                         done += 1
@@ -517,7 +507,22 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                             break
                     else:
                         self.n_epochs_ += 1
-                self._record(total / seen)
+                self._record(total / max(seen, 1))
+
+    def _batches(self, n: int) -> Iterator[torch.Tensor]:
+        """Row indices of the mini-batches of one epoch (a subclass may sample otherwise)."""
+        perm, batch = torch.randperm(n), min(self.batch_size, n)
+        for start in range(0, n, batch):
+            yield perm[start : start + batch]
+
+    def _step(self, xb: torch.Tensor, tb: torch.Tensor, wb: torch.Tensor) -> float:
+        """One optimizer step on a mini-batch; the summed loss of its rows (a hook)."""
+        self.optimizer_.zero_grad(set_to_none=True)
+        logp = torch.log_softmax(self.module_(xb), dim=1)
+        loss = (wb * -(tb * logp).sum(dim=1)).sum() / xb.shape[0]
+        loss.backward()
+        self.optimizer_.step()
+        return float(loss.detach()) * xb.shape[0]
 
     def _record(self, loss: float) -> None:
         self.loss_curve_.append(loss)
