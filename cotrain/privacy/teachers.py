@@ -355,8 +355,8 @@ class SubsampleAndAggregate(LabelMechanism):
     array([0, 1])
     """
 
-    applies_to: ClassVar[str] = "data"  # type: ignore[assignment]
-    unit: ClassVar[str] = "record"
+    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "data"
+    unit: str = "record"
     adversary: ClassVar[str] = "server"
 
     def __init__(
