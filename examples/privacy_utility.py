@@ -9,7 +9,7 @@ server observes; mean over the 5 clients, the max in brackets) and the accounted
 What the server observes and how it attacks (see :mod:`cotrain.audit`):
 
 - FedCT / DP-FedCT / PATE: hard labels on a *forged* public pool holding the candidate
-  records: label-only attack ``1[label == y]`` ("label"); for DP-FedCT the labels pass
+  records: label-only Yeom (gap) attack ``1[label == y]`` ("yeom"); for DP-FedCT the labels pass
   through the mechanism, released once per round (the forged candidates stay in U for
   all rounds, so the server sees as many randomised labels as the ε composes over);
 - DD: soft labels (probabilities) on the forged pool: confidence attack ``p_y``;

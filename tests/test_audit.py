@@ -11,14 +11,18 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.audit import (
+    ATTACKS,
     AuditResult,
     ClientsAudit,
     audit_clients,
     audit_labels,
     audit_model,
+    label_privatizer,
     membership_auc,
     membership_scores,
+    tpr_at_fpr,
 )
+from cotrain.audit.metrics import LOW_FPRS, membership_metrics
 
 
 def _noisy_data(n: int = 4000, flip: float = 0.3, seed: int = 0):
@@ -45,6 +49,80 @@ def test_membership_auc_rejects_bad_input():
         membership_auc([np.nan], [0.1])
 
 
+# ------------------------------------------------------------ TPR at low FPR
+def test_tpr_at_fpr_hand_made():
+    members, nonmembers = [9, 8, 7, 2], [6, 5, 1, 0, -1, -2, -3, -4, -5, -6]
+    assert tpr_at_fpr(members, nonmembers, 0.0) == 0.75  # 3 members above every non-member
+    assert tpr_at_fpr(members, nonmembers, 0.1) == 0.75  # one FP (6) buys nothing
+    assert tpr_at_fpr(members, nonmembers, 0.19) == 0.75  # no interpolation below 2/10
+    assert tpr_at_fpr(members, nonmembers, 0.2) == 1.0  # threshold 2: FPs 6 and 5
+    assert tpr_at_fpr([1, 1], [1, 1], 0.5) == 0.0  # a tie cannot be split: FPR jumps to 1
+    assert tpr_at_fpr([1, 1], [1, 1], 1.0) == 1.0
+    with pytest.raises(ValueError, match="fpr"):
+        tpr_at_fpr([1], [0], 1.5)
+    assert LOW_FPRS == (0.001, 0.01)
+    assert membership_metrics([3, 2, 1], [0, 0, 5]) == {
+        "auc": pytest.approx(6 / 9),
+        "tpr_at_0_1pct_fpr": 0.0,
+        "tpr_at_1pct_fpr": 0.0,
+    }
+
+
+def test_every_result_carries_low_fpr_metrics():
+    Xm, ym, Xn, yn = _noisy_data(n=1000)
+    forest = RandomForestClassifier(50, random_state=0, n_jobs=1).fit(Xm, ym)
+    res = audit_model(forest, Xm, ym, Xn, yn)
+    assert 0.0 <= res.tpr_at_0_1pct_fpr <= res.tpr_at_1pct_fpr <= 1.0
+    # a memorising forest: high AUC, but its confidence saturates at 1 on members and on
+    # many non-members alike, so at 1 % FPR it identifies (almost) no member: the AUC alone
+    # is no worst-case evidence (measured: AUC 0.762, TPR 0.0)
+    assert res.auc > 0.7 and res.tpr_at_1pct_fpr < 0.05
+    assert res.as_dict()["tpr_at_1pct_fpr"] == res.tpr_at_1pct_fpr
+    audit = audit_clients([forest], [(Xm, ym)], (Xn, yn))
+    assert audit.mean_tpr_at_1pct_fpr == res.tpr_at_1pct_fpr
+    assert audit.mean_tpr_at_0_1pct_fpr == res.tpr_at_0_1pct_fpr
+
+
+# ------------------------------------------------------- Yeom (gap) attack
+def test_yeom_auc_identity_and_ceiling():
+    """AUC of the correctness score = 0.5 + (train acc − test acc)/2, exactly, and so at
+    most 0.5 + test error / 2; its TPR at an FPR below the test accuracy is 0."""
+    X, y = make_classification(
+        900, n_features=8, n_informative=4, flip_y=0.25, class_sep=1.0, random_state=3
+    )
+    Xm, ym, Xn, yn = X[:300], y[:300], X[300:], y[300:]
+    for model in (
+        DecisionTreeClassifier(max_depth=6, random_state=0),
+        KNeighborsClassifier(5),
+        KNeighborsClassifier(1),
+    ):
+        model.fit(Xm, ym)
+        train_acc, test_acc = model.score(Xm, ym), model.score(Xn, yn)
+        res = audit_labels(model.predict, Xm, ym, Xn, yn)
+        assert res.attack == "yeom"
+        assert res.auc == pytest.approx(0.5 + (train_acc - test_acc) / 2, abs=1e-12)
+        assert res.auc <= 0.5 + (1 - test_acc) / 2 + 1e-12
+        assert res.tpr_at_1pct_fpr == 0.0 and res.tpr_at_0_1pct_fpr == 0.0
+    # the 1-NN reaches the ceiling: train accuracy 1
+    assert res.auc == pytest.approx(0.5 + (1 - test_acc) / 2, abs=1e-12)
+
+
+def test_label_is_a_deprecated_alias_of_yeom():
+    Xm, ym, Xn, yn = _noisy_data(n=200)
+    knn = KNeighborsClassifier(1).fit(Xm, ym)
+    assert "yeom" in ATTACKS and "label" not in ATTACKS
+    with pytest.warns(DeprecationWarning, match="yeom"):
+        old = audit_labels(knn.predict, Xm, ym, Xn, yn, attack="label")
+    assert old == audit_labels(knn.predict, Xm, ym, Xn, yn, attack="yeom")
+
+
+def test_label_privatizer_is_still_exported():
+    from cotrain.privacy import RandomizedResponse
+
+    privatize = label_privatizer(RandomizedResponse(epsilon=50.0), [0, 1], seed=0)
+    assert privatize(np.array([0, 1, 1]), 0).tolist() == [0, 1, 1]
+
+
 # ------------------------------------------------- random labels: no signal
 def test_random_labels_give_auc_near_half():
     """A model fitted to SHUFFLED labels memorises those, not the truth. The attacker
@@ -58,7 +136,7 @@ def test_random_labels_give_auc_near_half():
     forest = RandomForestClassifier(50, random_state=0, n_jobs=1).fit(Xm, shuffled)
     label = audit_labels(tree.predict, Xm, ym, Xn, yn)
     conf = audit_model(forest, Xm, ym, Xn, yn)
-    assert label.attack == "label" and conf.attack == "confidence"
+    assert label.attack == "yeom" and conf.attack == "confidence"
     assert abs(label.auc - 0.5) < 0.08, label
     assert abs(conf.auc - 0.5) < 0.08, conf
     # with the labels it was trained on, the same tree is maximally exposed
@@ -106,7 +184,7 @@ def test_attack_kind_mismatch_is_an_error():
     Xm, ym, Xn, yn = _noisy_data(n=200)
     knn = KNeighborsClassifier(1).fit(Xm, ym)
     with pytest.raises(ValueError, match="hard labels"):
-        audit_labels(knn.predict_proba, Xm, ym, Xn, yn, kind="soft", attack="label")
+        audit_labels(knn.predict_proba, Xm, ym, Xn, yn, kind="soft", attack="yeom")
     with pytest.raises(ValueError, match="probabilities"):
         audit_labels(knn.predict, Xm, ym, Xn, yn, attack="confidence")
     with pytest.raises(ValueError, match="reference model"):
@@ -125,7 +203,7 @@ def test_fedct_run_audited_end_to_end():
     ).fit([X[p] for p in parts], [y[p] for p in parts], X_public=X[public])
     members = [(X[p], y[p]) for p in parts]
     audit = audit_clients(fedct, members, (X[test], y[test]))
-    assert isinstance(audit, ClientsAudit) and audit.attack == "label"
+    assert isinstance(audit, ClientsAudit) and audit.attack == "yeom"
     assert len(audit.results) == 3
     assert all(isinstance(r, AuditResult) and 0.0 <= r.auc <= 1.0 for r in audit.results)
     assert audit.results[0].n_members == len(parts[0])

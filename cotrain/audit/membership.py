@@ -1,10 +1,8 @@
-"""Membership-inference audit: the privacy vulnerability (VUL) of what a method shares.
+"""Single-model membership attacks on what a client shares: Yeom, label-noise, confidence.
 
-VUL is the ROC AUC of a membership-inference attack: the attacker scores candidate
-records, and the AUC measures how well the scores separate *members* (records in a
-client's private training data) from *non-members* (records from the same distribution
-that the client never saw). 0.5 is a random guess (ideal privacy), 1.0 certain
-inference (FedCT paper, Table 1: FedCT ≈ 0.51–0.53, DD ≈ 0.60, FedAvg ≈ 0.71–0.76).
+One observation of the target client, no shadow models (``"reference"``: one model): these
+measure *average-case* leakage. Stronger evidence: :func:`cotrain.audit.lira_attack` and
+:func:`cotrain.audit.one_run_audit`. Results carry the AUC and TPR at 0.1 % / 1 % FPR.
 
 Threat model
 ------------
@@ -14,15 +12,23 @@ given record is in a client's private data. It attacks what each method lets it 
 - **FedCT** (hard labels) and **PATE** (teacher votes): every round the client labels
   the public pool U the server chooses. A curious server can *forge* U: it puts candidate
   records (possible members and non-members) into the pool, and gets back the client's
-  hard label on each. The attack is **label-only**: score ``1[label == true label]``
-  (``attack="label"``), finer with the label's stability under small input noise (the
-  server can put noisy copies into the pool as well, ``attack="label-noise"``), or
-  calibrated by a reference model (``attack="reference"``, below).
+  hard label on each. The default attack is the **Yeom (gap) attack**, ``attack="yeom"``:
+  score ``1[label == true label]`` (Yeom et al. 2018; "gap attack" in Choquette-Choo et al.
+  2021). For a binary score the ROC curve has one inner point, FPR = accuracy on
+  non-members and TPR = accuracy on members, so its AUC is **exactly**
+  ``0.5 + (acc_members − acc_nonmembers) / 2`` — the generalisation gap, nothing more —
+  and can **never exceed** ``0.5 + (1 − acc_nonmembers) / 2 = 0.5 + test_error / 2``
+  (FedCT's 0.522 on digits is that ceiling). Its TPR at an FPR below the non-members'
+  accuracy is 0: it is no worst-case measure. Finer: the label's stability under small
+  input noise (the server
+  puts noisy copies into the pool as well, ``attack="label-noise"``), or calibration by a
+  reference model (``attack="reference"``, below). ``attack="label"`` is a deprecated alias
+  of ``"yeom"``.
 - **DD** (soft labels): the same forged pool, but the server gets the client's class
   probabilities: the confidence on the true label (``attack="confidence"``, computed as
   the logit-scaled ``log p_y − log Σ_{k≠y} p_k``, which ranks records as ``p_y`` and the
-  loss ``−log p_y`` do but does not saturate when ``p_y`` rounds to 1), or the reference
-  attack.
+  loss ``−log p_y`` do — Yeom's loss-threshold attack — but does not saturate when ``p_y``
+  rounds to 1), or the reference attack.
 - **FedAvg / DP-FedAvg** (parameters): the server receives the client's parameters, so it
   can evaluate the client's model on *any* input, its training records included; the
   attack is the same confidence (loss) threshold attack on the model's outputs. This is a
@@ -45,8 +51,7 @@ enter the client's training as pseudo-labelled data). With a label-privacy mecha
 (DP-FedCT) pass ``privatize``, which randomises the labels as the client would before
 sending them.
 
-The AUC is reported as it is (not ``max(auc, 1 − auc)``): an attack that scores members
-lower than non-members is no evidence of leakage here.
+The AUC is reported as it is (not ``max(auc, 1 − auc)``).
 
 Examples
 --------
@@ -57,51 +62,45 @@ Examples
 >>> model = KNeighborsClassifier(1).fit(X[:300], y[:300])     # memorises its data
 >>> result = audit_labels(model.predict, X[:300], y[:300], X[300:], y[300:])
 >>> result.attack, result.auc > 0.6
-('label', True)
+('yeom', True)
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
+
+from cotrain.audit.metrics import AuditResult
 
 __all__ = [
     "ATTACKS",
-    "AuditResult",
     "ClientsAudit",
     "audit_clients",
     "audit_labels",
     "audit_model",
-    "membership_auc",
+    "label_privatizer",
     "membership_scores",
 ]
 
-ATTACKS = ("label", "label-noise", "confidence", "reference")
-"""Attack names: which apply depends on the observation (hard labels or probabilities)."""
+ATTACKS = ("yeom", "label-noise", "confidence", "reference")
+"""Attack names: which apply depends on the observation (hard labels or probabilities).
+``"label"`` is still accepted as a deprecated alias of ``"yeom"``."""
 
 
-@dataclass(frozen=True)
-class AuditResult:
-    """Outcome of one membership-inference attack.
-
-    Attributes
-    ----------
-    auc : float
-        ROC AUC of the membership scores, members as positives (the vulnerability VUL).
-    attack : str
-        The attack (one of :data:`ATTACKS`).
-    n_members, n_nonmembers : int
-        Records scored on each side.
-    """
-
-    auc: float
-    attack: str
-    n_members: int
-    n_nonmembers: int
+def _attack_name(attack: str | None) -> str | None:
+    """Map the deprecated ``"label"`` to ``"yeom"`` (with a DeprecationWarning)."""
+    if attack == "label":
+        warnings.warn(
+            'attack="label" is deprecated: the attack is the Yeom (gap) attack, attack="yeom"',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return "yeom"
+    return attack
 
 
 @dataclass(frozen=True)
@@ -116,6 +115,14 @@ class ClientsAudit:
         The attack used.
     mean_auc, max_auc : float
         Mean and maximum AUC over the clients (mean is the VUL reported).
+    mean_tpr_at_1pct_fpr, mean_tpr_at_0_1pct_fpr : float
+        Mean over the clients of the TPR at 1 % and 0.1 % FPR.
+
+    Examples
+    --------
+    >>> audit = ClientsAudit([AuditResult(0.6, "yeom", 10, 10), AuditResult(0.7, "yeom", 10, 10)])
+    >>> round(audit.mean_auc, 2), audit.max_auc
+    (0.65, 0.7)
     """
 
     results: list[AuditResult] = field(default_factory=list)
@@ -136,36 +143,15 @@ class ClientsAudit:
         """Largest AUC of any client."""
         return float(np.max(self.aucs))
 
+    @property
+    def mean_tpr_at_1pct_fpr(self) -> float:
+        """Mean over the clients of the TPR at 1 % FPR."""
+        return float(np.mean([r.tpr_at_1pct_fpr for r in self.results]))
 
-def membership_auc(member_scores: Any, nonmember_scores: Any) -> float:
-    """ROC AUC of membership scores, members as the positive class.
-
-    Parameters
-    ----------
-    member_scores, nonmember_scores : array-like of shape (n,)
-        Scores of members and of non-members; higher means "more likely a member".
-
-    Returns
-    -------
-    float
-        The AUC: 1.0 if every member scores above every non-member, 0.5 for scores
-        that carry no information (ties count one half).
-
-    Examples
-    --------
-    >>> membership_auc([0.9, 0.8], [0.1, 0.2])
-    1.0
-    >>> membership_auc([1, 1, 0], [1, 1, 0])
-    0.5
-    """
-    m = np.asarray(member_scores, dtype=np.float64).ravel()
-    n = np.asarray(nonmember_scores, dtype=np.float64).ravel()
-    if m.size == 0 or n.size == 0:
-        raise ValueError("membership_auc needs at least one member and one non-member score")
-    if not (np.isfinite(m).all() and np.isfinite(n).all()):
-        raise ValueError("membership scores must be finite")
-    y = np.r_[np.ones(m.size), np.zeros(n.size)]
-    return float(roc_auc_score(y, np.r_[m, n]))
+    @property
+    def mean_tpr_at_0_1pct_fpr(self) -> float:
+        """Mean over the clients of the TPR at 0.1 % FPR."""
+        return float(np.mean([r.tpr_at_0_1pct_fpr for r in self.results]))
 
 
 def _classes_of(model: Any, classes: Any) -> np.ndarray:
@@ -261,13 +247,14 @@ def membership_scores(
     kind : {"hard", "soft"}, default="hard"
         What ``observe`` returns.
     attack : str, optional
-        ``"label"`` (hard: ``1[label == y]``), ``"label-noise"`` (hard: the share of
+        ``"yeom"`` (hard: ``1[label == y]``, the Yeom gap attack; AUC = 0.5 + (member
+        accuracy − non-member accuracy) / 2 exactly), ``"label-noise"`` (hard: the share of
         ``n_noise`` noisy copies, plus the record itself, labelled ``y``),
         ``"confidence"`` (soft: the logit-scaled confidence ``log p_y − log(1 − p_y)``,
         which ranks as ``p_y`` and the loss do but does not saturate at ``p_y = 1``), or
         ``"reference"`` (the hard score minus the reference model's ``p_y``, or the soft
         score minus the reference model's logit-scaled confidence). Default: ``"reference"`` with a
-        reference model, else ``"label"`` for hard and ``"confidence"`` for soft.
+        reference model, else ``"yeom"`` for hard and ``"confidence"`` for soft.
     classes : array-like, optional
         Labels of the probability columns (soft observations); default ``arange``.
     reference : classifier, optional
@@ -291,19 +278,20 @@ def membership_scores(
     >>> membership_scores(lambda X: np.array([0, 1, 1]), np.zeros((3, 2)), [0, 1, 0])
     array([1., 1., 0.])
     """
+    attack = _attack_name(attack)
     y = np.asarray(y)
     n = len(y)
     if kind not in ("hard", "soft"):
         raise ValueError(f"kind must be 'hard' or 'soft', got {kind!r}")
     if attack is None:
         attack = (
-            "reference" if reference is not None else ("label" if kind == "hard" else "confidence")
+            "reference" if reference is not None else ("yeom" if kind == "hard" else "confidence")
         )
     if attack not in ATTACKS:
         raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
     if attack == "reference" and reference is None:
         raise ValueError("attack='reference' needs a reference model")
-    if attack in ("label", "label-noise") and kind != "hard":
+    if attack in ("yeom", "label-noise") and kind != "hard":
         raise ValueError(f"attack={attack!r} needs hard labels (kind='hard')")
     if attack == "confidence" and kind != "soft":
         raise ValueError("attack='confidence' needs probabilities (kind='soft')")
@@ -389,18 +377,19 @@ def audit_labels(
     >>> audit_labels(observe, X[:4], truth[:4], X[4:], truth[4:]).auc
     0.75
     """
+    attack = _attack_name(attack)
     mX, my = members_X, np.asarray(members_y)
     nX, ny = nonmembers_X, np.asarray(nonmembers_y)
     if len(my) == 0 or len(ny) == 0:
         raise ValueError("need at least one member and one non-member")
     if attack is None:
         attack = (
-            "reference" if reference is not None else ("label" if kind == "hard" else "confidence")
+            "reference" if reference is not None else ("yeom" if kind == "hard" else "confidence")
         )
     common = {"kind": kind, "attack": attack, "classes": classes, "reference": reference}
     m_scores = membership_scores(observe, mX, my, **common, **attack_params)
     n_scores = membership_scores(observe, nX, ny, **common, **attack_params)
-    return AuditResult(membership_auc(m_scores, n_scores), attack, len(my), len(ny))
+    return AuditResult.from_scores(m_scores, n_scores, attack=attack)
 
 
 def audit_model(
@@ -430,7 +419,7 @@ def audit_model(
         As for :func:`audit_labels`.
     attack : str, optional
         ``"confidence"`` (default), ``"reference"`` (default with ``reference``),
-        ``"label"`` or ``"label-noise"``.
+        ``"yeom"`` or ``"label-noise"``.
     reference : classifier, optional
         The attacker's reference model.
     classes : array-like, optional
@@ -451,9 +440,10 @@ def audit_model(
     >>> audit_model(rf, X[:300], y[:300], X[300:], y[300:]).auc > 0.7
     True
     """
+    attack = _attack_name(attack)
     if attack is None:
         attack = "reference" if reference is not None else "confidence"
-    if attack in ("label", "label-noise"):
+    if attack in ("yeom", "label-noise"):
         return audit_labels(
             model.predict,
             members_X,
@@ -593,8 +583,9 @@ def audit_clients(
     >>> fedct = fedct.fit([X[p] for p in parts], [y[p] for p in parts], X_public=X[120:400])
     >>> audit = audit_clients(fedct, [(X[p], y[p]) for p in parts], (X[400:], y[400:]))
     >>> len(audit.aucs), audit.attack
-    (2, 'label')
+    (2, 'yeom')
     """
+    attack = _attack_name(attack)
     if isinstance(fitted, list | tuple):
         models, default_kind = list(fitted), "soft"
     else:
