@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ from cotrain.privacy import (
     gaussian_noise_multiplier,
 )
 from cotrain.privacy import accounting as acc_mod
+from cotrain.privacy import composition as comp_mod
+from cotrain.privacy.composition import pld_interval
 
 dp = pytest.importorskip("dp_accounting")
 
@@ -202,10 +205,10 @@ def test_empirical_histograms_within_e_eps():
 # ------------------------------------------------------------------ accounting
 
 
-def pld_reference(events, delta, relation=None):
+def pld_reference(events, delta, relation=None, interval=1e-4):
     """dp-accounting's PLD accountant fed every single event (never a repeat count)."""
     relation = relation or dp.NeighboringRelation.REPLACE_ONE
-    accountant = dp.pld.PLDAccountant(relation)
+    accountant = dp.pld.PLDAccountant(relation, value_discretization_interval=interval)
     for event in events:
         if isinstance(event, dp.SelfComposedDpEvent):
             for _ in range(event.count):
@@ -231,7 +234,13 @@ def test_pure_events_match_dp_accounting(mech, k, rounds):
     # exact lattice composition vs dp-accounting's (pessimistic, discretised) PLD
     assert got == pytest.approx(ref, rel=2e-3, abs=1e-3)
     assert got <= ref + 1e-9
-    assert epsilon_spent(events, 1e-5, accountant="pld") == pytest.approx(ref, rel=1e-9)
+    # forced PLD: dp-accounting's PLD of the exact law rounded up once at pld_interval(ε): an
+    # upper bound within one interval of the exact value, and no looser than dp-accounting's
+    # own per-label RR PLD at that interval
+    interval = pld_interval(got)
+    forced = epsilon_spent(events, 1e-5, accountant="pld")
+    assert got - 1e-9 <= forced <= got + interval + 1e-9
+    assert forced <= pld_reference(events, 1e-5, interval=interval) + 1e-9
     assert got <= rounds * mech.epsilon + 1e-9  # basic composition bound
     assert epsilon_spent(events, 1e-5, accountant="basic") == pytest.approx(rounds * mech.epsilon)
 
@@ -332,9 +341,25 @@ def test_basic_composition_fallback_without_dp_accounting(monkeypatch):
     # a single kind of RR is still composed exactly (no dp-accounting needed)
     assert epsilon_spent([event] * 3, 1e-5) < 3.0
     g = GaussianSoftLabels(sigma=2.0).dp_event(3, 100)
-    with pytest.warns(RuntimeWarning, match="basic composition"):
-        eps = epsilon_spent([event, g], 1e-5)
-    assert eps == pytest.approx(1.0 + gaussian_epsilon(g.noise_multiplier, 1e-5 / 1))
+    basic = epsilon_spent([event, g], 1e-5, accountant="basic")
+    assert basic == pytest.approx(1.0 + gaussian_epsilon(g.noise_multiplier, 1e-5 / 1))
+    # randomized response and Gaussian events mix exactly without dp-accounting too
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixed = epsilon_spent([event, g], 1e-5)
+    monkeypatch.undo()
+    with_dp = [mech.dp_event(3, 100), GaussianSoftLabels(sigma=2.0).dp_event(3, 100)]
+    assert mixed == pytest.approx(epsilon_spent(with_dp, 1e-5), rel=1e-12)
+    assert mixed < basic
+    # an event no accountant knows: a warning, then basic composition, which has no ε for it
+    monkeypatch.setattr(acc_mod, "_dp", lambda: None)
+    monkeypatch.setattr(comp_mod, "_dp_accounting", lambda: None)
+
+    class Odd:
+        pass
+
+    with pytest.warns(RuntimeWarning, match="basic composition"), pytest.raises(ValueError):
+        epsilon_spent([event, Odd()], 1e-5)
     with pytest.raises(ImportError):
         epsilon_spent([event], 1e-5, accountant="rdp")
 

@@ -4,41 +4,42 @@ Every round a client takes part in, it releases its labels on the public pool on
 label mechanism (:mod:`cotrain.privacy.mechanisms`); ``mechanism.dp_event(C, |U|)`` describes
 that one release as a ``dp_accounting`` event. :func:`epsilon_spent` composes a client's list
 of events into the smallest ε such that the whole run is (ε, δ)-DP with respect to one record
-of the client's private data (replace-one neighbours).
+of the client's private data (replace-one neighbours), for an adversary who sees every
+composed release. :class:`RunningComposition` does the same incrementally — compose one
+round's events, ask ε, compose the next — without recomputing from round 1;
+:func:`epsilon_spent` is one ``RunningComposition`` fed the whole list.
 
-Accountant choice (``accountant="auto"``, the default):
+Accountant choice (``accountant="auto"``, the default), detailed in
+:mod:`cotrain.privacy.composition`:
 
-* **only randomized-response events of one kind** (``RandomizedResponse`` and
-  ``XORMechanism`` produce these, see :func:`rr_event`): exact composition. The privacy loss
-  of N compositions of K-ary randomized response is a sum of N independent per-label losses in
-  ``{+ε₀, 0, −ε₀}``; its distribution is computed on that lattice (binomial for K = 2, FFT
-  otherwise) and ``δ(ε) = E[(1 − e^{ε − L})₊]`` is inverted by bisection. This is the exact
-  optimal composition: dp-accounting's PLD accountant gives an upper bound of it that is far
-  looser when ε₀ is tiny (XOR with a large s*: per-bit ε₀ = ε/s* is below its discretisation
-  interval), and it silently ignores the repeat count of a ``SelfComposedDpEvent`` wrapping a
-  ``RandomizedResponseDpEvent`` (the PLD pitfall), which this module never relies on;
-* **only Gaussian events**: exact. N Gaussian mechanisms with noise multipliers z_i compose to
-  one Gaussian mechanism with ``z = (Σ z_i⁻²)^{-1/2}``, whose ε at δ is the analytic Gaussian
-  formula of Balle & Wang (2018), :func:`gaussian_epsilon`;
-* **a mix of the two**: dp-accounting's PLD built per distinct event with
-  ``PrivacyLossDistribution.from_randomized_response(...).self_compose(count)`` (the count is
-  applied explicitly, never through the accountant; ``REPLACE_ONE``) or
-  ``from_gaussian_mechanism`` (its default relation: the mechanisms' Δ₂ is already the
-  replace-one sensitivity, which dp-accounting's ``REPLACE_ONE`` would double), then
-  composed; a valid, somewhat loose upper bound;
-* **any other event** (e.g. a sampled Gaussian): dp-accounting's ``PLDAccountant`` fed the
-  list, falling back to its ``RdpAccountant``;
+* **randomized-response events** (``RandomizedResponse`` and ``XORMechanism`` produce these,
+  see :func:`rr_event`), **Gaussian events** (``GaussianSoftLabels``, GNMax's
+  ``consensus.NoisyArgmax``), **and any mix of them**: exact. The privacy loss of N
+  compositions of K-ary randomized response is a sum of N independent per-label losses in
+  ``{+ε₀, 0, −ε₀}``, whose law is computed exactly on that lattice (binomial / multinomial
+  log-pmf, tails included); Gaussians with noise multipliers z_i compose to one Gaussian with
+  ``μ = (Σ z_i⁻²)^{1/2}`` (Balle & Wang 2018, :func:`gaussian_epsilon`); the mix has
+  ``δ(ε) = Σ_j P(ℓ_j) δ_Gauss(ε − ℓ_j)``, inverted by bisection. This is the optimal
+  composition of the worst-case pairs: dp-accounting's PLD accountant gives an upper bound of
+  it that is far looser when ε₀ is tiny (XOR with a large s*), slow when the loss spans
+  hundreds of nats, and it silently ignores the repeat count of a ``SelfComposedDpEvent``
+  wrapping a ``RandomizedResponseDpEvent`` (the PLD pitfall), which this module never relies
+  on. A Gaussian event's noise multiplier is relative to cotrain's replace-one Δ₂, so it is
+  never read under dp-accounting's ``REPLACE_ONE`` (which would double the sensitivity);
+* **any other event** (e.g. a sampled Gaussian): dp-accounting's PLD, its discretisation set
+  relative to the ε sought (:func:`cotrain.privacy.composition.pld_interval`), falling back
+  to its ``RdpAccountant``;
 * **without dp-accounting**, or when no accountant supports an event: basic composition
-  (:func:`basic_composition`), the sum of per-event ε — each randomized-response label is
-  ε₀-DP, each Gaussian gets an equal share of δ — with a ``RuntimeWarning`` saying so.
+  (:func:`basic_composition`), the sum of per-event ε, with a ``RuntimeWarning`` saying so
+  (randomized-response and Gaussian events never need dp-accounting).
 
-``accountant="pld"``, ``"rdp"`` or ``"basic"`` forces one of dp-accounting's accountants (the
-list is expanded into single events, so no repeat count is ever ignored) or basic composition.
+``accountant="pld"``, ``"rdp"`` or ``"basic"`` forces dp-accounting's PLD (per leaf, at that
+discretisation), its RDP (each leaf composed once with its repeat count) or basic composition.
 
 Examples
 --------
 >>> from cotrain.privacy import RandomizedResponse, epsilon_spent
->>> rr = RandomizedResponse(epsilon=1.0)
+>>> rr = RandomizedResponse(epsilon=1.0, sensitivity=1)   # one record changes one label
 >>> event = rr.dp_event(n_classes=10, n_labels=1000)
 >>> round(epsilon_spent([event], delta=1e-5), 3)      # one round: ε (minus a sliver of δ)
 1.0
@@ -50,19 +51,21 @@ True
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Literal
 
-import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
+
+from cotrain.privacy._privacy_loss import log_delta_gaussian
+from cotrain.privacy.composition import RunningComposition, pld_interval
 
 __all__ = [
     "GaussianEvent",
     "NoOpEvent",
     "RandomizedResponseEvent",
+    "RunningComposition",
     "SelfComposedEvent",
     "basic_composition",
     "epsilon_spent",
@@ -71,6 +74,7 @@ __all__ = [
     "gaussian_noise_multiplier",
     "is_accounted",
     "noop_event",
+    "pld_interval",
     "rr_epsilon",
     "rr_event",
     "self_composed",
@@ -178,43 +182,6 @@ def noop_event() -> Any:
     return dp.NoOpDpEvent()
 
 
-_RR_NAMES = {"RandomizedResponseDpEvent", "RandomizedResponseEvent"}
-_GAUSS_NAMES = {"GaussianDpEvent", "GaussianEvent"}
-_NOOP_NAMES = {"NoOpDpEvent", "NoOpEvent"}
-_SELF_NAMES = {"SelfComposedDpEvent", "SelfComposedEvent"}
-_COMPOSED_NAMES = {"ComposedDpEvent"}
-
-
-def _flatten(events: Iterable[Any]) -> tuple[dict[tuple[str, tuple[float, ...]], int], list]:
-    """Count the leaf events: ``{("rr", (q, K)) | ("gauss", (z,)): count}`` and the others."""
-    known: dict[tuple[str, tuple[float, ...]], int] = {}
-    other: list[tuple[Any, int]] = []
-
-    def visit(event: Any, count: int) -> None:
-        name = type(event).__name__
-        if count == 0 or name in _NOOP_NAMES:
-            return
-        if name in _SELF_NAMES:
-            visit(event.event, count * int(event.count))
-        elif name in _COMPOSED_NAMES:
-            for e in event.events:
-                visit(e, count)
-        elif name in _RR_NAMES:
-            if int(event.num_buckets) <= 1:
-                return
-            key = ("rr", (float(event.noise_parameter), float(int(event.num_buckets))))
-            known[key] = known.get(key, 0) + count
-        elif name in _GAUSS_NAMES:
-            key = ("gauss", (float(event.noise_multiplier),))
-            known[key] = known.get(key, 0) + count
-        else:
-            other.append((event, count))
-
-    for ev in events:
-        visit(ev, 1)
-    return known, other
-
-
 # --------------------------------------------------------------------------------------------
 # closed forms
 # --------------------------------------------------------------------------------------------
@@ -239,22 +206,9 @@ def rr_epsilon(noise_parameter: float, num_buckets: int) -> float:
     return math.log1p(k * (1.0 - q) / q)
 
 
-def _rr_probs(noise_parameter: float, num_buckets: int) -> tuple[float, float, float, float]:
-    """Per-label privacy-loss law of RR on a changed label: (ε₀, P(+ε₀), P(−ε₀), P(0))."""
-    q, k = float(noise_parameter), int(num_buckets)
-    minus = q / k
-    plus = 1.0 - q + minus
-    zero = max(0.0, 1.0 - plus - minus)
-    return rr_epsilon(q, k), plus, minus, zero
-
-
 def _log_delta_gauss(eps: float, mu: float) -> float:
     """log δ(ε) of the Gaussian mechanism with ``mu = Δ/σ`` (Balle & Wang 2018, Thm. 8)."""
-    a = stats.norm.logcdf(mu / 2.0 - eps / mu)
-    b = eps + stats.norm.logcdf(-mu / 2.0 - eps / mu)
-    if b >= a:
-        return -math.inf
-    return a + math.log1p(-math.exp(b - a))
+    return float(log_delta_gaussian(eps, mu))
 
 
 def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
@@ -314,47 +268,6 @@ def gaussian_noise_multiplier(epsilon: float, delta: float) -> float:
     return float(math.exp(optimize.brentq(excess, lo, hi, xtol=1e-13)))
 
 
-def _rr_loss_pmf(
-    plus: float, minus: float, zero: float, count: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Law of (#plus − #minus) over ``count`` iid labels: support (ints) and probabilities."""
-    if zero <= 1e-15:  # binary: #plus ~ Binomial(count, plus / (plus + minus))
-        i = np.arange(count + 1)
-        pmf = stats.binom.pmf(i, count, plus / (plus + minus))
-        return 2 * i - count, pmf
-    size = 1 << math.ceil(math.log2(2 * count + 1))
-    omega = 2.0 * np.pi * np.arange(size) / size
-    # characteristic function of one label's step in {-1, 0, +1}, raised to the count
-    phi = zero + plus * np.exp(-1j * omega) + minus * np.exp(1j * omega)
-    pmf = np.fft.ifft(phi**count).real  # φ(ω) = E[e^{-iωS}], so index j holds P(S ≡ j)
-    support = np.arange(-count, count + 1)
-    probs = np.clip(pmf[support % size], 0.0, None)
-    return support, probs
-
-
-def _rr_exact_epsilon(noise_parameter: float, num_buckets: int, count: int, delta: float) -> float:
-    """Exact ε at δ of ``count`` compositions of K-ary RR on a changed label."""
-    eps0, plus, minus, zero = _rr_probs(noise_parameter, num_buckets)
-    if math.isinf(eps0):
-        return math.inf
-    if eps0 == 0.0:
-        return 0.0
-    support, probs = _rr_loss_pmf(plus, minus, zero, count)
-    keep = (support > 0) & (probs > 0)
-    loss = eps0 * support[keep]
-    probs = probs[keep]
-
-    def delta_of(eps: float) -> float:
-        return float(np.sum(probs * -np.expm1(np.minimum(eps - loss, 0.0))))
-
-    if delta_of(0.0) <= delta:
-        return 0.0
-    hi = eps0 * count
-    if delta_of(hi) > delta:  # pragma: no cover - numerically impossible (δ(max loss) = 0)
-        return hi
-    return float(optimize.brentq(lambda e: delta_of(e) - delta, 0.0, hi, xtol=1e-12))
-
-
 def basic_composition(events: Sequence[Any], delta: float) -> float:
     """Basic composition: the sum of the per-event ε (an upper bound on any accountant).
 
@@ -367,86 +280,14 @@ def basic_composition(events: Sequence[Any], delta: float) -> float:
     >>> round(basic_composition([e] * 3, 1e-5), 10)
     3.0
     """
-    known, other = _flatten(events)
-    if other:
-        names = sorted({type(e).__name__ for e, _ in other})
-        raise ValueError(f"no ε is known for privacy events of type {', '.join(names)}")
-    n_gauss = sum(c for (kind, _), c in known.items() if kind == "gauss")
-    total = 0.0
-    for (kind, params), count in known.items():
-        if kind == "rr":
-            total += count * rr_epsilon(params[0], int(params[1]))
-        else:
-            total += count * gaussian_epsilon(params[0], delta / n_gauss)
-    return total
+    return _composed(events, delta, "basic").epsilon()
 
 
-# --------------------------------------------------------------------------------------------
-# dp-accounting accountants
-# --------------------------------------------------------------------------------------------
-
-
-def _expanded(known: dict, other: list) -> list[Any]:
-    """Single events, one per repetition (so no accountant ever sees a repeat count)."""
-    out: list[Any] = []
-    for (kind, params), count in known.items():
-        leaf = rr_event(params[0], int(params[1])) if kind == "rr" else gaussian_event(params[0])
-        out.extend([leaf] * count)
-    for event, count in other:
-        out.extend([event] * count)
-    return out
-
-
-def _pld_by_leaf(dp: Any, known: dict, delta: float) -> float:
-    """PLD per distinct leaf with an explicit ``self_compose(count)``, then composed."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    relation = dp.NeighboringRelation.REPLACE_ONE
-    total = None
-    for (kind, params), count in known.items():
-        if kind == "rr":
-            pld = pld_lib.from_randomized_response(
-                noise_parameter=params[0],
-                num_buckets=int(params[1]),
-                neighboring_relation=relation,
-            ).self_compose(count)
-        else:
-            # our Δ₂ is already the replace-one sensitivity: dp-accounting's REPLACE_ONE
-            # would double it, so the Gaussian PLD is built for its default relation
-            pld = pld_lib.from_gaussian_mechanism(standard_deviation=params[0] / math.sqrt(count))
-        total = pld if total is None else total.compose(pld)
-    return 0.0 if total is None else float(total.get_epsilon_for_delta(delta))
-
-
-def _accountant_epsilon(dp: Any, kind: str, events: list[Any], delta: float) -> float:
-    """ε from dp-accounting's PLD (REPLACE_ONE) or RDP accountant fed single events."""
-    import logging
-
-    # RR events need REPLACE_ONE; a GaussianDpEvent's noise multiplier is relative to the
-    # sensitivity we computed for replace-one neighbours, which dp-accounting's REPLACE_ONE
-    # would double: Gaussian-only lists use ADD_OR_REMOVE_ONE (mixed lists stay conservative)
-    has_rr = any(type(e).__name__ in _RR_NAMES for e in events)
-    rel = dp.NeighboringRelation
-    relation = rel.REPLACE_ONE if has_rr else rel.ADD_OR_REMOVE_ONE
-    if kind == "pld":
-        acc = dp.pld.PLDAccountant(relation)
-    else:
-        acc = dp.rdp.RdpAccountant(neighboring_relation=relation)
-    absl = logging.getLogger("absl")
-    level = absl.level
-    absl.setLevel(logging.ERROR)
-    try:
-        for e in events:
-            acc.compose(e, 1)
-        return float(acc.get_epsilon(delta))
-    finally:
-        absl.setLevel(level)
-
-
-def _check_delta(delta: Any) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
-    return float(delta)
+def _composed(events: Iterable[Any], delta: Any, accountant: str) -> RunningComposition:
+    comp = RunningComposition(delta, accountant=accountant)  # type: ignore[arg-type]
+    for event in events:
+        comp.compose(event)
+    return comp
 
 
 def epsilon_spent(
@@ -465,15 +306,14 @@ def epsilon_spent(
     delta : float
         δ in (0, 1) at which ε is reported.
     accountant : {"auto", "pld", "rdp", "basic"}, default="auto"
-        See the module docstring: "auto" is exact for randomized-response-only and
-        Gaussian-only lists, uses dp-accounting's PLD otherwise, and falls back to basic
-        composition (with a ``RuntimeWarning``) when dp-accounting is missing or supports no
-        accountant for an event. "pld" / "rdp" feed dp-accounting's ``PLDAccountant``
-        / ``RdpAccountant`` the list expanded into single events (so the repeat count of
-        randomized response is never dropped; slow for very long lists), with
-        ``REPLACE_ONE`` when the list holds randomized response and ``ADD_OR_REMOVE_ONE``
-        for Gaussian-only lists (Δ₂ is already a replace-one sensitivity).
-        "basic" is :func:`basic_composition`.
+        See the module docstring: "auto" is exact for any list of randomized-response and
+        Gaussian events, uses dp-accounting's PLD (discretised relative to ε) for other
+        events, and falls back to basic composition (with a ``RuntimeWarning``) when
+        dp-accounting is missing or supports no accountant for an event. "pld" forces
+        dp-accounting's PLD built per leaf (the exact randomized-response law rounded once,
+        the composed Gaussian at its own sensitivity, the other events), "rdp" its
+        ``RdpAccountant`` fed each leaf once with its repeat count; "basic" is
+        :func:`basic_composition`. The same as a :class:`RunningComposition` fed the list.
 
     Returns
     -------
@@ -493,43 +333,13 @@ def epsilon_spent(
     >>> epsilon_spent([g] * 4, 1e-5) < epsilon_spent([g] * 4, 1e-5, accountant="rdp")
     True
     """
-    delta = _check_delta(delta)
+    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < float(delta) < 1.0:
+        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
     if accountant not in ("auto", "pld", "rdp", "basic"):
         raise ValueError(f"accountant must be 'auto', 'pld', 'rdp' or 'basic', got {accountant!r}")
-    known, other = _flatten(list(events))
-    if not known and not other:
-        return 0.0
-    if accountant == "basic":
-        return basic_composition(events, delta)
-    dp = _dp()
-    if accountant in ("pld", "rdp"):
-        if dp is None:
-            raise ImportError(f"accountant={accountant!r} needs dp-accounting")
-        return _accountant_epsilon(dp, accountant, _expanded(known, other), delta)
-
-    # auto
-    if not other and len(known) == 1:
-        (((kind, params), count),) = known.items()
-        if kind == "rr":
-            return _rr_exact_epsilon(params[0], int(params[1]), count, delta)
-    if not other and all(kind == "gauss" for kind, _ in known):
-        inv = sum(c / p[0] ** 2 if p[0] > 0 else math.inf for (_, p), c in known.items())
-        return gaussian_epsilon(1.0 / math.sqrt(inv), delta) if inv < math.inf else math.inf
-    if dp is not None:
-        if not other:
-            return _pld_by_leaf(dp, known, delta)
-        for kind in ("pld", "rdp"):
-            try:
-                return _accountant_epsilon(dp, kind, _expanded(known, other), delta)
-            except dp.UnsupportedEventError:
-                continue
-    warnings.warn(
-        "dp-accounting is not installed or supports none of these events; reporting ε by "
-        "basic composition (sum of per-event ε), an upper bound",
-        RuntimeWarning,
-        stacklevel=2,
-    )
-    return basic_composition(events, delta)
+    if accountant in ("pld", "rdp") and _dp() is None:
+        raise ImportError(f"accountant={accountant!r} needs dp-accounting")
+    return _composed(events, float(delta), accountant).epsilon()
 
 
 # --------------------------------------------------------------------------------------------
