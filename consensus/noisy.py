@@ -28,7 +28,12 @@ class NoisyArgmax(Consensus):
     (:meth:`dp_event`; a data-independent bound — PATE's data-dependent analysis is not done
     here). ``FederatedCoTrainer`` composes it over rounds and reports the ε. The server
     itself still sees every client's upload in the clear: to protect each upload use a
-    client-side mechanism from ``cotrain.privacy``.
+    client-side mechanism from ``cotrain.privacy``. So its guarantee is ``unit="record"``
+    (one private record of a client, with the default sensitivity of all n votes; a
+    smaller ``sensitivity`` is the caller's claim) against ``adversary="broadcast
+    observers"``, never against the server. Its noise is drawn from the operating system's
+    entropy unless ``random_state`` is given — a seed makes it replayable by anyone who
+    knows it (the trainer warns; a Flower deployment refuses it).
 
     Parameters
     ----------
@@ -74,6 +79,9 @@ class NoisyArgmax(Consensus):
         self.delta = delta
         self.budget = budget
         self.random_state = random_state
+
+    unit = "record"
+    adversary = "broadcast observers"
 
     @property
     def accountable(self) -> bool:

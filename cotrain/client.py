@@ -10,6 +10,7 @@ process (or at a Flower site) and send it nothing else.
 
 from __future__ import annotations
 
+import secrets
 import time
 import warnings
 from collections import Counter
@@ -38,8 +39,9 @@ class StepResult(Upload):
     def upload(self) -> Upload:
         """The part of the result the server receives."""
         return Upload(
-            self.client_id, self.message, self.error, self.warnings, self.learner_time_s
-        )
+            self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
+            self.dp_event,
+        )  # fmt: skip
 
 
 class Client:
@@ -66,7 +68,12 @@ class Client:
     wire : cotrain.wire.WireFormat, optional
         How labels travel; default: packed hard labels on ``X_public``.
     privacy : cotrain.privacy mechanism, optional
-        Randomises the labels before they are encoded.
+        Applied before anything leaves the client, by its ``applies_to``: ``"hard"`` /
+        ``"soft"`` randomise the labels; ``"data"`` releases labels from the client's data
+        itself (subsample-and-aggregate teachers); ``"model"`` trains the model privately
+        (its ``prepare`` configures the estimator once) and the upload carries the round's
+        privacy event for the ledger. Its noise comes from the operating system's entropy
+        unless :meth:`run_round` is given a ``privacy_seed``.
     X_eval : ndarray, optional
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
@@ -100,6 +107,8 @@ class Client:
     ) -> None:
         self.client_id = client_id
         self.classes = classes
+        if getattr(privacy, "applies_to", None) == "model":
+            estimator = privacy.prepare(estimator)
         self.model = ClassAlignedClassifier(estimator, classes=classes)
         self.fitted = False
         self.X_public = X_public
@@ -148,7 +157,9 @@ class Client:
             Round of this client's last upload that the server decoded (0: none): the
             reference of a delta-coded upload.
         privacy_seed : int, optional
-            Seeds this round's privacy noise.
+            Seeds this round's privacy noise — only for simulations with
+            ``reproducible_noise``; None (the default): the noise is drawn from the operating
+            system's entropy, so nobody who knows the run's ``random_state`` can replay it.
 
         Returns
         -------
@@ -162,15 +173,33 @@ class Client:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                labels = self._fit_and_label(self.wire.decode_broadcast(broadcast), result)
-                if self.privacy is not None:  # randomised before anything leaves the client
-                    rng = np.random.default_rng(privacy_seed)
-                    labels = self.privacy.randomize(labels, len(self.classes), rng)
+                pseudo = self.wire.decode_broadcast(broadcast)
+                labels = self._fit_and_label(pseudo, result)
+                if self.privacy is not None:  # applied before anything leaves the client
+                    labels = self._privatize(labels, pseudo, privacy_seed, result)
                 result.message = self.sender.encode(labels, t, ref_round)
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
         return result
+
+    def _privatize(
+        self, labels: np.ndarray, pseudo: np.ndarray | None, seed: int | None, result: StepResult
+    ) -> np.ndarray:
+        """The labels that leave the client, through its privacy mechanism."""
+        applies_to = getattr(self.privacy, "applies_to", None)
+        if applies_to == "model":  # a DP-trained model: its labels are post-processing
+            result.dp_event = self.privacy.round_event(self.model.estimator_)
+            return labels
+        rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+        if applies_to == "data":
+            X_train, y_train = self.training_set(self.X_public, pseudo)
+            n = self.n_samples
+            return self.privacy.release(
+                self.model, self._X, self._y, self.X_public, self.classes, rng,
+                X_extra=X_train[n:], y_extra=y_train[n:],
+            )  # fmt: skip
+        return self.privacy.randomize(labels, len(self.classes), rng)
 
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft

@@ -6,23 +6,27 @@ the same way and account privacy with the same ledger.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from cotrain.privacy.accounting import is_accounted
 
-__all__ = ["dry_run_consensus", "make_ledger"]
+__all__ = [
+    "check_privacy_setup",
+    "dry_run_consensus",
+    "make_ledger",
+    "refuse_replayable_noise",
+    "replayable_noise_warning",
+]
 
 
-def make_ledger(
-    mechanisms: list[Any],
-    n_clients: int,
-    n_classes: int,
-    n_public: int,
-    seed: np.random.SeedSequence,
-) -> Any:
+def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public: int) -> Any:
     """A privacy ledger over the accounted ``mechanisms``, or None if none is.
+
+    Warns (``UserWarning``) when a mechanism's ε protects one released label rather than a
+    private record (``unit="label"``).
 
     Raises
     ------
@@ -31,21 +35,115 @@ def make_ledger(
 
     Examples
     --------
-    >>> make_ledger([None], 3, 2, 10, np.random.SeedSequence(0)) is None
+    >>> make_ledger([None], 3, 2, 10) is None
     True
     """
     accounted = [m for m in mechanisms if is_accounted(m)]
     if not accounted:
         return None
-    from cotrain.privacy.ledger import PrivacyLedger
+    from cotrain.privacy.ledger import PrivacyLedger, guarantee_of
 
-    ledger = PrivacyLedger(accounted, n_clients, n_classes, n_public, seed)
+    for m in accounted:
+        if guarantee_of(m)[0] == "label":
+            warnings.warn(
+                f"{type(m).__name__}(unit='label') protects one released public label, not a "
+                "private record: its ε is no guarantee about any client's data (use "
+                "unit='record', or cotrain.privacy.SubsampleAndAggregate for record-level DP "
+                "with any learner)",
+                UserWarning,
+                stacklevel=3,
+            )
+    ledger = PrivacyLedger(accounted, n_clients, n_classes, n_public)
     if ledger.would_exceed_budget(np.arange(n_clients)):
         raise ValueError(
             f"privacy budget {ledger.budget} is smaller than the ε of one round "
             f"({ledger.epsilon_after(1):.4g}); raise the budget or the noise"
         )
     return ledger
+
+
+def check_privacy_setup(privacy: Any, consensus: Any, estimators: list[Any]) -> None:
+    """Check, before any training, that the privacy mechanism fits the federation.
+
+    A mechanism that releases teachers' votes (``applies_to == "data"``) needs a hard
+    consensus (its teachers train on hard pseudo-labels); one that trains the model
+    privately (``applies_to == "model"``) must accept every client's estimator.
+
+    Examples
+    --------
+    >>> from consensus import MajorityVote
+    >>> check_privacy_setup(None, MajorityVote(), [])   # nothing to check
+    """
+    applies_to = getattr(privacy, "applies_to", None)
+    if applies_to == "data" and getattr(consensus, "output", "hard") != "hard":
+        raise ValueError(
+            f"privacy={type(privacy).__name__} trains its teachers on hard pseudo-labels; "
+            f"consensus={type(consensus).__name__} outputs {consensus.output!r} labels: use a "
+            "hard consensus (e.g. 'majority')"
+        )
+    if applies_to == "model":
+        from sklearn.base import clone
+
+        for i, est in enumerate(estimators):
+            try:
+                privacy.prepare(clone(est))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"client {i}: {err}") from err
+
+
+def replayable_noise_warning(consensus: Any, reproducible_noise: bool) -> None:
+    """Warn that privacy noise can be replayed by whoever knows its seed.
+
+    ``reproducible_noise=True`` derives the clients' noise from ``random_state`` (which the
+    server knows); a noisy consensus given a ``random_state`` makes the server's noise
+    replayable by whoever knows that seed.
+
+    Examples
+    --------
+    >>> replayable_noise_warning(None, False)   # nothing to say
+    """
+    if reproducible_noise:
+        warnings.warn(
+            "reproducible_noise=True: every client's privacy noise is derived from "
+            "random_state, so whoever knows random_state (the server) can replay the noise and "
+            "recover the clean labels. Use it for simulations only; a deployment refuses it",
+            UserWarning,
+            stacklevel=3,
+        )
+    if is_accounted(consensus) and getattr(consensus, "random_state", None) is not None:
+        warnings.warn(
+            f"{type(consensus).__name__}(random_state=...) seeds the server's privacy noise: "
+            "whoever knows that seed can replay the noise and recover the clean consensus. "
+            "Leave random_state=None for a real guarantee",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def refuse_replayable_noise(consensus: Any) -> None:
+    """A deployment refuses privacy noise that anyone could replay from a seed.
+
+    Raises
+    ------
+    ValueError
+        If a noisy consensus was given a ``random_state``.
+
+    Examples
+    --------
+    >>> from consensus import NoisyArgmax
+    >>> refuse_replayable_noise(NoisyArgmax(sigma=5.0))   # OS entropy: fine
+    >>> refuse_replayable_noise(NoisyArgmax(sigma=5.0, random_state=0))
+    Traceback (most recent call last):
+    ...
+    ValueError: consensus=NoisyArgmax(random_state=0) seeds the server's privacy noise: ...
+    """
+    state = getattr(consensus, "random_state", None)
+    if is_accounted(consensus) and state is not None:
+        raise ValueError(
+            f"consensus={type(consensus).__name__}(random_state={state!r}) seeds the server's "
+            "privacy noise: whoever knows the seed can replay it and recover the clean "
+            "consensus, so a deployment refuses it; leave random_state=None"
+        )
 
 
 def dry_run_consensus(consensus: Any, n_clients: int, n_classes: int, n_public: int) -> None:

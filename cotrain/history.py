@@ -53,8 +53,15 @@ class RoundRecord:
         Accuracy of the pseudo-labels against ``y_public`` (evaluation only), over the
         labelled public examples.
     epsilon : float or None
-        Total privacy budget ε spent up to this round, for runs with a privacy accountant
-        (e.g. DP-FedAvg); None otherwise.
+        Total ε spent up to this round by the client that spent most, for runs with a
+        privacy accountant; None otherwise. What it protects is in ``epsilon_unit`` and
+        ``epsilon_adversary`` (the run's headline guarantee, see
+        :meth:`cotrain.FederatedCoTrainer.privacy_report` for every guarantee).
+    epsilon_unit : {"record", "label"} or None
+        ``"record"``: ε protects one private training record of a client; ``"label"``: one
+        released public label (no guarantee about private data).
+    epsilon_adversary : {"server", "broadcast observers"} or None
+        Against whom ``epsilon`` holds.
 
     Examples
     --------
@@ -79,6 +86,8 @@ class RoundRecord:
     consensus_accuracy: float | None = None
     pseudo_label_accuracy: float | None = None
     epsilon: float | None = None
+    epsilon_unit: str | None = None
+    epsilon_adversary: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON types (integer dict keys become strings).

@@ -310,6 +310,7 @@ PARAMS: Final[dict[str, Param]] = {
             "or None"
         ),
     ),
+    "reproducible_noise": Param(False, types=(bool,)),
     "early_stopping": Param(None, types=(Integral,), none=True, interval=Interval(1)),
     "on_client_error": Param("raise", options=("raise", "skip")),
     "min_clients": Param(1, types=(Integral,), interval=Interval(1)),
@@ -386,6 +387,10 @@ def _privacy_matches_share(values: Mapping[str, Any], n_clients: int | None) -> 
         return
     # a LabelMechanism declares applies_to; a duck-typed mechanism may not, and is trusted
     applies_to = getattr(privacy, "applies_to", share)
+    if applies_to == "model":  # a DP-trained model: any labels are post-processing
+        return
+    if applies_to == "data":  # teachers vote hard labels
+        applies_to = "hard"
     if applies_to != share:
         raise ValueError(
             f"privacy mechanism {type(privacy).__name__} randomises {applies_to} "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-__all__ = ["client_seed", "seeded_clone", "spawn_seeds"]
+__all__ = ["client_seed", "noise_seed_for", "seeded_clone", "spawn_seeds"]
 
 
 def spawn_seeds(
@@ -60,3 +60,27 @@ def seeded_clone(estimator: Any, seed: np.random.SeedSequence | int) -> Any:
 def client_seed(seed: np.random.SeedSequence) -> int:
     """The integer that seeds a client's unset ``random_state`` parameters."""
     return int(seed.generate_state(1)[0])
+
+
+def noise_seed_for(
+    noise: np.random.SeedSequence | None, round_: int, client: int
+) -> int | None:
+    """Seed of one client's privacy noise in one round — only with reproducible noise.
+
+    ``noise`` is the federation's noise seed sequence when the user opted into
+    ``reproducible_noise`` (each (round, client) gets its own stream, so results do not
+    depend on the order in which clients run), and None otherwise: the client then draws its
+    noise from the operating system's entropy, and nobody can replay it.
+
+    Examples
+    --------
+    >>> noise_seed_for(None, 1, 0) is None
+    True
+    >>> seq = spawn_seeds(0, 2)[2]
+    >>> noise_seed_for(seq, 1, 0) == noise_seed_for(seq, 1, 0) != noise_seed_for(seq, 1, 1)
+    True
+    """
+    if noise is None:
+        return None
+    seq = np.random.SeedSequence(noise.entropy, spawn_key=(*noise.spawn_key, round_, client))
+    return int(seq.generate_state(1)[0])

@@ -44,6 +44,9 @@ class Upload:
         ``(category, message) -> count`` of its learner's warnings this round.
     learner_time_s : float
         Seconds its learner spent fitting and predicting.
+    dp_event : dp_accounting.DpEvent or None
+        The privacy event of this round's release, for a client whose model is trained
+        privately (e.g. DP-SGD); the ledger composes it. None for every other client.
     """
 
     client_id: int
@@ -51,6 +54,7 @@ class Upload:
     error: BaseException | None = None
     warnings: Counter = field(default_factory=Counter)
     learner_time_s: float = 0.0
+    dp_event: Any = None
 
 
 class CoTrainingServer:
@@ -160,7 +164,8 @@ class CoTrainingServer:
         ids, labels, failed = self._collect(t, uploads, timed_out, n_asked=len(sampled))
         votes = np.stack(labels)
         if self.ledger is not None:
-            self.ledger.record(ids)
+            by_client = {u.client_id: u for u in uploads}
+            self.ledger.record(ids, {int(i): by_client[int(i)].dp_event for i in ids})
         weights = self.consensus.weights_for(ids, self.wire.n_public)
         pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
         self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
@@ -187,6 +192,8 @@ class CoTrainingServer:
             time_s=time.perf_counter() - started,
             learner_time_s=sum(u.learner_time_s for u in uploads),
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),
+            epsilon_unit=None if self.ledger is None else self.ledger.headline.unit,
+            epsilon_adversary=None if self.ledger is None else self.ledger.headline.adversary,
         )
         return record, [int(i) for i in ids]
 

@@ -20,6 +20,7 @@ from cotrain.client import Client
 from cotrain.history import History, RoundRecord
 from cotrain.runtime import Straggler
 from cotrain.sampling import ClientSampler
+from cotrain.seeding import noise_seed_for
 from cotrain.server import CoTrainingServer
 
 __all__ = ["SimulatedFederation", "aggregate"]
@@ -53,6 +54,9 @@ class SimulatedFederation:
     ledger : PrivacyLedger or None
     data : FitData
         The validated inputs (for evaluation: ``y_eval_codes``, ``y_public_codes``).
+    noise_seed : numpy.random.SeedSequence, optional
+        Seeds each client's privacy noise per round (``reproducible_noise=True`` only);
+        None: every client draws its noise from the operating system's entropy.
     """
 
     def __init__(
@@ -62,12 +66,15 @@ class SimulatedFederation:
         sampler: ClientSampler,
         ledger: Any,
         data: FitData,
+        noise_seed: np.random.SeedSequence | None = None,
     ) -> None:
         self.clients = clients
         self.server = server
         self.sampler = sampler
         self.ledger = ledger
         self.data = data
+        #: seeds the clients' privacy noise only with reproducible_noise (else: OS entropy)
+        self.noise_seed = noise_seed
         self.history = History()
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
@@ -77,10 +84,10 @@ class SimulatedFederation:
         """One round: the sampled clients get the broadcast and upload their labels;
         the server decodes, votes and records; the round is scored."""
         start = time.perf_counter()
-        server, ledger = self.server, self.ledger
+        server = self.server
         broadcast = server.broadcast_bytes()
         args = {
-            int(i): (server.ref_round(i), None if ledger is None else ledger.seed_for(t, int(i)))
+            int(i): (server.ref_round(i), noise_seed_for(self.noise_seed, t, int(i)))
             for i in sampled
         }
         out = self.pool.call("run_round", args, (t, broadcast), timeout=timeout)

@@ -22,7 +22,12 @@ from cotrain._validation import (
 from cotrain.callbacks import EarlyStopping, PrivacyBudget, ProgressBar
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
 from cotrain.client import Client, with_pseudo_labels
-from cotrain.federation import dry_run_consensus, make_ledger
+from cotrain.federation import (
+    check_privacy_setup,
+    dry_run_consensus,
+    make_ledger,
+    replayable_noise_warning,
+)
 from cotrain.history import summarise_warnings
 from cotrain.pools import host_objects
 from cotrain.rounds import RoundLoop
@@ -72,11 +77,22 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     participation : float, default=1.0
         Fraction of clients asked each round, sampled with ``random_state``.
     privacy : cotrain.privacy mechanism, default=None
-        A label-privacy mechanism (e.g. ``RandomizedResponse(epsilon)``) applied on each
-        client to its labels before they are encoded. Its ε is composed over the rounds
-        each client takes part in and reported in ``history_[t].epsilon`` and
-        :meth:`privacy_report`; with a ``budget`` the run stops before a round that would
-        exceed it (``stopped_reason_ == "privacy budget"``).
+        A privacy mechanism applied on each client before its labels leave it: record-level
+        DP for any learner with ``SubsampleAndAggregate(n_teachers, sigma)``, DP-SGD for
+        torch clients with ``DPSGD(noise_multiplier, max_grad_norm)``, or a label
+        randomiser (``RandomizedResponse``, ``XORMechanism``, ``GaussianSoftLabels``). Its
+        ε is composed over the rounds each client takes part in and reported, with what it
+        protects (``unit``: one private record or one released label) and against whom
+        (``adversary``), in ``history_[t].epsilon`` and :meth:`privacy_report`; with a
+        ``budget`` the run stops before a round that would exceed it
+        (``stopped_reason_ == "privacy budget"``). A ``unit="label"`` mechanism warns.
+    reproducible_noise : bool, default=False
+        False: every client draws its privacy noise from the operating system's entropy, so
+        nobody who knows ``random_state`` (the server) can replay it; two runs with the
+        same ``random_state`` then release different noisy labels. True (simulations only;
+        warns, and a Flower deployment refuses it): the noise is derived from
+        ``random_state``, so a run can be repeated exactly — and the server could remove
+        the noise.
     early_stopping : int, default=None
         Stop once the consensus (hard labels, abstentions included) has not changed for
         this many consecutive rounds.
@@ -163,6 +179,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
+        reproducible_noise: bool = False,
         early_stopping: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
@@ -184,6 +201,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.rounds = rounds
         self.participation = participation
         self.privacy = privacy
+        self.reproducible_noise = reproducible_noise
         self.early_stopping = early_stopping
         self.on_client_error = on_client_error
         self.min_clients = min_clients
@@ -269,7 +287,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         sampler_seed, client_seeds, noise_seed = spawn_seeds(self.random_state, n)
-        ledger = make_ledger([self.privacy, self.consensus_], n, n_classes, n_public, noise_seed)
+        check_privacy_setup(self.privacy, self.consensus_, estimators)
+        replayable_noise_warning(self.consensus_, self.reproducible_noise)
+        ledger = make_ledger([self.privacy, self.consensus_], n, n_classes, n_public)
         wire = WireFormat(
             n_classes, n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
         )
@@ -287,7 +307,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
         )  # fmt: skip
         sampler = ClientSampler(sampler_seed, n, self.participation, self.min_clients)
-        self._federation = SimulatedFederation(clients, server, sampler, ledger, data)
+        self._federation = SimulatedFederation(
+            clients, server, sampler, ledger, data, noise_seed if self.reproducible_noise else None
+        )
         self.history_ = self._federation.history
         self.stopped_reason_ = None
 

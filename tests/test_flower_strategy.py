@@ -263,8 +263,8 @@ def test_privacy_budget_stops_the_flower_run_as_in_process(federation):
     budget callback as in-process (it replaces the NotImplementedError of issue 10)."""
     from consensus import NoisyArgmax
 
-    def gnmax():
-        return NoisyArgmax(sigma=40.0, budget=6.0, random_state=5)
+    def gnmax(**kw):
+        return NoisyArgmax(sigma=40.0, budget=6.0, **kw)
 
     grid = InMemoryGrid(federation["paths"])
     flower = FlowerCoTraining(federation["pool"], rounds=20, consensus=gnmax(), random_state=3)
@@ -272,9 +272,16 @@ def test_privacy_budget_stops_the_flower_run_as_in_process(federation):
     local = in_process(federation, rounds=20, consensus=gnmax(), random_state=3)
     assert flower.stopped_reason_ == local.stopped_reason_ == "privacy budget"
     assert 1 < flower.n_rounds_ == local.n_rounds_ < 20
+    # the noise is drawn from OS entropy on both sides: the ε agree, the labels need not
     assert [r.epsilon for r in flower.history_] == [r.epsilon for r in local.history_]
     assert flower.history_[-1].epsilon <= 6.0
-    np.testing.assert_array_equal(flower.pseudo_label_codes_, local.pseudo_label_codes_)
+    assert flower.history_[-1].epsilon_adversary == "broadcast observers"
+    # a deployment refuses noise that anyone knowing the seed could replay
+    seeded = FlowerCoTraining(
+        federation["pool"], rounds=2, consensus=gnmax(random_state=5), random_state=3
+    )
+    with pytest.raises(ValueError, match="replay"):
+        seeded.run(InMemoryGrid(federation["paths"]))
 
 
 class Crash(Exception):

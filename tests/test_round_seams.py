@@ -212,7 +212,7 @@ def test_privacy_budget_is_a_callback_that_stops_before_the_round(cancer):
     trainer = _fit(
         cancer,
         rounds=10,
-        privacy=RandomizedResponse(epsilon=1.0, budget=3.5),
+        privacy=RandomizedResponse(epsilon=1.0, sensitivity=1, budget=3.5),
         callbacks=[recorder],
     )
     assert trainer.stopped_reason_ == "privacy budget" and trainer.n_rounds_ == 3
@@ -294,9 +294,9 @@ def test_state_dicts_round_trip():
     sampler.load_state_dict(state)
     assert [sampler.sample().tolist() for _ in range(3)] == draws
 
-    ledger = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10, np.random.SeedSequence(0))
+    ledger = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10)
     ledger.record([0, 2])
-    other = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10, np.random.SeedSequence(0))
+    other = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10)
     other.load_state_dict(ledger.state_dict())
     assert other.rounds_taken.tolist() == [1, 0, 1]
     with pytest.raises(ValueError, match="rounds_taken"):

@@ -24,7 +24,8 @@ def fit(cancer, mechanism, **params):
 
 def test_negligible_noise_gives_the_non_private_result(cancer):
     plain = fit(cancer, None)
-    private = fit(cancer, privacy.RandomizedResponse(epsilon=50.0))
+    # record level over all 300 released labels: ε' = 50000/300 per label, keep prob ~ 1
+    private = fit(cancer, privacy.RandomizedResponse(epsilon=50_000.0))
     np.testing.assert_array_equal(plain.pseudo_label_codes_, private.pseudo_label_codes_)
 
 
@@ -62,15 +63,28 @@ def test_budget_stops_before_it_is_exceeded(cancer):
 
 def test_budget_below_one_round_is_refused_before_training(cancer):
     with pytest.raises(ValueError, match=r"privacy budget .* smaller than the ε of one round"):
-        fit(cancer, privacy.RandomizedResponse(epsilon=1.0, budget=0.5))
+        fit(cancer, privacy.RandomizedResponse(epsilon=1.0, budget=0.01))
 
 
-def test_private_runs_are_reproducible_with_any_n_jobs(cancer):
-    mech = privacy.RandomizedResponse(epsilon=1.0)
-    a, b = fit(cancer, mech), fit(cancer, mech, n_jobs=2)
+def test_reproducible_noise_is_an_explicit_warned_opt_in(cancer):
+    mech = privacy.RandomizedResponse(epsilon=300.0)
+    with pytest.warns(UserWarning, match="reproducible_noise=True.*replay"):
+        a = fit(cancer, mech, reproducible_noise=True)
+    with pytest.warns(UserWarning, match="reproducible_noise=True"):
+        b = fit(cancer, mech, reproducible_noise=True, n_jobs=2)
     np.testing.assert_array_equal(a.pseudo_label_codes_, b.pseudo_label_codes_)
-    c = fit(cancer, mech, random_state=1)
+    with pytest.warns(UserWarning, match="reproducible_noise=True"):
+        c = fit(cancer, mech, reproducible_noise=True, random_state=1)
     assert not np.array_equal(a.pseudo_label_codes_, c.pseudo_label_codes_)
+
+
+def test_default_noise_differs_between_runs_with_the_same_random_state(cancer):
+    mech = privacy.RandomizedResponse(epsilon=300.0)
+    a, b = fit(cancer, mech, rounds=1), fit(cancer, mech, rounds=1)
+    assert not np.array_equal(a.pseudo_label_codes_, b.pseudo_label_codes_)
+    # while without privacy the same random_state gives the same run
+    plain = [fit(cancer, None, rounds=1).pseudo_label_codes_ for _ in range(2)]
+    np.testing.assert_array_equal(*plain)
 
 
 def test_mechanism_must_match_what_is_shared(cancer):
@@ -84,24 +98,58 @@ def test_gnmax_consensus_is_accounted_over_rounds(cancer):
     from consensus import NoisyArgmax
 
     gnmax = NoisyArgmax(sigma=60.0, random_state=0)
-    trainer = fit(cancer, None, consensus=gnmax, rounds=3)
+    with pytest.warns(UserWarning, match="replay"):
+        trainer = fit(cancer, None, consensus=gnmax, rounds=3)
     n = len(cancer["X_public"])
     event = dp_accounting.GaussianDpEvent(60.0 / np.sqrt(2 * n))
     for t, record in enumerate(trainer.history_, start=1):
         assert record.epsilon == pytest.approx(privacy.epsilon_spent([event] * t, 1e-5))
+    assert (record.epsilon_unit, record.epsilon_adversary) == ("record", "broadcast observers")
     # refitting with the same consensus object reproduces the noise (it is copied per fit)
-    again = fit(cancer, None, consensus=gnmax, rounds=3)
+    with pytest.warns(UserWarning, match="replay"):
+        again = fit(cancer, None, consensus=gnmax, rounds=3)
     np.testing.assert_array_equal(trainer.pseudo_label_codes_, again.pseudo_label_codes_)
 
 
-def test_client_mechanism_and_gnmax_compose(cancer):
+def test_guarantees_against_different_adversaries_are_reported_apart(cancer):
+    """Client-side noise holds against the server; GNMax only against broadcast observers.
+    The two ε are never summed: each guarantee composes its own mechanisms."""
     from consensus import NoisyArgmax
 
     rr = privacy.RandomizedResponse(epsilon=0.5)
-    both = fit(cancer, rr, consensus=NoisyArgmax(sigma=60.0, random_state=0), rounds=2)
+    both = fit(cancer, rr, consensus=NoisyArgmax(sigma=60.0), rounds=2)
     alone = fit(cancer, rr, rounds=2)
-    assert both.history_[-1].epsilon > alone.history_[-1].epsilon
-    assert len(both.privacy_report()["mechanisms"]) == 2
+    gnmax = fit(cancer, None, consensus=NoisyArgmax(sigma=60.0), rounds=2)
+    assert both.history_[-1].epsilon == pytest.approx(alone.history_[-1].epsilon)
+    report = both.privacy_report()
+    assert len(report["mechanisms"]) == 2
+    assert [(g["unit"], g["adversary"]) for g in report["guarantees"]] == [
+        ("record", "server"),
+        ("record", "broadcast observers"),
+    ]
+    assert report["guarantees"][1]["max_epsilon"] == pytest.approx(
+        gnmax.privacy_report()["max_epsilon"]
+    )
+    assert report["unit"] == "record" and report["adversary"] == "server"
+    assert "one private training record" in report["protects"]
+
+
+def test_label_level_epsilon_warns_and_is_never_mixed_with_record_level(cancer):
+    from consensus import NoisyArgmax
+
+    label = privacy.RandomizedResponse(epsilon=1.0, unit="label")
+    with pytest.warns(UserWarning, match="protects one released public label"):
+        trainer = fit(cancer, label, consensus=NoisyArgmax(sigma=60.0), rounds=2)
+    report = trainer.privacy_report()
+    # the record-level guarantee (GNMax) is the headline; the label-level one stays apart
+    assert [(g["unit"], g["adversary"]) for g in report["guarantees"]] == [
+        ("record", "broadcast observers"),
+        ("label", "server"),
+    ]
+    assert trainer.history_[-1].epsilon_unit == "record"
+    assert report["guarantees"][1]["max_epsilon"] == pytest.approx(
+        privacy.epsilon_spent([label.dp_event(2, 300)] * 2, 1e-5)
+    )
 
 
 def test_noiseless_gnmax_has_nothing_to_account(cancer):

@@ -64,7 +64,12 @@ SCHEMA: dict[str, Any] = {
 #: the keys of one ``[[clients]]`` entry
 CLIENT_KEYS = {"learner": str, "params": dict, "count": int}
 #: the keys of ``[method.privacy]``
-PRIVACY_KEYS = {"mechanism": str, "epsilon": (int, float), "sensitivity": (int, float)}
+PRIVACY_KEYS = {
+    "mechanism": str,
+    "epsilon": (int, float),
+    "sensitivity": (int, float),
+    "unit": str,
+}
 
 
 def slug(label: str) -> str:

@@ -60,7 +60,7 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
             "paper": part["paper"].iloc[0],
             "wall_s": part["wall_s"].sum(),
         }
-        for extra in ("vul", "epsilon"):
+        for extra in EXTRA_COLUMNS:
             if extra in part and part[extra].notna().any():
                 row[extra] = part[extra].mean()
         rows.append(row)
@@ -77,6 +77,14 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
     ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(folder, order)
+
+
+#: optional summary columns and their table headings; ε of different units stay apart
+EXTRA_COLUMNS = {
+    "vul": "vul",
+    "epsilon": "ε per private record",
+    "label_epsilon": "ε per released label (no record guarantee)",
+}
 
 
 def markdown_table(summary: Any) -> str:
@@ -97,9 +105,9 @@ def markdown_table(summary: Any) -> str:
     | --- | --- | --- | --- | --- | --- | --- |
     | 5xDT | fedct | 0.900 ± 0.010 | 0.910 | 0.890 | +0.010 | 12 |
     """
-    has = {c for c in ("vul", "epsilon") if c in summary}
+    has = [c for c in EXTRA_COLUMNS if c in summary]
     head = "| variant | method | accuracy | consensus | paper | gap |"
-    head += "".join(f" {c} |" for c in sorted(has)) + " time s (all seeds) |"
+    head += "".join(f" {EXTRA_COLUMNS[c]} |" for c in has) + " time s (all seeds) |"
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for _, r in summary.iterrows():
         paper = r["paper"]
@@ -112,7 +120,7 @@ def markdown_table(summary: Any) -> str:
             "—" if np.isnan(r["consensus_accuracy"]) else f"{r['consensus_accuracy']:.3f}",
             f"{paper:.3f}" if has_paper else "—",
             gap,
-            *(f"{r[c]:.3f}" if not np.isnan(r[c]) else "—" for c in sorted(has)),
+            *(f"{r[c]:.3f}" if not np.isnan(r[c]) else "—" for c in has),
             f"{r['wall_s']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

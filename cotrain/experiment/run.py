@@ -7,6 +7,7 @@ module only prepares its data, times it, audits it if asked and writes what it g
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from pathlib import Path
@@ -84,7 +85,9 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
         "consensus_accuracy": _num(last.consensus_accuracy),
         "rounds": len(model.history_),
         "wall_s": wall,
-        "epsilon": _num(last.epsilon),
+        # ε of different units never share a column: "epsilon" is record-level only
+        "epsilon": _num(last.epsilon) if last.epsilon_unit != "label" else math.nan,
+        "label_epsilon": _num(last.epsilon) if last.epsilon_unit == "label" else math.nan,
         "paper": run.paper,
         "config": run_fingerprint(run),
     }

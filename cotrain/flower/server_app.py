@@ -27,7 +27,7 @@ from consensus import get_consensus
 from cotrain._validation import check_params
 from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
-from cotrain.federation import dry_run_consensus, make_ledger
+from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
 from cotrain.flower import protocol
 from cotrain.flower.site import load_array, pool_fingerprint
 from cotrain.history import History, RoundRecord
@@ -212,9 +212,10 @@ class FlowerCoTraining:
         self.classes_ = self._global_classes(sites)
         n_classes = len(self.classes_)
         dry_run_consensus(self.consensus_, n, n_classes, self._n_public)
-        sampler_seed, client_seeds, noise_seed = spawn_seeds(self.random_state, n)
+        sampler_seed, client_seeds, _ = spawn_seeds(self.random_state, n)
         self._seeds = [client_seed(s) for s in client_seeds]
-        ledger = make_ledger([self.consensus_], n, n_classes, self._n_public, noise_seed)
+        refuse_replayable_noise(self.consensus_)
+        ledger = make_ledger([self.consensus_], n, n_classes, self._n_public)
         self._wire = WireFormat(
             n_classes, self._n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
         )

@@ -1,100 +1,345 @@
-"""Per-client privacy bookkeeping of a federated run: seeds, events, ε spent, budget."""
+"""Per-client privacy bookkeeping of a federated run: what was released, its ε, the budget.
+
+Every accounted mechanism states what its ε protects (``unit``: one private ``"record"`` of
+a client, or one released ``"label"``) and against whom (``adversary``: the ``"server"``,
+for noise drawn at the client, or ``"broadcast observers"``, for noise the server adds to
+the consensus). The ledger keeps one :class:`Guarantee` per (unit, adversary): the
+mechanisms of a guarantee are composed with each other over the rounds; guarantees of
+different units or adversaries are never summed. A guarantee against the server also holds
+against the broadcast observers (they see a post-processing of what the server sees).
+
+The ledger holds no noise seed: privacy noise is drawn by each client from its own entropy
+(see :class:`cotrain.FederatedCoTrainer`, ``reproducible_noise``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from cotrain.privacy.accounting import epsilon_spent
 
+try:  # the incremental accountant
+    from cotrain.privacy.accounting import RunningComposition
+except ImportError:  # pragma: no cover - transitional
 
-class PrivacyLedger:
-    """What each client has released under privacy mechanisms, and its ε.
+    class RunningComposition:  # type: ignore[no-redef]
+        """Composition of events, recomputed from the list (stand-in)."""
 
-    Every round a client takes part in, its labels on the public pool pass once through
-    each of ``mechanisms`` (a client-side mechanism such as ``RandomizedResponse``, and/or a
-    noisy consensus such as ``consensus.NoisyArgmax``); the ledger composes those events
-    (:func:`cotrain.privacy.epsilon_spent`) into the total ε spent at the smallest δ of the
-    mechanisms. Composing a client-side mechanism with GNMax over its output is an upper
-    bound (GNMax is then post-processing of already private labels). All rounds release the
-    same number of labels, so a client's ε depends only on how many rounds it took part
-    in; the ledger caches it by that count.
+        def __init__(self, delta: float) -> None:
+            self.delta = delta
+            self.events: list[Any] = []
 
-    Parameters
-    ----------
-    mechanisms : list
-        Objects with ``dp_event(n_classes, n_labels)``, ``delta`` and ``budget``.
-    n_clients, n_classes, n_labels : int
-        Federation size, global classes, and labels released per round (|U|).
-    seed : numpy.random.SeedSequence
-        Root of the client-side mechanism's randomness; each (round, client) gets its own
-        stream, so results do not depend on the order in which clients run.
+        def compose(self, event: Any, count: int = 1) -> None:
+            self.events.extend([event] * count)
+
+        def epsilon(self) -> float:
+            return float(epsilon_spent(self.events, self.delta))
+
+__all__ = ["Guarantee", "PrivacyLedger", "event_from_json", "event_to_json", "guarantee_of"]
+
+#: The order in which guarantees are reported; the first present is the headline.
+_ORDER = (
+    ("record", "server"),
+    ("record", "broadcast observers"),
+    ("label", "server"),
+    ("label", "broadcast observers"),
+)
+
+
+def guarantee_of(mechanism: Any) -> tuple[str, str]:
+    """(unit, adversary) of a mechanism: what its ε protects and against whom.
+
+    A mechanism that declares neither is taken as record-level against the server (a
+    duck-typed client-side mechanism whose author vouches for its ``dp_event``).
+
+    Examples
+    --------
+    >>> from consensus import NoisyArgmax
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> guarantee_of(RandomizedResponse(1.0, unit="label"))
+    ('label', 'server')
+    >>> guarantee_of(NoisyArgmax(sigma=5.0))
+    ('record', 'broadcast observers')
+    """
+    unit = getattr(mechanism, "unit", "record")
+    adversary = getattr(mechanism, "adversary", "server")
+    if unit not in ("record", "label"):
+        raise ValueError(
+            f"{type(mechanism).__name__}.unit must be 'record' or 'label', got {unit!r}"
+        )
+    if adversary not in ("server", "broadcast observers"):
+        raise ValueError(
+            f"{type(mechanism).__name__}.adversary must be 'server' or 'broadcast observers', "
+            f"got {adversary!r}"
+        )
+    return str(unit), str(adversary)
+
+
+def event_to_json(event: Any) -> dict[str, Any]:
+    """A dp-accounting event as JSON types (for checkpoints: no pickle).
+
+    Examples
+    --------
+    >>> import dp_accounting as dp
+    >>> e = dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(0.01, dp.GaussianDpEvent(1.0)), 5)
+    >>> event_from_json(event_to_json(e)) == e
+    True
+    """
+    import attr
+
+    if not attr.has(type(event)) or not type(event).__module__.startswith("dp_accounting"):
+        raise TypeError(f"only dp_accounting events can be stored, got {type(event).__name__}")
+    out: dict[str, Any] = {"type": type(event).__name__}
+    for f in attr.fields(type(event)):
+        value = getattr(event, f.name)
+        if isinstance(value, list | tuple):
+            out[f.name] = [event_to_json(v) for v in value]
+        elif attr.has(type(value)):
+            out[f.name] = event_to_json(value)
+        else:
+            out[f.name] = value
+    return out
+
+
+def event_from_json(data: dict[str, Any]) -> Any:
+    """The inverse of :func:`event_to_json` (only dp_accounting's own event classes)."""
+    import dp_accounting
+
+    name = data.get("type")
+    cls = getattr(dp_accounting, str(name), None)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
+        raise ValueError(f"not a dp_accounting event type: {name!r}")
+    kwargs = {}
+    for key, value in data.items():
+        if key == "type":
+            continue
+        if isinstance(value, dict):
+            value = event_from_json(value)
+        elif isinstance(value, list):
+            value = [event_from_json(v) for v in value]
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+@dataclass
+class Guarantee:
+    """The mechanisms that share one (unit, adversary), composed per client over rounds.
+
+    Three kinds of release compose here: a per-round event the server can compute itself
+    (``mechanism.dp_event(C, |U|)``, the same for every client and round, so ε depends
+    only on how many rounds a client took part in and is cached by that count), a per-round
+    event the client reports (a DP-trained model, ``applies_to == "model"``), and one-off
+    (ε, δ) releases made before the run (FedAUX certainty scores), added by basic
+    composition: ``ε = ε_rounds(δ − Σδ_once) + Σε_once``.
 
     Examples
     --------
     >>> from cotrain.privacy import RandomizedResponse
-    >>> ledger = PrivacyLedger([RandomizedResponse(epsilon=1.0)], 3, 2, 100,
-    ...                        np.random.SeedSequence(0))
+    >>> g = Guarantee("record", "server", delta=1e-5)
+    >>> g.add(RandomizedResponse(epsilon=1.0, sensitivity=1), n_classes=2, n_labels=10)
+    >>> round(g.epsilon_after(3), 3)        # 3 rounds of pure ε = 1, composed exactly
+    3.0
+    """
+
+    unit: str
+    adversary: str
+    delta: float
+    budget: float | None = None
+    mechanisms: list[Any] = field(default_factory=list)
+    round_events: list[Any] = field(default_factory=list)
+    reported: bool = False
+    once: list[tuple[float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._by_rounds: dict[int, float] = {0: 0.0}
+        self._running: RunningComposition | None = None
+        self._running_rounds = 0
+
+    def add(self, mechanism: Any, n_classes: int, n_labels: int) -> None:
+        """Add a mechanism released every round (and its one-off releases, if any)."""
+        self.mechanisms.append(mechanism)
+        budget = getattr(mechanism, "budget", None)
+        if budget is not None:
+            self.budget = float(budget) if self.budget is None else min(self.budget, budget)
+        if getattr(mechanism, "applies_to", None) == "model":
+            self.reported = True
+        else:
+            event = mechanism.dp_event(n_classes, n_labels)
+            if event is not None:
+                self.round_events.append(event)
+        once = getattr(mechanism, "one_off_privacy", None)
+        if callable(once) and once() is not None:
+            eps, delta = once()
+            self.once.append((float(eps), float(delta)))
+
+    # ------------------------------------------------------------------ arithmetic
+    def _rounds_delta(self) -> float:
+        left = self.delta - sum(d for _, d in self.once)
+        if left <= 0:
+            raise ValueError(
+                f"the one-off releases' δ ({sum(d for _, d in self.once):g}) use up the "
+                f"reported δ={self.delta:g}; report at a larger delta"
+            )
+        return left
+
+    def _once_epsilon(self) -> float:
+        return sum(e for e, _ in self.once)
+
+    def epsilon_after(self, rounds: int, reported: list[Any] | None = None) -> float:
+        """Total ε of a client that took part in ``rounds`` rounds (plus its reported
+        per-round events, for a DP-trained model)."""
+        if not self.round_events and not reported:
+            return self._once_epsilon() if (rounds or self.once) else 0.0
+        if reported:  # client-specific: compose from scratch (few events, fast accountants)
+            comp = RunningComposition(self._rounds_delta())
+            for event in self.round_events:
+                comp.compose(event, rounds)
+            for event in reported:
+                comp.compose(event, 1)
+            return comp.epsilon() + self._once_epsilon()
+        if rounds not in self._by_rounds:
+            self._by_rounds[rounds] = self._compose_rounds(rounds) + self._once_epsilon()
+        return self._by_rounds[rounds]
+
+    def _compose_rounds(self, rounds: int) -> float:
+        """ε of ``rounds`` rounds of the per-round events, advanced incrementally."""
+        if self._running is None or rounds < self._running_rounds:
+            self._running = RunningComposition(self._rounds_delta())
+            self._running_rounds = 0
+        # one round at a time, so the state after r rounds (and its floating-point value)
+        # is the same whatever path reached it: a resumed run reports the same ε
+        while self._running_rounds < rounds:
+            for event in self.round_events:
+                self._running.compose(event, 1)
+            self._running_rounds += 1
+        return self._running.epsilon()
+
+    def describe(self) -> str:
+        """Plain words: what one ε of this guarantee protects, against whom."""
+        what = "one private training record" if self.unit == "record" else "one released label"
+        whom = "the server" if self.adversary == "server" else self.adversary
+        return f"ε protects {what} of a client against {whom}"
+
+
+class PrivacyLedger:
+    """What each client has released under privacy mechanisms, and its ε, per guarantee.
+
+    Every round a client takes part in, its labels on the public pool pass once through
+    each of ``mechanisms`` (a client-side mechanism such as
+    :class:`cotrain.privacy.SubsampleAndAggregate`, and/or a noisy consensus such as
+    ``consensus.NoisyArgmax``). Mechanisms are grouped by what their ε protects and
+    against whom (:func:`guarantee_of`); each group is composed on its own, at the smallest
+    δ of its mechanisms, incrementally over rounds. The headline ε (:meth:`max_epsilon`,
+    the history's ``epsilon``) is the first of: record-level against the server,
+    record-level against broadcast observers, label-level against the server, label-level
+    against broadcast observers.
+
+    Parameters
+    ----------
+    mechanisms : list
+        Objects with ``dp_event(n_classes, n_labels)``, ``delta`` and ``budget`` (and
+        optionally ``unit``, ``adversary``, ``applies_to``, ``one_off_privacy()``).
+    n_clients, n_classes, n_labels : int
+        Federation size, global classes, and labels released per round (|U|).
+
+    Examples
+    --------
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> ledger = PrivacyLedger([RandomizedResponse(epsilon=1.0, sensitivity=1)], 3, 2, 100)
     >>> ledger.record([0, 1])
-    >>> ledger.rounds_taken.tolist(), ledger.epsilon(2)
-    ([1, 1, 0], 0.0)
+    >>> ledger.rounds_taken.tolist(), round(ledger.epsilon(0), 3), ledger.epsilon(2)
+    ([1, 1, 0], 1.0, 0.0)
+    >>> ledger.headline.unit, ledger.headline.adversary
+    ('record', 'server')
     """
 
     def __init__(
-        self,
-        mechanisms: list[Any],
-        n_clients: int,
-        n_classes: int,
-        n_labels: int,
-        seed: np.random.SeedSequence,
+        self, mechanisms: list[Any], n_clients: int, n_classes: int, n_labels: int
     ) -> None:
         self.mechanisms = list(mechanisms)
-        self.delta = min(m.delta for m in self.mechanisms)
-        budgets = [m.budget for m in self.mechanisms if getattr(m, "budget", None) is not None]
-        self.budget = min(budgets) if budgets else None
         self.n_classes = n_classes
         self.n_labels = n_labels
         self.rounds_taken = np.zeros(n_clients, dtype=np.int64)
-        self._seed = seed
-        self._eps_by_rounds: dict[int, float] = {0: 0.0}
+        #: client -> the per-round events it reported (DP-trained models), in order
+        self.reported: dict[int, list[Any]] = {}
+        groups: dict[tuple[str, str], Guarantee] = {}
+        for m in self.mechanisms:
+            key = guarantee_of(m)
+            if key not in groups:
+                groups[key] = Guarantee(*key, delta=float(m.delta))
+            groups[key].delta = min(groups[key].delta, float(m.delta))
+        for m in self.mechanisms:  # after every δ is known
+            groups[guarantee_of(m)].add(m, n_classes, n_labels)
+        self.guarantees = [groups[k] for k in _ORDER if k in groups]
+        self.headline = self.guarantees[0]
+        self.delta = self.headline.delta
+        self.budget = self.headline.budget
 
-    def seed_for(self, round_: int, client: int) -> int:
-        """Seed of the client-side mechanism's noise for one client in one round."""
-        seq = np.random.SeedSequence(
-            self._seed.entropy, spawn_key=(*self._seed.spawn_key, round_, client)
-        )
-        return int(seq.generate_state(1)[0])
+    # ------------------------------------------------------------------ ε
+    def _reported(self, client: int, extra: Any = None) -> list[Any]:
+        events = list(self.reported.get(int(client), []))
+        return events + ([extra] if extra is not None else [])
 
-    def epsilon_after(self, rounds: int) -> float:
-        """Total ε of a client that took part in ``rounds`` rounds."""
-        if rounds not in self._eps_by_rounds:
-            per_round = [m.dp_event(self.n_classes, self.n_labels) for m in self.mechanisms]
-            self._eps_by_rounds[rounds] = float(epsilon_spent(per_round * rounds, self.delta))
-        return self._eps_by_rounds[rounds]
+    def epsilon_after(self, rounds: int, guarantee: Guarantee | None = None) -> float:
+        """Total ε of a client that took part in ``rounds`` rounds (headline guarantee;
+        clients that report their own events are counted in :meth:`epsilon`)."""
+        return (guarantee or self.headline).epsilon_after(rounds)
 
-    def epsilon(self, client: int) -> float:
-        """Total ε spent so far by ``client``."""
-        return self.epsilon_after(int(self.rounds_taken[client]))
+    def epsilon(self, client: int, guarantee: Guarantee | None = None) -> float:
+        """Total ε spent so far by ``client`` under ``guarantee`` (default: the headline)."""
+        g = guarantee or self.headline
+        reported = self._reported(client) if g.reported else None
+        return g.epsilon_after(int(self.rounds_taken[client]), reported)
 
-    def max_epsilon(self) -> float:
+    def max_epsilon(self, guarantee: Guarantee | None = None) -> float:
         """The largest total ε over clients (what a round's record reports)."""
-        return self.epsilon_after(int(self.rounds_taken.max()))
+        g = guarantee or self.headline
+        if g.reported:
+            return max((self.epsilon(i, g) for i in range(len(self.rounds_taken))), default=0.0)
+        return g.epsilon_after(int(self.rounds_taken.max()))
 
-    def would_exceed_budget(self, clients: Any) -> bool:
-        """Whether one more release by any of ``clients`` would exceed the budget."""
-        if self.budget is None:
-            return False
-        next_rounds = int(self.rounds_taken[np.asarray(clients)].max()) + 1
-        return self.epsilon_after(next_rounds) > self.budget
+    def would_exceed_budget(self, clients: Any, upcoming: dict[int, Any] | None = None) -> bool:
+        """Whether one more release by any of ``clients`` would exceed a budget.
 
-    def record(self, clients: Any) -> None:
-        """Note that ``clients`` released their labels once more."""
-        self.rounds_taken[np.asarray(clients, dtype=np.int64)] += 1
+        A client that reports its own events is assumed to report one more like its last
+        (or ``upcoming[client]``); before its first report, only the other events count.
+        """
+        ids = np.asarray(clients, dtype=np.int64).reshape(-1)
+        for g in self.guarantees:
+            if g.budget is None or ids.size == 0:
+                continue
+            for i in ids:
+                i = int(i)
+                nxt = None
+                if g.reported:
+                    last = self.reported.get(i)
+                    nxt = (upcoming or {}).get(i, last[-1] if last else None)
+                    eps = g.epsilon_after(
+                        int(self.rounds_taken[i]) + 1, self._reported(i, nxt) or None
+                    )
+                else:
+                    eps = g.epsilon_after(int(self.rounds_taken[i]) + 1)
+                if eps > g.budget:
+                    return True
+        return False
 
+    def record(self, clients: Any, events: dict[int, Any] | None = None) -> None:
+        """Note that ``clients`` released their labels once more (``events``: the
+        per-round events reported by clients with a DP-trained model)."""
+        ids = np.asarray(clients, dtype=np.int64)
+        self.rounds_taken[ids] += 1
+        for i, event in (events or {}).items():
+            if event is not None:
+                self.reported.setdefault(int(i), []).append(event)
+
+    # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """The rounds each client has released labels in (all the ledger accumulates)."""
-        return {"rounds_taken": self.rounds_taken.copy()}
+        """The rounds each client has released labels in, and the events clients reported."""
+        reported = {str(k): [event_to_json(e) for e in v] for k, v in self.reported.items()}
+        return {"rounds_taken": self.rounds_taken.copy(), "reported": reported}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a :meth:`state_dict` back."""
@@ -104,16 +349,41 @@ class PrivacyLedger:
                 f"rounds_taken must be {self.rounds_taken.shape[0]} counts >= 0, got {rounds!r}"
             )
         self.rounds_taken = rounds.copy()
+        self.reported = {
+            int(k): [event_from_json(e) for e in v] for k, v in state.get("reported", {}).items()
+        }
 
     def report(self) -> dict[str, Any]:
-        """Per-client totals: rounds released, ε at the ledger's δ, and the budget."""
+        """Per-guarantee and per-client totals, each ε with its unit and adversary.
+
+        Keys: ``unit``, ``adversary``, ``delta``, ``budget``, ``max_epsilon`` and
+        ``clients`` (``{"client", "rounds", "epsilon"}`` each) describe the headline
+        guarantee; ``guarantees`` lists every guarantee the same way (plus its
+        ``mechanisms`` and a sentence, ``protects``); ``mechanisms`` lists them all.
+        """
+        guarantees = []
+        for g in self.guarantees:
+            guarantees.append(
+                {
+                    "unit": g.unit,
+                    "adversary": g.adversary,
+                    "protects": g.describe(),
+                    "mechanisms": [repr(m) for m in g.mechanisms],
+                    "delta": g.delta,
+                    "budget": g.budget,
+                    "clients": [
+                        {"client": i, "rounds": int(r), "epsilon": self.epsilon(i, g)}
+                        for i, r in enumerate(self.rounds_taken)
+                    ],
+                    "max_epsilon": self.max_epsilon(g),
+                }
+            )
+        head = guarantees[0]
         return {
             "mechanisms": [repr(m) for m in self.mechanisms],
-            "delta": self.delta,
-            "budget": self.budget,
-            "clients": [
-                {"client": i, "rounds": int(r), "epsilon": self.epsilon_after(int(r))}
-                for i, r in enumerate(self.rounds_taken)
-            ],
-            "max_epsilon": self.max_epsilon(),
+            **{k: head[k] for k in ("unit", "adversary", "protects", "delta", "budget")},
+            "clients": head["clients"],
+            "max_epsilon": head["max_epsilon"],
+            "guarantees": guarantees,
         }
+
