@@ -19,24 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.privacy.accounting import epsilon_spent
-
-try:  # the incremental accountant
-    from cotrain.privacy.accounting import RunningComposition
-except ImportError:  # pragma: no cover - transitional
-
-    class RunningComposition:  # type: ignore[no-redef]
-        """Composition of events, recomputed from the list (stand-in)."""
-
-        def __init__(self, delta: float) -> None:
-            self.delta = delta
-            self.events: list[Any] = []
-
-        def compose(self, event: Any, count: int = 1) -> None:
-            self.events.extend([event] * count)
-
-        def epsilon(self) -> float:
-            return float(epsilon_spent(self.events, self.delta))
+from cotrain.privacy.accounting import RunningComposition
 
 __all__ = ["Guarantee", "PrivacyLedger", "event_from_json", "event_to_json", "guarantee_of"]
 
