@@ -73,6 +73,12 @@ class CertaintyWeighted(Consensus):
     scores : array-like of shape (n_clients_total, n_public) or (n_clients_total,), optional
         Certainty scores of every client of the federation (row ``i`` = client id ``i``),
         per public example or one per client. When None, weights must be passed at call time.
+    scorer_epsilon, scorer_delta : float, optional
+        The (ε, δ) each client spent on its scores, when they come from its private data
+        (``cotrain.privacy.fedaux_weights(epsilon=..., delta=...)``: a DP certainty scorer
+        per client, record-level, released to the server once before the run). Given, the
+        trainer's privacy ledger adds them to every client's record-level ε against the
+        server by basic composition (``ε + scorer_epsilon`` at ``δ + scorer_delta``).
 
     Attributes
     ----------
@@ -101,8 +107,53 @@ class CertaintyWeighted(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, scores: ArrayLike | None = None) -> None:
+    #: the scores' privacy is record-level and the server receives them
+    unit = "record"
+    adversary = "server"
+    budget = None
+
+    def __init__(
+        self,
+        scores: ArrayLike | None = None,
+        scorer_epsilon: float | None = None,
+        scorer_delta: float | None = None,
+    ) -> None:
         self.scores = scores
+        self.scorer_epsilon = scorer_epsilon
+        self.scorer_delta = scorer_delta
+
+    @property
+    def accountable(self) -> bool:
+        """True when the scores' privacy cost is given (``scorer_epsilon``).
+
+        Examples
+        --------
+        >>> CertaintyWeighted([1.0, 2.0]).accountable
+        False
+        >>> CertaintyWeighted([1.0, 2.0], scorer_epsilon=0.1, scorer_delta=1e-5).accountable
+        True
+        """
+        return self.one_off_privacy() is not None
+
+    def one_off_privacy(self) -> tuple[float, float] | None:
+        """(ε, δ) of the one release of each client's scores, or None."""
+        eps, delta = self.scorer_epsilon, self.scorer_delta
+        if eps is None and delta is None:
+            return None
+        if eps is None or not (float(eps) >= 0 and np.isfinite(float(eps))):
+            raise ValueError(f"scorer_epsilon must be a finite number >= 0, got {eps!r}")
+        if delta is None or not 0.0 <= float(delta) < 1.0:
+            raise ValueError(f"scorer_delta must be a number in [0, 1), got {delta!r}")
+        return float(eps), float(delta)
+
+    @property
+    def delta(self) -> None:
+        """No per-round release: the ledger reports at the other mechanisms' δ."""
+        return None
+
+    def dp_event(self, n_classes: int, n_labels: int) -> Any:
+        """Nothing is released per round beyond the (already private) scores."""
+        return None
 
     def _checked_scores(self) -> NDArray[np.float64]:
         scores = check_nonnegative_finite(self.scores, "scores")

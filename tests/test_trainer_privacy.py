@@ -159,3 +159,26 @@ def test_noiseless_gnmax_has_nothing_to_account(cancer):
     assert trainer.history_[0].epsilon is None
     with pytest.raises(ValueError, match="no privacy mechanism"):
         trainer.privacy_report()
+
+
+def test_fedaux_scorer_budget_enters_the_ledger(cancer):
+    """The DP certainty scores are released once, before the run: their (ε, δ) is added to
+    every client's record-level ε against the server by basic composition."""
+    from consensus import CertaintyWeighted
+
+    scores = np.abs(np.random.default_rng(0).normal(size=(3, 300)))
+    rule = CertaintyWeighted(scores, scorer_epsilon=0.5, scorer_delta=1e-6)
+    alone = fit(cancer, None, consensus=rule, rounds=2)
+    report = alone.privacy_report()
+    assert report["max_epsilon"] == pytest.approx(0.5)
+    assert report["delta"] == pytest.approx(1e-6)
+    assert (report["unit"], report["adversary"]) == ("record", "server")
+
+    rr = privacy.RandomizedResponse(epsilon=1.0, sensitivity=1)
+    both = fit(cancer, rr, consensus=rule, rounds=2).privacy_report()
+    rounds_only = privacy.epsilon_spent([rr.dp_event(2, 300)] * 2, 1e-5)
+    assert both["max_epsilon"] == pytest.approx(rounds_only + 0.5)
+    assert both["delta"] == pytest.approx(1e-5 + 1e-6)
+    assert len(both["guarantees"]) == 1  # the same unit and adversary: composed
+    with pytest.raises(ValueError, match="scorer_delta"):
+        fit(cancer, None, consensus=CertaintyWeighted(scores, scorer_epsilon=0.5), rounds=1)

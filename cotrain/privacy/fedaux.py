@@ -434,8 +434,10 @@ def fedaux_weights(
     Returns
     -------
     ndarray of shape (n_clients, n_public)
-        Each client's ``(ε, δ)``-DP certainty on the public pool, for
-        ``consensus.CertaintyWeighted(scores=...)``.
+        Each client's ``(ε, δ)``-DP certainty on the public pool (record-level, released to
+        the server once), for ``consensus.CertaintyWeighted(scores=..., scorer_epsilon=ε,
+        scorer_delta=δ)`` — with those two, the trainer's privacy ledger adds the scores'
+        cost to every client's ε.
 
     Examples
     --------
@@ -448,7 +450,7 @@ def fedaux_weights(
     ...                    random_state=0)
     >>> S.shape
     (2, 10)
-    >>> rule = CertaintyWeighted(scores=S)
+    >>> rule = CertaintyWeighted(scores=S, scorer_epsilon=0.1, scorer_delta=1e-5)
     """
     if len(X_clients) == 0:
         raise ValueError("fedaux_weights needs at least one client")

@@ -116,7 +116,7 @@ class Guarantee:
     only on how many rounds a client took part in and is cached by that count), a per-round
     event the client reports (a DP-trained model, ``applies_to == "model"``), and one-off
     (ε, δ) releases made before the run (FedAUX certainty scores), added by basic
-    composition: ``ε = ε_rounds(δ − Σδ_once) + Σε_once``.
+    composition: ``ε = ε_rounds(δ) + Σε_once`` at ``δ + Σδ_once`` (:attr:`total_delta`).
 
     Examples
     --------
@@ -160,13 +160,12 @@ class Guarantee:
 
     # ------------------------------------------------------------------ arithmetic
     def _rounds_delta(self) -> float:
-        left = self.delta - sum(d for _, d in self.once)
-        if left <= 0:
-            raise ValueError(
-                f"the one-off releases' δ ({sum(d for _, d in self.once):g}) use up the "
-                f"reported δ={self.delta:g}; report at a larger delta"
-            )
-        return left
+        return self.delta
+
+    @property
+    def total_delta(self) -> float:
+        """δ of the reported ε: the rounds' δ plus the one-off releases' δ."""
+        return self.delta + sum(d for _, d in self.once)
 
     def _once_epsilon(self) -> float:
         return sum(e for e, _ in self.once)
@@ -252,13 +251,15 @@ class PrivacyLedger:
         for m in self.mechanisms:
             key = guarantee_of(m)
             if key not in groups:
-                groups[key] = Guarantee(*key, delta=float(m.delta))
-            groups[key].delta = min(groups[key].delta, float(m.delta))
+                groups[key] = Guarantee(*key, delta=0.0)
+            if getattr(m, "delta", None) is not None:  # one-off releases carry their own δ
+                d = float(m.delta)
+                groups[key].delta = d if groups[key].delta == 0.0 else min(groups[key].delta, d)
         for m in self.mechanisms:  # after every δ is known
             groups[guarantee_of(m)].add(m, n_classes, n_labels)
         self.guarantees = [groups[k] for k in _ORDER if k in groups]
         self.headline = self.guarantees[0]
-        self.delta = self.headline.delta
+        self.delta = self.headline.total_delta
         self.budget = self.headline.budget
 
     # ------------------------------------------------------------------ ε
@@ -352,7 +353,7 @@ class PrivacyLedger:
                     "adversary": g.adversary,
                     "protects": g.describe(),
                     "mechanisms": [repr(m) for m in g.mechanisms],
-                    "delta": g.delta,
+                    "delta": g.total_delta,
                     "budget": g.budget,
                     "clients": [
                         {"client": i, "rounds": int(r), "epsilon": self.epsilon(i, g)}
