@@ -10,7 +10,7 @@ import copy
 import inspect
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -491,10 +491,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         with _num_threads(self.n_threads), _private_rng(device, self._rng_state):
             if steps is None:
                 for _ in range(epochs):
-                    total, seen = 0.0, 0
-                    for idx in self._batches(n):
-                        total, seen = total + step(idx), seen + idx.numel()
-                    self._record(total / max(seen, 1))
+                    total = sum(step(idx) for idx in self._batches(n))
+                    self._record(total / n)
                     self.n_epochs_ += 1
             else:
                 total, seen, done = 0.0, 0, 0
@@ -509,11 +507,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                         self.n_epochs_ += 1
                 self._record(total / max(seen, 1))
 
-    def _batches(self, n: int) -> Iterator[torch.Tensor]:
+    def _batches(self, n: int) -> Iterable[torch.Tensor]:
         """Row indices of the mini-batches of one epoch (a subclass may sample otherwise)."""
-        perm, batch = torch.randperm(n), min(self.batch_size, n)
-        for start in range(0, n, batch):
-            yield perm[start : start + batch]
+        return torch.randperm(n).split(min(self.batch_size, n))
 
     def _step(self, xb: torch.Tensor, tb: torch.Tensor, wb: torch.Tensor) -> float:
         """One optimizer step on a mini-batch; the summed loss of its rows (a hook)."""

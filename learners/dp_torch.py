@@ -1,0 +1,366 @@
+"""DPTorchClassifier: a TorchClassifier trained with DP-SGD (Opacus), record-level private.
+
+Each optimizer step draws a Poisson sample of the training rows (every row independently with
+probability ``q``), clips every row's gradient to L2 norm ``max_grad_norm``, sums them and adds
+Gaussian noise of standard deviation ``noise_multiplier * max_grad_norm`` (Opacus'
+``GradSampleModule`` computes the per-row gradients, its ``DPOptimizer`` clips and noises them).
+Everything computed from the trained network afterwards (its predictions, the labels a
+co-training client releases) is post-processing and costs no further privacy.
+
+This module imports torch, opacus and dp-accounting (``pip install "cotrain[torch,dp]"``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+from numbers import Real
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import check_is_fitted
+
+from .torch import TorchClassifier
+
+try:
+    import dp_accounting
+    import torch
+    from opacus import GradSampleModule
+    from opacus.accountants import create_accountant
+    from opacus.optimizers import DPOptimizer
+    from opacus.validators import ModuleValidator
+except ImportError as exc:  # pragma: no cover - exercised only without the extras
+    raise ImportError(
+        'DPTorchClassifier needs torch, opacus and dp-accounting: pip install "cotrain[torch,dp]"'
+    ) from exc
+
+__all__ = ["DPTorchClassifier"]
+
+_ACCOUNTANTS = ("rdp", "prv")
+#: attributes Opacus' hooks leave on the network's layers (the last batch's inputs among them)
+_HOOK_ATTRS = ("activations", "max_batch_len")
+
+
+def _positive(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(float(value))
+        or float(value) <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _secure_generator() -> Any:
+    """A cryptographically secure torch generator (torchcsprng), as Opacus' secure mode uses."""
+    try:
+        import torchcsprng
+    except ImportError:
+        raise ImportError(
+            "secure_mode=True needs torchcsprng (a cryptographically secure random generator "
+            "for torch, which Opacus' PrivacyEngine(secure_mode=True) also requires): "
+            "https://github.com/pytorch/csprng. It is not installed; use secure_mode=False "
+            "(torch's pseudo-random generator: fine for research, not for a deployment)"
+        ) from None
+    return torchcsprng.create_random_device_generator("/dev/urandom")  # pragma: no cover
+
+
+class DPTorchClassifier(TorchClassifier):
+    """A :class:`~learners.TorchClassifier` trained by DP-SGD with Opacus.
+
+    Same contract as :class:`~learners.TorchClassifier` — any torch module, fixed global
+    classes, soft targets, sample weights, continued training across fits (``warm_start``),
+    ``predict`` / ``predict_proba`` — but every optimizer step is a DP-SGD step:
+
+    1. **Poisson sampling**: each of the fit's n training rows joins the batch independently
+       with probability ``q = min(1, batch_size / n)`` (batches have ``batch_size`` rows on
+       average, and may be empty); an epoch is ``ceil(n / batch_size)`` such steps, and
+       ``steps_per_fit`` counts steps as usual;
+    2. **per-row clipping**: each row's gradient of its (sample-weighted) loss is clipped to
+       L2 norm ``max_grad_norm`` = C;
+    3. **noise**: N(0, (noise_multiplier · C)²) is added to the sum of clipped gradients,
+       which is divided by the expected batch size ``min(batch_size, n)`` and passed to the
+       optimizer (Adam, SGD, …; its state is post-processing of the noisy gradients).
+
+    Guarantee
+    ---------
+    Unit: **one training row** (in co-training, one private record of the client; the
+    pseudo-labelled public rows are trained on alike, their privacy is not at stake).
+    Neighbours: **add/remove one row** — the relation Opacus' accountants (and
+    dp-accounting's ``ADD_OR_REMOVE_ONE``) assume for Poisson-sampled Gaussian steps. For
+    replace-one neighbours the guarantee is weaker: by group privacy an add/remove
+    (ε, δ) gives replace-one (2ε, (1 + e^ε)·δ); a direct replace-one accounting (tighter) is
+    :func:`cotrain.privacy.dpsgd.dpsgd_epsilon` with ``neighbours="replace_one"``.
+    Adversary: **anyone who sees the trained network** — its weights after any fit, hence
+    also its predictions and the labels a client uploads (post-processing). Fits compose
+    adaptively (each fit may start from the previous network and use pseudo-labels that
+    depend on earlier releases): fit k's privacy cost is ``dp_events_[k]``, the
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q_k, GaussianDpEvent(noise_multiplier)),
+    steps_k)`` of its steps, and the total is their composition (:meth:`epsilon_`, or a
+    ledger composing the events).
+
+    Stated assumptions, as in Opacus and the DP-SGD literature: the number of rows n of each
+    fit (which sets q and the number of steps per epoch) is treated as public — the event
+    itself reveals it — and the output layer's size is public (pass ``classes``; a
+    :class:`~learners.ClassAlignedClassifier` does). Sample weights must be a function of
+    their own row (or of public data) only: each row's weighted gradient is clipped to C,
+    so a weight cannot raise one row's influence above C. **Not covered**: ``loss_curve_``
+    (and ``verbose`` output) are training losses computed on the private rows without
+    noise: local diagnostics, never to be released. With ``secure_mode=False`` the noise and
+    the sampling come from torch's pseudo-random generator (seeded by `random_state`, so runs
+    are reproducible): fine for research, attackable in principle (floating-point and
+    predictable-seed attacks) — a deployment should use ``secure_mode=True``.
+
+    The network must be DP-compatible: no layer that mixes rows of a batch (BatchNorm); a
+    module failing ``opacus.validators.ModuleValidator.validate`` is rejected before any
+    training (``ModuleValidator.fix(module)`` swaps BatchNorm for GroupNorm).
+
+    Parameters
+    ----------
+    module, module_params, classes, max_epochs, epochs_per_fit, steps_per_fit, batch_size, \
+lr, optimizer, optimizer_params, weight_decay, device, warm_start, random_state, \
+n_threads, verbose
+        As for :class:`~learners.TorchClassifier`; ``batch_size`` is the *expected* batch
+        size of the Poisson sampling.
+    noise_multiplier : float, default=1.0
+        σ / C, the noise standard deviation relative to the clipping norm (> 0).
+    max_grad_norm : float, default=1.0
+        C, the L2 norm every row's gradient is clipped to (> 0).
+    secure_mode : bool, default=False
+        Draw the noise and the Poisson samples from a cryptographically secure generator
+        (torchcsprng, as Opacus' ``PrivacyEngine(secure_mode=True)``) with Opacus' noise
+        that resists floating-point attacks; needs ``torchcsprng`` installed — without it,
+        fitting raises ImportError before any training. Such runs are not reproducible.
+    accountant : {"rdp", "prv"}, default="rdp"
+        The Opacus accountant behind :meth:`epsilon_` (a cross-check of the events'
+        composition: RDP is an upper bound; PRV is tighter, numerically approximated).
+
+    Attributes
+    ----------
+    dp_events_ : list of dp_accounting.DpEvent
+        One event per fit since the network was initialised: the self-composition of the
+        fit's DP-SGD steps (``NoOpDpEvent()`` for a fit of 0 steps).
+    sample_rates_ : list of float
+        ``q`` of every fit.
+    dp_steps_ : list of int
+        DP-SGD steps of every fit.
+    accountant_ : opacus.accountants.IAccountant
+        Opacus' own accountant, fed every step.
+    module_, optimizer_, classes_, n_classes_, n_features_in_, input_shape_, loss_curve_, \
+n_epochs_, n_steps_
+        As for :class:`~learners.TorchClassifier` (``optimizer_`` is the plain optimizer;
+        it is wrapped in Opacus' ``DPOptimizer`` only while fitting).
+
+    See Also
+    --------
+    cotrain.privacy.dpsgd.DPSGD : the mechanism that makes a co-training client train this way.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from learners.dp_torch import DPTorchClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+    >>> clf = DPTorchClassifier(module_params={"hidden": (16,)}, max_epochs=10, lr=0.05,
+    ...                         batch_size=15, noise_multiplier=1.5, max_grad_norm=1.0,
+    ...                         random_state=0)
+    >>> clf.fit(X, y).score(X, y) > 0.9
+    True
+    >>> clf.sample_rates_, clf.dp_steps_           # q = 15/150, 10 epochs of 10 steps
+    ([0.1], [100])
+    >>> clf.dp_events_[0]
+    SelfComposedDpEvent(event=PoissonSampledDpEvent(sampling_probability=0.1, \
+event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
+    >>> round(clf.epsilon_(1e-5), 2)               # Opacus' RDP accountant, add/remove-one
+    3.92
+    >>> len(clf.fit(X, y).dp_events_)               # a second fit continues: one more event
+    2
+    """
+
+    def __init__(
+        self,
+        module: Any = None,
+        module_params: dict[str, Any] | None = None,
+        classes: ArrayLike | None = None,
+        max_epochs: int = 10,
+        epochs_per_fit: int = 1,
+        steps_per_fit: int | None = None,
+        batch_size: int = 64,
+        lr: float = 1e-3,
+        optimizer: str | type[torch.optim.Optimizer] = "adam",
+        optimizer_params: dict[str, Any] | None = None,
+        weight_decay: float = 0.0,
+        device: str = "cpu",
+        warm_start: bool = True,
+        random_state: int | np.random.RandomState | None = None,
+        n_threads: int | None = None,
+        verbose: int = 0,
+        noise_multiplier: float = 1.0,
+        max_grad_norm: float = 1.0,
+        secure_mode: bool = False,
+        accountant: str = "rdp",
+    ) -> None:
+        super().__init__(
+            module=module,
+            module_params=module_params,
+            classes=classes,
+            max_epochs=max_epochs,
+            epochs_per_fit=epochs_per_fit,
+            steps_per_fit=steps_per_fit,
+            batch_size=batch_size,
+            lr=lr,
+            optimizer=optimizer,
+            optimizer_params=optimizer_params,
+            weight_decay=weight_decay,
+            device=device,
+            warm_start=warm_start,
+            random_state=random_state,
+            n_threads=n_threads,
+            verbose=verbose,
+        )
+        self.noise_multiplier = noise_multiplier
+        self.max_grad_norm = max_grad_norm
+        self.secure_mode = secure_mode
+        self.accountant = accountant
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        super()._check_params()
+        _positive("noise_multiplier", self.noise_multiplier)
+        _positive("max_grad_norm", self.max_grad_norm)
+        if not isinstance(self.secure_mode, bool | np.bool_):
+            raise TypeError(f"secure_mode must be True or False, got {self.secure_mode!r}")
+        if self.accountant not in _ACCOUNTANTS:
+            raise ValueError(
+                f"accountant must be one of {list(_ACCOUNTANTS)}, got {self.accountant!r}"
+            )
+        if self.secure_mode:
+            _secure_generator()
+
+    def _check_module(self) -> None:
+        errors = ModuleValidator.validate(self.module_, strict=False)
+        if errors:
+            reasons = "; ".join(str(e).split(". ")[0] for e in errors)
+            raise ValueError(
+                f"module {type(self.module_).__name__} cannot be trained with DP-SGD: {reasons}. "
+                "opacus.validators.ModuleValidator.fix(module) replaces BatchNorm by GroupNorm"
+            )
+
+    # ------------------------------------------------------------------ training
+    def _init_model(self, X: NDArray[np.float32], classes: NDArray[Any]) -> None:
+        super()._init_model(X, classes)
+        self.dp_events_: list[Any] = []
+        self.sample_rates_: list[float] = []
+        self.dp_steps_: list[int] = []
+        self.accountant_ = create_accountant(mechanism=self.accountant)
+
+    def _train(
+        self,
+        X: NDArray[np.float32],
+        targets: NDArray[np.float32],
+        weight: NDArray[np.float32],
+        epochs: int,
+        steps: int | None,
+    ) -> None:
+        self._check_module()  # before any step
+        n = int(X.shape[0])
+        rate = min(1.0, self.batch_size / n)
+        generator = _secure_generator() if self.secure_mode else None  # None: the private RNG
+        sampler = GradSampleModule(self.module_, batch_first=True, loss_reduction="sum")
+        optimizer = DPOptimizer(
+            self.optimizer_,
+            noise_multiplier=float(self.noise_multiplier),
+            max_grad_norm=float(self.max_grad_norm),
+            expected_batch_size=min(self.batch_size, n),
+            loss_reduction="mean",
+            generator=generator,
+            secure_mode=bool(self.secure_mode),
+        )
+        optimizer.attach_step_hook(self.accountant_.get_optimizer_hook_fn(sample_rate=rate))
+        self._dp_run = (sampler, optimizer, rate, generator)
+        before = self.n_steps_
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                super()._train(X, targets, weight, epochs, steps)
+        finally:  # steps taken are accounted even if training failed half-way
+            del self._dp_run
+            self._detach(sampler)
+            self._account(rate, self.n_steps_ - before)
+
+    def _detach(self, sampler: GradSampleModule) -> None:
+        """Remove Opacus' hooks and every attribute they left on the network."""
+        sampler._close()
+        for param in self.module_.parameters():
+            if hasattr(param, "summed_grad"):
+                del param.summed_grad
+        for layer in self.module_.modules():
+            for name in _HOOK_ATTRS:
+                if name in vars(layer):
+                    delattr(layer, name)
+
+    def _account(self, rate: float, steps: int) -> None:
+        self.sample_rates_.append(float(rate))
+        self.dp_steps_.append(int(steps))
+        if steps == 0:
+            self.dp_events_.append(dp_accounting.NoOpDpEvent())
+            return
+        step = dp_accounting.PoissonSampledDpEvent(
+            float(rate), dp_accounting.GaussianDpEvent(float(self.noise_multiplier))
+        )
+        self.dp_events_.append(dp_accounting.SelfComposedDpEvent(step, int(steps)))
+
+    def _batches(self, n: int) -> Iterator[torch.Tensor]:
+        """One epoch: ``ceil(n / batch_size)`` Poisson samples of the rows at rate q."""
+        _, _, rate, generator = self._dp_run
+        for _ in range(math.ceil(n / min(self.batch_size, n))):
+            draw = torch.rand(n, generator=generator) if generator is not None else torch.rand(n)
+            yield torch.nonzero(draw < rate).flatten()
+
+    def _step(self, xb: torch.Tensor, tb: torch.Tensor, wb: torch.Tensor) -> float:
+        """One DP-SGD step: per-row gradients of the weighted loss, clipped, summed, noised."""
+        sampler, optimizer, _, _ = self._dp_run
+        optimizer.zero_grad(set_to_none=True)
+        logp = torch.log_softmax(sampler(xb), dim=1)
+        loss = (wb * -(tb * logp).sum(dim=1)).sum()  # per-row losses: per-row gradients
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    # ------------------------------------------------------------------ privacy
+    def epsilon_(self, delta: float) -> float:
+        """ε at `delta` of all training since the network was initialised (Opacus' accountant).
+
+        Add/remove-one neighbours, unit one training row (see the class docstring). A
+        cross-check of the composition of ``dp_events_``; a co-training run's ledger composes
+        the events itself.
+
+        Parameters
+        ----------
+        delta : float
+            δ in (0, 1).
+
+        Returns
+        -------
+        float
+            ε ≥ 0 (0.0 before any step).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from learners.dp_torch import DPTorchClassifier
+        >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = DPTorchClassifier(batch_size=10, max_epochs=1, random_state=0).fit(X, y)
+        >>> round(clf.epsilon_(1e-5), 3)     # 10 steps at q = 0.1, σ/C = 1
+        3.441
+        """
+        check_is_fitted(self, "accountant_")
+        if isinstance(delta, bool) or not isinstance(delta, Real) or not 0 < delta < 1:
+            raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+        if not self.accountant_.history:
+            return 0.0
+        return float(self.accountant_.get_epsilon(delta=float(delta)))

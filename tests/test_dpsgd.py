@@ -1,0 +1,401 @@
+"""DP-SGD for torch clients: learners.dp_torch.DPTorchClassifier and cotrain.privacy.dpsgd."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("opacus")
+dp = pytest.importorskip("dp_accounting")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+
+from cotrain.privacy import epsilon_spent  # noqa: E402
+from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon  # noqa: E402
+from learners import MLP, ClassAlignedClassifier, TorchClassifier  # noqa: E402
+from learners.dp_torch import DPTorchClassifier  # noqa: E402
+
+DELTA = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny networks train many times faster on one thread, above all on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def batchnorm_net(n_features: int, n_classes: int) -> torch.nn.Module:
+    """Not DP-compatible: BatchNorm mixes the rows of a batch."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(n_features, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, n_classes)
+    )
+
+
+class MyTorch(TorchClassifier):
+    """A subclass with its own training (prepare must not silently replace it)."""
+
+
+def dp_clf(**kw) -> DPTorchClassifier:
+    params = dict(module_params={"hidden": (32,)}, batch_size=64, lr=0.02, random_state=0)
+    params.update(kw)
+    return DPTorchClassifier(**params)
+
+
+# ------------------------------------------------------------------ the DP-SGD step itself
+
+
+def _one_step(X, y, w, *, noise, clip, lr=0.5):
+    """One full-batch (q = 1) DP-SGD step with SGD: the weights before and after, and the
+    clipped mean of the per-row gradients computed here by hand."""
+    clf = DPTorchClassifier(
+        module_params={"hidden": (64,)},
+        classes=np.arange(3),
+        batch_size=len(X),  # q = 1: every row in the one step of an epoch
+        epochs_per_fit=1,
+        optimizer="sgd",
+        lr=lr,
+        noise_multiplier=noise,
+        max_grad_norm=clip,
+        random_state=0,
+    ).initialize(X)
+    net = copy.deepcopy(clf.module_)
+    before = {k: torch.from_numpy(v) for k, v in clf.get_weights().items()}
+    clipped = {k: torch.zeros_like(v) for k, v in before.items()}
+    for xi, yi, wi in zip(X, y, w, strict=True):
+        net.zero_grad()
+        logit = net(torch.from_numpy(xi[None].astype(np.float32)))
+        (wi * torch.nn.functional.cross_entropy(logit, torch.tensor([yi]))).backward()
+        grads = {k: p.grad.detach().clone() for k, p in net.named_parameters()}
+        norm = math.sqrt(sum(float((g**2).sum()) for g in grads.values()))
+        factor = min(1.0, clip / (norm + 1e-6))  # Opacus' clipping factor
+        for k, g in grads.items():
+            clipped[k] += factor * g
+    clf.fit(X, y, sample_weight=w)
+    after = {k: torch.from_numpy(v) for k, v in clf.get_weights().items()}
+    mean = {k: v / len(X) for k, v in clipped.items()}
+    return clf, before, after, mean
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5)).astype(np.float32) * 3.0
+    y = rng.integers(0, 3, size=40)
+    w = rng.uniform(0.2, 3.0, size=40)  # non-uniform sample weights
+    return X, y, w
+
+
+def test_step_is_clipped_weighted_mean_of_per_row_gradients(small):
+    X, y, w = small
+    clf, before, after, mean = _one_step(X, y, w, noise=1e-9, clip=0.3)
+    assert clf.dp_steps_ == [1] and clf.sample_rates_ == [1.0]
+    for k in before:
+        np.testing.assert_allclose(after[k], before[k] - 0.5 * mean[k], atol=1e-6)
+    # the clipping bites: the unclipped mean gradient would move the weights much further
+    assert sum(float((mean[k] ** 2).sum()) for k in mean) ** 0.5 <= 0.3 + 1e-6
+
+
+def test_clipping_bounds_the_update(small):
+    """‖Δθ‖ ≤ lr·C with (almost) no noise, whatever the gradients' size."""
+    X, y, w = small
+    for clip in (1e-3, 0.05):
+        _, before, after, _ = _one_step(X, y, w * 100.0, noise=1e-9, clip=clip)
+        step = math.sqrt(sum(float(((after[k] - before[k]) ** 2).sum()) for k in before))
+        assert 0 < step <= 0.5 * clip * (1 + 1e-5)
+
+
+def test_noise_has_the_stated_scale(small):
+    """Δθ − (−lr·clipped mean) = −lr·N(0, (σC)²)/n, entry by entry."""
+    X, y, w = small
+    _, before, after, mean = _one_step(X, y, w, noise=2.0, clip=0.5)
+    noise = torch.cat(
+        [((before[k] - 0.5 * mean[k] - after[k]) * len(X) / 0.5).flatten() for k in before]
+    ).numpy()
+    assert noise.size == 5 * 64 + 64 + 64 * 3 + 3
+    assert abs(noise.mean()) < 4 * 1.0 / math.sqrt(noise.size)
+    assert 0.85 < noise.std() / (2.0 * 0.5) < 1.15
+
+
+def test_empty_poisson_batches_still_take_a_noisy_step():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(50, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    clf = DPTorchClassifier(batch_size=1, max_epochs=1, random_state=0).fit(X, y)
+    assert clf.dp_steps_ == [50] and clf.sample_rates_ == [0.02]  # ~36% of batches empty
+    assert len(clf.accountant_.history) == 1 and clf.accountant_.history[0][2] == 50
+
+
+# ------------------------------------------------------------------ training and warm start
+
+
+def test_dp_training_learns_digits(digits):
+    Xtr, Xte, ytr, yte = digits
+    clf = dp_clf(max_epochs=5, noise_multiplier=1.0, max_grad_norm=1.0).fit(Xtr, ytr)
+    # measured 0.889 (seeds 0-2: 0.876-0.898) at ε ≈ 4.1; chance is 0.1
+    assert clf.score(Xte, yte) > 0.80
+    q = 64 / len(Xtr)
+    assert clf.sample_rates_ == [q] and clf.dp_steps_ == [5 * math.ceil(len(Xtr) / 64)]
+    assert clf.dp_events_ == [
+        dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(1.0)), 100)
+    ]
+    assert 3.5 < clf.epsilon_(DELTA) < 4.5
+
+
+def test_warm_start_continues_and_adds_an_event(digits):
+    Xtr, _, ytr, _ = digits
+    clf = dp_clf(max_epochs=1, epochs_per_fit=1).fit(Xtr, ytr)
+    w1, eps1 = clf.get_weights(), clf.epsilon_(DELTA)
+    clf.fit(Xtr[:500], ytr[:500])  # a new training set size: a new sample rate
+    assert clf.sample_rates_ == [64 / len(Xtr), 64 / 500]
+    assert clf.dp_steps_ == [20, 8] and clf.n_steps_ == 28 and clf.n_epochs_ == 2
+    assert len(clf.dp_events_) == 2 and clf.epsilon_(DELTA) > eps1
+    assert any(not np.array_equal(w1[k], v) for k, v in clf.get_weights().items())
+    clf.set_params(steps_per_fit=3).fit(Xtr, ytr)
+    assert clf.dp_steps_[-1] == 3 and clf.dp_events_[-1].count == 3
+    clf.set_params(steps_per_fit=None, epochs_per_fit=0).fit(Xtr, ytr)
+    assert clf.dp_steps_[-1] == 0 and clf.dp_events_[-1] == dp.NoOpDpEvent()
+    # a fresh start (warm_start=False) resets the network and its privacy record
+    clf.set_params(warm_start=False, max_epochs=1).fit(Xtr, ytr)
+    assert len(clf.dp_events_) == 1
+
+
+def test_seeded_reproducible_and_global_rng_untouched(digits):
+    Xtr, _, ytr, _ = digits
+    state = torch.get_rng_state()
+    a = dp_clf(max_epochs=1).fit(Xtr[:300], ytr[:300])
+    assert torch.equal(torch.get_rng_state(), state)
+    b = dp_clf(max_epochs=1).fit(Xtr[:300], ytr[:300])
+    c = dp_clf(max_epochs=1, random_state=1).fit(Xtr[:300], ytr[:300])
+    for k, v in a.get_weights().items():
+        np.testing.assert_array_equal(v, b.get_weights()[k])
+    assert any(not np.array_equal(v, c.get_weights()[k]) for k, v in a.get_weights().items())
+
+
+def test_soft_targets_and_class_aligned_wrapper_continue(digits):
+    Xtr, _, ytr, _ = digits
+    soft = np.eye(10)[ytr[:200]] * 0.8 + 0.02
+    clf = dp_clf(max_epochs=1, classes=np.arange(10)).fit(Xtr[:200], soft)
+    assert clf.dp_steps_ == [4]
+    wrapped = ClassAlignedClassifier(dp_clf(max_epochs=1), classes=np.arange(10))
+    wrapped.fit(Xtr[:200], ytr[:200]).fit(Xtr[:100], ytr[:100])
+    assert wrapped.estimator_.dp_steps_ == [4, 2]
+    assert wrapped.predict_proba(Xtr[:5]).shape == (5, 10)
+
+
+# ------------------------------------------------------------------ accounting cross-checks
+
+
+def test_events_compose_to_opacus_epsilon(digits):
+    Xtr, _, ytr, _ = digits
+    clf = dp_clf(max_epochs=2, noise_multiplier=1.1).fit(Xtr, ytr)
+    clf.set_params(steps_per_fit=5).fit(Xtr[:600], ytr[:600])
+    opacus_eps = clf.epsilon_(DELTA)
+    # dp-accounting's RDP accountant, directly on the events
+    acc = dp.rdp.RdpAccountant()
+    for event in clf.dp_events_:
+        acc.compose(event)
+    assert acc.get_epsilon(DELTA) == pytest.approx(opacus_eps, rel=2e-3)
+    rdp_eps = dpsgd_epsilon(clf.dp_events_, DELTA, accountant="rdp")
+    assert rdp_eps == pytest.approx(opacus_eps, rel=2e-3)
+    # PLD is tighter than RDP (a few to ~15% less here); replace-one costs more
+    pld_eps = dpsgd_epsilon(clf.dp_events_, DELTA)
+    assert 0.8 * rdp_eps < pld_eps < rdp_eps
+    assert dpsgd_epsilon(clf.dp_events_, DELTA, neighbours="replace_one") > pld_eps
+
+
+def test_library_epsilon_spent_agrees_on_few_steps():
+    """cotrain.privacy.epsilon_spent expands events step by step: same ε (slow for many)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    clf = DPTorchClassifier(batch_size=20, max_epochs=1, random_state=0).fit(X, y)
+    clf.fit(X[:50], y[:50])
+    assert clf.dp_steps_ == [5, 3]
+    rdp_eps = dpsgd_epsilon(clf.dp_events_, DELTA, accountant="rdp")
+    assert epsilon_spent(clf.dp_events_, DELTA, accountant="rdp") == pytest.approx(rdp_eps)
+    assert epsilon_spent(clf.dp_events_, DELTA) == pytest.approx(
+        dpsgd_epsilon(clf.dp_events_, DELTA), rel=1e-3
+    )
+    assert clf.epsilon_(DELTA) == pytest.approx(rdp_eps, rel=2e-3)
+
+
+def test_dpsgd_epsilon_known_values_and_errors():
+    step = dp.PoissonSampledDpEvent(0.05, dp.GaussianDpEvent(1.0))
+    events = [dp.SelfComposedDpEvent(step, 100)] * 2
+    assert dpsgd_epsilon([], DELTA) == 0.0
+    assert dpsgd_epsilon(events, DELTA, accountant="rdp") == pytest.approx(5.3679, abs=1e-3)
+    with pytest.raises(ValueError, match="replace-one"):
+        dpsgd_epsilon(events, DELTA, accountant="rdp", neighbours="replace_one")
+    with pytest.raises(ValueError, match="delta"):
+        dpsgd_epsilon(events, 0.0)
+    with pytest.raises(ValueError, match="accountant"):
+        dpsgd_epsilon(events, DELTA, accountant="gdp")
+    with pytest.raises(ValueError, match="neighbours"):
+        dpsgd_epsilon(events, DELTA, neighbours="swap")
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "error"),
+    [
+        ("noise_multiplier", 0.0, ValueError),
+        ("noise_multiplier", -1.0, ValueError),
+        ("noise_multiplier", float("nan"), ValueError),
+        ("noise_multiplier", True, ValueError),
+        ("max_grad_norm", 0, ValueError),
+        ("max_grad_norm", float("inf"), ValueError),
+        ("accountant", "gdp", ValueError),
+        ("secure_mode", "yes", TypeError),
+    ],
+)
+def test_bad_params_raise_before_training(small, param, value, error):
+    X, y, _ = small
+    clf = DPTorchClassifier(**{param: value})
+    with pytest.raises(error, match=param):
+        clf.fit(X, y)
+    assert not hasattr(clf, "module_")
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "error"),
+    [
+        ("noise_multiplier", 0.0, ValueError),
+        ("max_grad_norm", -0.5, ValueError),
+        ("secure_mode", 1, TypeError),
+        ("delta", 0.0, ValueError),
+        ("budget", -1.0, ValueError),
+    ],
+)
+def test_mechanism_params_checked_in_prepare(param, value, error):
+    with pytest.raises(error, match=param):
+        DPSGD(**{param: value}).prepare(TorchClassifier())
+
+
+def test_secure_mode_needs_torchcsprng(small):
+    try:
+        import torchcsprng  # noqa: F401
+    except ImportError:
+        pass
+    else:  # pragma: no cover
+        pytest.skip("torchcsprng is installed")
+    X, y, _ = small
+    clf = DPTorchClassifier(secure_mode=True)
+    with pytest.raises(ImportError, match="secure_mode=True needs torchcsprng"):
+        clf.fit(X, y)
+    assert not hasattr(clf, "module_")
+    with pytest.raises(ImportError, match="torchcsprng"):
+        DPSGD(secure_mode=True).prepare(TorchClassifier())
+
+
+def test_batchnorm_module_rejected_before_any_step(small):
+    X, y, _ = small
+    clf = DPTorchClassifier(module=batchnorm_net)
+    with pytest.raises(ValueError, match="BatchNorm"):
+        clf.fit(X, y)
+    assert clf.n_steps_ == 0 and clf.dp_steps_ == [] and clf.dp_events_ == []
+
+
+def test_epsilon_delta_checked(small):
+    X, y, _ = small
+    clf = DPTorchClassifier(max_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="delta"):
+        clf.epsilon_(1.5)
+
+
+# ------------------------------------------------------------------ the mechanism
+
+
+def test_mechanism_kind():
+    mech = DPSGD()
+    assert (mech.applies_to, mech.unit, mech.adversary) == ("model", "record", "server")
+    assert mech.accountable
+    assert "noise_multiplier=2.0" in repr(DPSGD(noise_multiplier=2.0))
+    assert clone(DPSGD(budget=3.0), safe=False).get_params()["budget"] == 3.0
+    with pytest.raises(TypeError, match="not a label mechanism"):
+        mech.randomize(np.zeros(3, dtype=np.int64), 2, np.random.default_rng(0))
+    with pytest.raises(TypeError, match="round_event"):
+        mech.dp_event(2, 10)
+
+
+def test_prepare_converts_a_torch_client():
+    base = TorchClassifier(MLP, {"hidden": (8,)}, batch_size=16, lr=0.05, random_state=3)
+    dp_est = DPSGD(noise_multiplier=1.3, max_grad_norm=0.7).prepare(base)
+    assert type(dp_est) is DPTorchClassifier and type(base) is TorchClassifier
+    params = dp_est.get_params()
+    assert {k: params[k] for k in base.get_params()} == base.get_params()
+    assert (params["noise_multiplier"], params["max_grad_norm"]) == (1.3, 0.7)
+    assert not hasattr(dp_est, "module_")
+    # a DPTorchClassifier is cloned with the mechanism's DP parameters
+    again = DPSGD(noise_multiplier=2.0).prepare(dp_est)
+    assert again is not dp_est and again.noise_multiplier == 2.0 and again.batch_size == 16
+    assert dp_est.noise_multiplier == 1.3
+
+
+@pytest.mark.parametrize(
+    ("estimator", "name"), [(LogisticRegression(), "LogisticRegression"), (MyTorch(), "MyTorch")]
+)
+def test_prepare_rejects_non_torch_clients(estimator, name):
+    with pytest.raises(TypeError, match=name):
+        DPSGD().prepare(estimator)
+
+
+def test_round_event_is_the_last_fit(small):
+    X, y, _ = small
+    mech = DPSGD()
+    est = mech.prepare(TorchClassifier(batch_size=10, max_epochs=1, random_state=0))
+    with pytest.raises(ValueError, match="not been fitted"):
+        mech.round_event(est)
+    wrapped = ClassAlignedClassifier(est, classes=np.arange(3)).fit(X, y)
+    first = mech.round_event(wrapped)
+    assert first == dp.SelfComposedDpEvent(
+        dp.PoissonSampledDpEvent(0.25, dp.GaussianDpEvent(1.0)), 4
+    )
+    wrapped.fit(X[:20], y[:20])
+    assert mech.round_event(wrapped).event.sampling_probability == 0.5
+    with pytest.raises(TypeError, match="DPTorchClassifier"):
+        mech.round_event(TorchClassifier(max_epochs=1).fit(X, y))
+
+
+# ------------------------------------------------------------------ pickling and cloning
+
+
+def test_clone_and_pickle_fitted(small):
+    X, y, _ = small
+    clf = DPTorchClassifier(
+        MLP, {"hidden": (8,)}, max_epochs=2, batch_size=8, noise_multiplier=1.5, random_state=0
+    )
+    cloned = clone(clf)
+    assert cloned.get_params() == clf.get_params() and not hasattr(cloned, "module_")
+    clf.fit(X, y)
+    # no Opacus leftovers on the network (hooks, per-row gradients, the last batch's inputs)
+    for p in clf.module_.parameters():
+        assert not set(vars(p)) & {"grad_sample", "summed_grad", "_forward_counter"}
+    for layer in clf.module_.modules():
+        assert "activations" not in vars(layer) and not layer._forward_hooks
+        assert not layer._backward_hooks
+    restored = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(restored.predict_proba(X), clf.predict_proba(X))
+    assert restored.dp_events_ == clf.dp_events_
+    assert restored.epsilon_(DELTA) == clf.epsilon_(DELTA)
+    restored.fit(X, y)  # continues after the round trip
+    assert restored.dp_steps_ == [10, 5] and restored.epsilon_(DELTA) > clf.epsilon_(DELTA)
