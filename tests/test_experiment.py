@@ -295,3 +295,41 @@ def test_learner_that_cannot_be_checkpointed_runs_without_a_checkpoint(tmp_path)
     assert not (tmp_path / "run" / "checkpoint").exists()
     given.learners = [DecisionTreeClassifier() for _ in range(3)]
     assert METHODS["fedct"].fit(given).checkpoint_dir == tmp_path / "run" / "checkpoint"
+
+
+def test_record_level_teachers_and_label_level_columns_stay_apart(tmp_path):
+    text = (
+        TINY.replace("seeds = [0, 1]", "seeds = [0]")
+        .replace(
+            'method = { name = "local" }',
+            'method = { name = "dp-fedct", privacy = { mechanism = "subsample_aggregate", '
+            "n_teachers = 5, sigma = 30.0 } }",
+        )
+        .replace(
+            'label = "FedCT trees"',
+            'label = "FedCT trees"\nmethod = { name = "dp-fedct", privacy = { epsilon = 2.0, '
+            'unit = "label" } }',
+        )
+    )
+    out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    from cotrain.privacy import SubsampleAndAggregate, epsilon_spent
+
+    teachers = SubsampleAndAggregate(n_teachers=5, sigma=30.0).dp_event(10, 200)
+    assert summary.loc["local", "epsilon"] == pytest.approx(epsilon_spent([teachers] * 2, 1e-5))
+    assert np.isnan(summary.loc["local", "label_epsilon"])
+    # the label-level run has no record-level ε at all, only its own column
+    assert np.isnan(summary.loc["FedCT trees", "epsilon"])
+    assert summary.loc["FedCT trees", "label_epsilon"] == pytest.approx(4.0, abs=0.01)
+    table = (out / "summary.md").read_text()
+    assert "ε per released label (no record guarantee)" in table
+
+
+def test_teachers_cannot_be_audited_through_the_client_model(tmp_path):
+    text = TINY.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        'method = { name = "local" }',
+        'method = { name = "dp-fedct", audit = true, privacy = { mechanism = '
+        '"subsample_aggregate", n_teachers = 5, sigma = 30.0 } }',
+    )
+    with pytest.raises(ExperimentError, match="audit = true is not available"):
+        run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)

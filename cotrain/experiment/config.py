@@ -69,6 +69,11 @@ PRIVACY_KEYS = {
     "epsilon": (int, float),
     "sensitivity": (int, float),
     "unit": str,
+    "n_teachers": int,
+    "sigma": (int, float),
+    "noise_multiplier": (int, float),
+    "max_grad_norm": (int, float),
+    "delta": float,
 }
 
 

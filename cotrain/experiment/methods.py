@@ -141,23 +141,59 @@ def _dp_fedct(inp: MethodInput) -> Any:
     return _fedct(inp, privacy=_privacy_mechanism(inp.method["privacy"]))
 
 
+#: ``[method.privacy] mechanism = ...`` -> the class in cotrain.privacy
+PRIVACY_MECHANISMS = {
+    "randomized_response": "RandomizedResponse",
+    "xor": "XORMechanism",
+    "subsample_aggregate": "SubsampleAndAggregate",
+    "dpsgd": "DPSGD",
+}
+
+
 def _privacy_mechanism(spec: dict[str, Any]) -> Any:
     from cotrain import privacy
 
-    mechanisms = {"randomized_response": privacy.RandomizedResponse, "xor": privacy.XORMechanism}
     kind = spec.get("mechanism", "randomized_response")
-    if kind not in mechanisms:
-        raise ExperimentError(f"method.privacy.mechanism must be one of {sorted(mechanisms)}")
+    if kind not in PRIVACY_MECHANISMS:
+        raise ExperimentError(
+            f"method.privacy.mechanism must be one of {sorted(PRIVACY_MECHANISMS)}, got {kind!r}"
+        )
     params = {k: v for k, v in spec.items() if k != "mechanism"}
-    return mechanisms[kind](**params)
+    try:
+        return getattr(privacy, PRIVACY_MECHANISMS[kind])(**params).validate()
+    except (TypeError, ValueError) as err:
+        raise ExperimentError(f"method.privacy ({kind}): {err}") from err
 
 
 def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:
-    """The server sees the randomised labels of every round."""
+    """What the server sees of a DP-FedCT client, for the audit.
+
+    A label randomiser: the randomised labels of every round (noise calibrated to the run's
+    |U|, not to the audit's pool). A DP-trained model: the model itself (its labels are
+    post-processing). Teachers' votes: not auditable from the client's own model (which is
+    trained on all its data and never released): refused.
+    """
+    from sklearn.base import clone
+
     from cotrain.audit import label_privatizer
 
+    mechanism = model.privacy
+    applies_to = getattr(mechanism, "applies_to", "hard")
+    if applies_to == "model":
+        return {}
+    if applies_to == "data":
+        raise ExperimentError(
+            "audit = true is not available for subsample_aggregate: the released labels come "
+            "from teachers, not from the client's model; audit the release with "
+            "cotrain.audit.lira_attack (see benchmarks/privacy_audit.py)"
+        )
+    if getattr(mechanism, "unit", "label") == "record" and mechanism.sensitivity is None:
+        # the trivial sensitivity is the run's |U| labels, whatever pool the audit forges
+        n_public = len(model.pseudo_label_codes_)
+        bits = 2 if type(mechanism).__name__ == "XORMechanism" else 1
+        mechanism = clone(mechanism, safe=False).set_params(sensitivity=bits * n_public)
     return {
-        "privatize": label_privatizer(model.privacy, model.classes_, seed),
+        "privatize": label_privatizer(mechanism, model.classes_, seed),
         "n_releases": model.n_rounds_,
     }
 

@@ -1,27 +1,41 @@
-"""Label privacy for federated co-training: mechanisms, sensitivity, accounting.
+"""Privacy for federated co-training: mechanisms, accounting, sensitivity.
 
-Passed as ``FederatedCoTrainer(privacy=...)``, a mechanism randomises each client's labels on
-the public pool before the message is encoded, so only noisy labels leave the client:
+Every ε this package reports says what it protects — ``unit="record"``: one private
+training record of a client (the default everywhere), or ``unit="label"``: one released
+public label (kept for comparison; no guarantee about private data) — and against whom —
+``adversary="server"`` for noise drawn at the client, ``"broadcast observers"`` for noise
+the server adds. See ``docs/privacy.md``.
 
-* :class:`RandomizedResponse` — K-ary randomized response on hard labels;
-* :class:`XORMechanism` — DP-FedCT's XOR of one-hot bit matrices with Bernoulli noise
-  calibrated to the sensitivity s*;
-* :class:`GaussianSoftLabels` — Gaussian noise on soft labels.
+Passed as ``FederatedCoTrainer(privacy=...)``, a mechanism acts on each client before
+anything leaves it:
 
-GNMax (PATE: noise on the server's vote counts) is a consensus, :class:`consensus.NoisyArgmax`.
-FedAUX certainty weighting: :class:`CertaintyScorer` (a DP logistic scorer per client, C =
-1/(λN)) and :func:`fedaux_weights` feed ``consensus.CertaintyWeighted``; :func:`one_shot_fedaux`
-is the one-round, fully private variant (FedAUXfdp).
-:func:`estimate_sensitivity` / :func:`analytic_sensitivity_bound` give s*;
-:func:`epsilon_spent` composes rounds into a total ε (a :class:`PrivacyLedger` does it per
-client during a run) (dp-accounting is imported lazily; without
-it, basic composition is used and a warning says so).
+* :class:`SubsampleAndAggregate` — record-level DP **by construction, for any learner**:
+  teachers on disjoint shards of the client's data, a noisy argmax of their votes (GNMax) or
+  randomized response on the winner;
+* :class:`DPSGD` — DP-SGD training of a torch client with Opacus; its labels are
+  post-processing of a DP model;
+* :class:`RandomizedResponse`, :class:`XORMechanism` (DP-FedCT), :class:`GaussianSoftLabels`
+  — noise on the labels; record-level only through a sensitivity s* (default: the trivial
+  bound, every released label), or label-level with ``unit="label"``.
+
+GNMax on the server is a consensus, :class:`consensus.NoisyArgmax` (against broadcast
+observers only). FedAUX certainty weighting: :class:`CertaintyScorer` and
+:func:`fedaux_weights` feed ``consensus.CertaintyWeighted(scores, scorer_epsilon,
+scorer_delta)``, whose one-off cost enters the ledger; :func:`one_shot_fedaux` is the
+one-round, fully private variant (FedAUXfdp). :func:`epsilon_spent` and
+:class:`RunningComposition` compose events exactly (a :class:`PrivacyLedger` does it per
+client during a run). :func:`sensitivity_lower_bound` searches adversarial neighbours for an
+*empirical lower bound* on s*; no function gives s* for a general learner.
+
+Privacy noise is drawn at each client from the operating system's entropy: nobody who knows
+the run's ``random_state`` can replay it (``reproducible_noise=True`` is a warned opt-in for
+simulations).
 
 Examples
 --------
 >>> import numpy as np
 >>> from cotrain.privacy import RandomizedResponse, epsilon_spent
->>> rr = RandomizedResponse(epsilon=1.0, sensitivity=1)
+>>> rr = RandomizedResponse(epsilon=1.0, unit="label")   # one released label, for comparison
 >>> noisy = rr.randomize(np.array([0, 1, 2, 1]), 3, np.random.default_rng(0))
 >>> noisy.shape
 (4,)
@@ -36,6 +50,7 @@ from cotrain.privacy.accounting import (
     gaussian_noise_multiplier,
     is_accounted,
 )
+from cotrain.privacy.composition import RunningComposition
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
     DPSoftmaxHead,
@@ -53,6 +68,7 @@ from cotrain.privacy.mechanisms import (
     XORMechanism,
 )
 from cotrain.privacy.sensitivity import analytic_sensitivity_bound, estimate_sensitivity
+from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
 
 __all__ = [
     "CertaintyScorer",
@@ -61,6 +77,8 @@ __all__ = [
     "LabelMechanism",
     "PrivacyLedger",
     "RandomizedResponse",
+    "RunningComposition",
+    "SubsampleAndAggregate",
     "XORMechanism",
     "analytic_sensitivity_bound",
     "basic_composition",
@@ -74,4 +92,6 @@ __all__ = [
     "gaussian_noise_multiplier",
     "is_accounted",
     "one_shot_fedaux",
+    "teacher_shards",
+    "teacher_votes",
 ]
