@@ -68,6 +68,16 @@ def _secure_generator() -> Any:
     return torchcsprng.create_random_device_generator("/dev/urandom")  # pragma: no cover
 
 
+def _event(rate: float, noise_multiplier: float, steps: int) -> Any:
+    """The dp-accounting event of `steps` DP-SGD steps (``NoOpDpEvent`` for none)."""
+    if steps == 0:
+        return dp_accounting.NoOpDpEvent()
+    step = dp_accounting.PoissonSampledDpEvent(
+        float(rate), dp_accounting.GaussianDpEvent(float(noise_multiplier))
+    )
+    return dp_accounting.SelfComposedDpEvent(step, int(steps))
+
+
 class DPTorchClassifier(TorchClassifier):
     """A :class:`~learners.TorchClassifier` trained by DP-SGD with Opacus.
 
@@ -306,13 +316,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
     def _account(self, rate: float, steps: int) -> None:
         self.sample_rates_.append(float(rate))
         self.dp_steps_.append(int(steps))
-        if steps == 0:
-            self.dp_events_.append(dp_accounting.NoOpDpEvent())
-            return
-        step = dp_accounting.PoissonSampledDpEvent(
-            float(rate), dp_accounting.GaussianDpEvent(float(self.noise_multiplier))
-        )
-        self.dp_events_.append(dp_accounting.SelfComposedDpEvent(step, int(steps)))
+        self.dp_events_.append(_event(rate, float(self.noise_multiplier), steps))
 
     def _batches(self, n: int) -> Iterator[torch.Tensor]:
         """One epoch: ``ceil(n / batch_size)`` Poisson samples of the rows at rate q."""
@@ -330,6 +334,32 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         loss.backward()
         optimizer.step()
         return float(loss.detach())
+
+    # -------------------------------------------------------------- checkpoints
+    #: the privacy record travels with the tensors (plain numbers, ``weights_only``-safe)
+    _checkpoint_tensor_attrs = (
+        *TorchClassifier._checkpoint_tensor_attrs,
+        "accountant_",
+        "dp_events_",
+    )
+
+    def _checkpoint_tensors(self) -> dict[str, Any]:
+        saved = super()._checkpoint_tensors()
+        saved["dp_history"] = [tuple(h) for h in self.accountant_.history]
+        saved["dp_noise"] = [
+            float(e.event.event.noise_multiplier)
+            if isinstance(e, dp_accounting.SelfComposedDpEvent)
+            else 0.0
+            for e in self.dp_events_
+        ]
+        return saved
+
+    def _restore_tensors(self, saved: dict[str, Any]) -> None:
+        super()._restore_tensors(saved)
+        self.accountant_ = create_accountant(mechanism=self.accountant)
+        self.accountant_.history = [tuple(h) for h in saved["dp_history"]]
+        fits = zip(self.sample_rates_, saved["dp_noise"], self.dp_steps_, strict=True)
+        self.dp_events_ = [_event(q, z, steps) for q, z, steps in fits]
 
     # ------------------------------------------------------------------ privacy
     def epsilon_(self, delta: float) -> float:

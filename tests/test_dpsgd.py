@@ -399,3 +399,18 @@ def test_clone_and_pickle_fitted(small):
     assert restored.epsilon_(DELTA) == clf.epsilon_(DELTA)
     restored.fit(X, y)  # continues after the round trip
     assert restored.dp_steps_ == [10, 5] and restored.epsilon_(DELTA) > clf.epsilon_(DELTA)
+
+
+def test_checkpoint_round_trip_keeps_the_privacy_record(small, tmp_path):
+    """cotrain.checkpoint stores the DP state as plain numbers beside the tensors."""
+    from cotrain.checkpoint import estimator_types, load_model, save_model
+
+    X, y, _ = small
+    est = DPTorchClassifier(batch_size=10, max_epochs=1, epochs_per_fit=0, random_state=0)
+    model = ClassAlignedClassifier(est, classes=np.arange(3)).fit(X, y).fit(X, y)  # 4 + 0 steps
+    assert save_model(model, tmp_path, "c0") == ["c0.skops", "c0.pt"]
+    back = load_model(tmp_path, "c0", estimator_types([est])).estimator_
+    assert back.dp_events_ == model.estimator_.dp_events_
+    assert back.dp_events_[-1] == dp.NoOpDpEvent() and back.dp_steps_ == [4, 0]
+    assert back.epsilon_(DELTA) == model.estimator_.epsilon_(DELTA) > 0
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
