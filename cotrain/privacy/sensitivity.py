@@ -1,40 +1,54 @@
-"""Sensitivity s* of a client's label release: empirical estimate and the Prop. 2 bound.
+"""Sensitivity s* of a client's label release: what can and cannot be said about it.
 
-s* is the largest number of released values that replacing one private record can change:
+s* is the largest number of released values that replacing ONE private record can change:
 ``max over neighbours D, D' of ‖f(D) ⊕ f(D')‖_F²`` for the one-hot bit matrix ``f(D)`` of a
-client's labels on the public pool U (DP-FedCT, fedct §4). For one-hot rows each changed label
-flips exactly two bits, so s* in bits = 2 × s* in labels. :class:`XORMechanism` takes bits;
-:class:`RandomizedResponse` and :class:`GaussianSoftLabels` take labels (passing bits to them is
-safe, only twice as noisy). Both functions here default to **bits**.
+client's labels on the public pool U (DP-FedCT, fedct §4), in every round of the co-training
+trajectory. For one-hot rows each changed label flips exactly two bits, so s* in bits = 2 × s*
+in labels. :class:`XORMechanism` takes bits; :class:`RandomizedResponse` and
+:class:`GaussianSoftLabels` take labels.
+
+Nothing here gives s*:
+
+* the only s* valid for every learner is the trivial one: |U| labels, 2|U| bits;
+* :func:`sensitivity_lower_bound` (re-exported from
+  :mod:`cotrain.privacy.sensitivity_search`) searches for adversarial neighbours and returns a
+  *lower* bound — it refutes a claimed s* that is too small, it never certifies one;
+* :func:`estimate_sensitivity` (deprecated) is the paper's benign version of that search:
+  a lower bound too, and a weak one;
+* :func:`analytic_sensitivity_bound` (FedCT Prop. 2) holds only under assumptions that a
+  learner rarely meets, in expectation over random data, and fails with probability ρ that
+  must be added to δ.
+
+Record-level DP for any learner comes by construction, without s*, from subsample-and-aggregate
+(:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
-from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
-from sklearn.base import clone
 
-__all__ = ["analytic_sensitivity_bound", "estimate_sensitivity"]
+from cotrain.privacy.sensitivity_search import SensitivityLowerBound, sensitivity_lower_bound
+
+__all__ = [
+    "SensitivityBound",
+    "SensitivityLowerBound",
+    "analytic_sensitivity_bound",
+    "estimate_sensitivity",
+    "sensitivity_lower_bound",
+]
 
 
 def _check_unit(unit: Any) -> int:
     if unit not in ("bits", "labels"):
         raise ValueError(f"unit must be 'bits' or 'labels', got {unit!r}")
     return 2 if unit == "bits" else 1
-
-
-def _fit_predict(estimator: Any, X: Any, y: Any, X_public: Any) -> np.ndarray:
-    return np.asarray(clone(estimator).fit(X, y).predict(X_public))
-
-
-def _take(X: Any, idx: np.ndarray) -> Any:
-    return X.iloc[idx] if hasattr(X, "iloc") else np.asarray(X)[idx]
 
 
 def estimate_sensitivity(
@@ -49,88 +63,131 @@ def estimate_sensitivity(
     unit: Literal["bits", "labels"] = "bits",
     return_all: bool = False,
 ) -> int | tuple[int, NDArray[np.int64]]:
-    """Empirical sensitivity: the paper's retrain-on-neighbours procedure (fedct §5).
+    """Deprecated: the paper's benign neighbour search (fedct §5), a weak LOWER bound on s*.
 
-    Fit a clone of ``estimator`` on (X, y) and predict U; then for each of ``n_neighbours``
-    neighbouring datasets, refit a fresh clone and count how many labels on U change. The
-    neighbour replaces record r (drawn uniformly) by a copy of another record j ≠ r of the
-    same data (features and label, drawn uniformly) — a replace-one neighbour that stays in the
-    data distribution. Returns the maximum over neighbours.
+    .. deprecated::
+        Use :func:`sensitivity_lower_bound`, which searches adversarial neighbours along the
+        co-training trajectory. This alias calls it with ``strategies=("random_copy",)`` and
+        ``n_rounds=1`` so that old numbers are reproduced exactly (same seed, same counts).
 
-    This is an *estimate* (a sample maximum, so a lower bound of the true s* in general), not
-    a guarantee; DP holds only if the true s* is at most the value given to a mechanism.
+    Fits a clone of ``estimator`` on (X, y) alone, then for ``n_neighbours`` random pairs
+    (r, j ≠ r) refits with record r replaced by a copy of record j and counts the labels on U
+    that change; returns the maximum. That is a sample maximum over neighbours that stay in the
+    data distribution, fitted on D alone rather than on the D ∪ P_t the client releases from:
+    the true s* is at least this and usually far more (breast cancer, 56 private rows,
+    |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
+    NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
+    the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
+    :class:`cotrain.privacy.teachers.SubsampleAndAggregate`.
 
     Parameters
     ----------
     estimator : scikit-learn classifier
-        Cloned for every fit. If it has a ``random_state`` parameter that is None, every
-        clone gets the same fixed seed (drawn from ``random_state``), so that the count
-        reflects the replaced record and not the learner's own training randomness.
+        Never fitted itself. If it has a ``random_state`` parameter that is None, every fit
+        uses the same fixed seed (drawn from ``random_state``).
     X, y : array-like
-        The client's private training data (at least 2 records).
+        The client's private training data (numeric; at least 2 records).
     X_public : array-like
         The public pool U.
     n_neighbours : int, default=100
-        Neighbouring datasets to try (the paper uses 100).
+        Random neighbouring data sets to try (the paper uses 100).
     random_state : int, Generator or None
         Seeds the choice of neighbours (and the learner's seed as above).
     n_jobs : int, optional
         Parallel refits (joblib).
     unit : {"bits", "labels"}, default="bits"
-        ``"bits"``: 2 × changed labels (one-hot bit flips, :class:`XORMechanism`'s s*);
-        ``"labels"``: changed labels.
+        ``"bits"``: 2 × changed labels; ``"labels"``: changed labels.
     return_all : bool, default=False
         Also return the count of every neighbour.
 
     Returns
     -------
     s : int
-        The largest count, in ``[0, 2|U|]`` bits or ``[0, |U|]`` labels.
+        The largest count found, in ``[0, 2|U|]`` bits or ``[0, |U|]`` labels.
     counts : ndarray of int64, shape (n_neighbours,)
         Only with ``return_all=True``.
 
     Examples
     --------
+    >>> import warnings
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> X, y = load_iris(return_X_y=True)
-    >>> s, counts = estimate_sensitivity(DecisionTreeClassifier(), X[::2], y[::2], X[1::2],
-    ...                                  n_neighbours=20, random_state=0, return_all=True)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     s, counts = estimate_sensitivity(DecisionTreeClassifier(), X[::2], y[::2], X[1::2],
+    ...                                      n_neighbours=20, random_state=0, return_all=True)
     >>> 0 <= s <= 2 * 75 and s == counts.max() and s % 2 == 0
     True
     """
+    warnings.warn(
+        "estimate_sensitivity is deprecated: its benign neighbours give a weak lower bound on "
+        "s*, not s*; use sensitivity_lower_bound (cotrain.privacy.sensitivity_search)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     factor = _check_unit(unit)
     if isinstance(n_neighbours, bool) or not isinstance(n_neighbours, Integral) or n_neighbours < 1:
         raise ValueError(f"n_neighbours must be an integer >= 1, got {n_neighbours!r}")
-    y = np.asarray(y)
-    n = y.shape[0]
-    if n < 2:
-        raise ValueError(f"X, y must hold at least 2 records to form neighbours, got {n}")
-    rng = (
-        random_state
-        if isinstance(random_state, np.random.Generator)
-        else np.random.default_rng(random_state)
+    found = sensitivity_lower_bound(
+        estimator,
+        X,
+        y,
+        X_public,
+        n_rounds=1,
+        n_records=int(n_neighbours),
+        strategies=("random_copy",),
+        unit=unit,
+        random_state=random_state,
+        n_jobs=n_jobs,
     )
-    estimator = clone(estimator)
-    params = estimator.get_params() if hasattr(estimator, "get_params") else {}
-    if "random_state" in params and params["random_state"] is None:
-        estimator.set_params(random_state=int(rng.integers(2**31 - 1)))
+    s = int(found.value)
+    return (s, factor * found.counts[:, 0]) if return_all else s
 
-    base = _fit_predict(estimator, X, y, X_public)
-    replaced = rng.integers(n, size=n_neighbours)
-    donors = (replaced + rng.integers(1, n, size=n_neighbours)) % n  # uniform j != r
 
-    def neighbour(r: int, j: int) -> np.ndarray:
-        idx = np.arange(n)
-        idx[r] = j
-        return _fit_predict(estimator, _take(X, idx), y[idx], X_public)
+class SensitivityBound(int):
+    """An s* bound that holds only with probability ``1 − failure_probability``.
 
-    preds = Parallel(n_jobs=n_jobs)(
-        delayed(neighbour)(int(r), int(j)) for r, j in zip(replaced, donors, strict=True)
-    )
-    counts = np.array([factor * int(np.sum(p != base)) for p in preds], dtype=np.int64)
-    s = int(counts.max())
-    return (s, counts) if return_all else s
+    An ``int`` (the bound, in ``unit``), so it can be passed where an s* is expected, carrying
+    the failure probability ρ it holds with: a mechanism calibrated to it is at best
+    (ε, δ + ρ)-DP — add ``failure_probability`` to δ (:meth:`total_delta`). Arithmetic on it
+    gives a plain ``int`` (ρ is dropped).
+
+    Examples
+    --------
+    >>> b = SensitivityBound(236, unit="bits", failure_probability=0.05)
+    >>> b, int(b), b.sensitivity, b.failure_probability
+    (SensitivityBound(236, unit='bits', failure_probability=0.05), 236, 236, 0.05)
+    >>> round(b.total_delta(1e-5), 10)
+    0.05001
+    """
+
+    unit: str
+    failure_probability: float
+
+    def __new__(cls, value: int, *, unit: str, failure_probability: float) -> Self:
+        obj = super().__new__(cls, value)
+        obj.unit = unit
+        obj.failure_probability = float(failure_probability)
+        return obj
+
+    def __getnewargs_ex__(self) -> tuple[tuple[int], dict[str, Any]]:
+        return (int(self),), {"unit": self.unit, "failure_probability": self.failure_probability}
+
+    def __repr__(self) -> str:
+        return (
+            f"SensitivityBound({int(self)}, unit={self.unit!r}, "
+            f"failure_probability={self.failure_probability!r})"
+        )
+
+    @property
+    def sensitivity(self) -> int:
+        """The bound as a plain ``int``."""
+        return int(self)
+
+    def total_delta(self, delta: float) -> float:
+        """δ of a mechanism calibrated to this s* at ``delta``: ``delta + failure_probability``."""
+        return float(delta) + self.failure_probability
 
 
 def analytic_sensitivity_bound(
@@ -139,17 +196,41 @@ def analytic_sensitivity_bound(
     rho: float = 0.05,
     *,
     unit: Literal["bits", "labels"] = "bits",
-) -> int:
-    """Prop. 2 of FedCT: a high-probability bound on s* for a stable learner.
+) -> SensitivityBound:
+    """FedCT Prop. 2: an s* bound for a stable learner that fails with probability ``rho``.
 
-    For a learner that is on-average-replace-one stable with rate ``ε_stab`` (for a loss that
-    upper-bounds the 0-1 loss), with probability at least ``1 − rho`` the number of labels on U
-    that change when one record is replaced is at most (Short's binomial quantile bound)::
+    Prop. 2 (fedct §4, App. B; the formula of ``shared/METHODS.md`` §2) says: if the learner
+    is on-average-replace-one stable with rate ``ε_stab`` for a loss that upper-bounds the 0-1
+    loss, then with probability at least ``1 − rho`` one replaced record changes at most
+    (Short's binomial quantile bound)::
 
         ceil(n·p + z·sqrt(n·p·(1 − p)) + (z² + 2)/3),   n = |U|, p = ε_stab, z = Φ⁻¹(1 − ρ)
 
-    capped at the trivial bound n. ``unit="bits"`` (default) doubles it (one-hot bit flips,
-    the s* of :class:`XORMechanism`); ``unit="labels"`` returns the count of labels.
+    labels on U, capped at the trivial bound n. (The paper prints z²/3 for the last term; the
+    digest's (z² + 2)/3 is used, which is never smaller.) ``unit="bits"`` (default) doubles it.
+
+    What it assumes, and why it is not a DP sensitivity:
+
+    * **stability is an expectation**: on-average-replace-one stability bounds the change of
+      loss *averaged* over a random training set S ~ 𝒟ⁿ, a random replacement z' ~ 𝒟 and a
+      random index i. DP needs the worst case over every pair of neighbours, including a
+      replacement chosen by an adversary (:func:`sensitivity_lower_bound` finds such
+      neighbours changing many times more labels than random ones);
+    * **independence**: the proof moves the stability of the loss at the replaced training
+      point to every public point and treats the |U| label changes as independent
+      Bernoulli(ε_stab) trials (a binomial); changes on nearby public points are strongly
+      correlated, so the tail can be far heavier;
+    * **a known rate**: ε_stab must hold for the actual learner at size |D ∪ U| along the
+      warm-started co-training trajectory; it is known for regularised convex ERM, not for
+      trees, forests or neural networks in practice;
+    * **failure probability**: even granting all this, the bound fails with probability
+      ``rho`` (over the data, not over the mechanism's coins). A mechanism calibrated to it
+      is at best **(ε, δ + ρ)-DP**: ρ must be added to δ. With the default ρ = 0.05 that is a
+      δ of at least 0.05, which protects nobody; use ρ well below 1/|D| (e.g. 1e-6).
+
+    The only s* valid for every learner is the trivial one, |U| labels (2|U| bits); record-level
+    DP for any learner comes by construction from subsample-and-aggregate
+    (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
 
     Parameters
     ----------
@@ -158,22 +239,31 @@ def analytic_sensitivity_bound(
     stability : float
         The stability rate ε_stab(|D ∪ U|) in [0, 1].
     rho : float, default=0.05
-        Failure probability in (0, 1).
+        Failure probability in (0, 1); add it to δ.
     unit : {"bits", "labels"}, default="bits"
 
     Returns
     -------
-    int
+    SensitivityBound
+        An ``int`` subclass (usable as an s*, and equal to the old return value) with
+        ``.sensitivity`` (the bound), ``.failure_probability`` (= ``rho``), ``.unit`` and
+        :meth:`SensitivityBound.total_delta`.
 
     Examples
     --------
     n = 10000, p = 0.01, ρ = 0.05: z = 1.6449, 100 + 1.6449·9.9499 + (2.7055 + 2)/3
-    = 100 + 16.366 + 1.568 = 117.93 → 118 labels, 236 bits.
+    = 100 + 16.366 + 1.568 = 117.93 → 118 labels, 236 bits, failing with probability 0.05:
 
     >>> analytic_sensitivity_bound(10_000, 0.01, unit="labels")
-    118
-    >>> analytic_sensitivity_bound(10_000, 0.01)
-    236
+    SensitivityBound(118, unit='labels', failure_probability=0.05)
+    >>> b = analytic_sensitivity_bound(10_000, 0.01)
+    >>> b == 236, b.failure_probability, round(b.total_delta(1e-5), 10)  # (ε, 0.05001)-DP
+    (True, 0.05, 0.05001)
+
+    At ρ = 1e-6, z = 4.7534: 100 + 4.7534·9.9499 + (22.595 + 2)/3 = 155.49 → 156 labels:
+
+    >>> analytic_sensitivity_bound(10_000, 0.01, rho=1e-6, unit="labels").sensitivity
+    156
     """
     factor = _check_unit(unit)
     if isinstance(n_public, bool) or not isinstance(n_public, Integral) or n_public < 1:
@@ -189,4 +279,6 @@ def analytic_sensitivity_bound(
     n, p = int(n_public), float(stability)
     z = float(stats.norm.ppf(1.0 - float(rho)))
     bound = math.ceil(n * p + z * math.sqrt(n * p * (1.0 - p)) + (z * z + 2.0) / 3.0)
-    return factor * min(n, max(bound, 0))
+    return SensitivityBound(
+        factor * min(n, max(bound, 0)), unit=unit, failure_probability=float(rho)
+    )
