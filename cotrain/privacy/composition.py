@@ -91,7 +91,8 @@ def pld_interval(epsilon_estimate: float) -> float:
     interval (its pessimistic rounding moves every loss up by less than one interval, once:
     the randomized-response part is rounded after exact composition), i.e. about 0.1 % of ε.
     ``ε̂`` is the exact ε of the randomized-response and Gaussian events when nothing else is
-    composed, else dp-accounting's RDP ε (an upper bound), else 1.
+    composed, else the ε of a first, coarse PLD at 50 times the interval that exact ε gives
+    (an upper bound, cheap).
 
     Examples
     --------
@@ -360,22 +361,21 @@ class RunningComposition:
         return float(dp.rdp.rdp_privacy_accountant.compute_epsilon(main.orders, rdp, self.delta)[0])
 
     def _estimate(self, dp: Any) -> float:
-        """ε̂ that sets the PLD interval: exact when possible, else RDP, else 1."""
+        """ε̂ that sets the PLD interval: the exact ε of the randomized-response and Gaussian
+        events, or with other events a first PLD at 50 times the interval that gives."""
+        exact = self._exact_epsilon() if (self._rr or self._mu2 > 0) else 0.0
+        exact = 1.0 if exact is None else exact
         if not self._other:
-            exact = self._exact_epsilon()
-            if exact is not None:
-                return exact
-        try:
-            return self._rdp(dp)
-        except dp.UnsupportedEventError:
-            return 1.0
+            return exact
+        return self._pld(dp, 50.0 * pld_interval(exact))
 
-    def _pld(self, dp: Any) -> float:
+    def _pld(self, dp: Any, interval: float | None = None) -> float:
         """dp-accounting's PLD at :func:`pld_interval` (ε̂): the exact randomized-response
         law rounded up once, the composed Gaussian, and the other events, composed."""
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-        interval = pld_interval(self._estimate(dp))
+        if interval is None:
+            interval = pld_interval(self._estimate(dp))
         plds = [_other_pld(dp, pld_lib, e, n, interval) for e, n in self._other]
         if self._rr:
             support = self._exact_support()
