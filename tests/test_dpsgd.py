@@ -17,6 +17,7 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from cotrain.privacy import epsilon_spent  # noqa: E402
 from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon  # noqa: E402
@@ -414,3 +415,36 @@ def test_checkpoint_round_trip_keeps_the_privacy_record(small, tmp_path):
     assert back.dp_events_[-1] == dp.NoOpDpEvent() and back.dp_steps_ == [4, 0]
     assert back.epsilon_(DELTA) == model.estimator_.epsilon_(DELTA) > 0
     np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+
+
+# ------------------------------------------------------------------ scikit-learn's checks
+
+SKLEARN_EXPECTED_FAILURES = {
+    # as for TorchClassifier: mini-batch (here Poisson-sampled) training, so a row of weight
+    # 2 is not the row twice, nor weight 0 no row
+    "check_sample_weight_equivalence_on_dense_data": (
+        "mini-batch training: weighting a row is not equivalent to repeating it"
+    ),
+    # fits the same instance twice expecting equal predictions: with warm_start=True the
+    # second fit continues (test_torch_learner runs it with warm_start=False)
+    "check_supervised_y_2d": "warm start: the second fit continues training",
+}
+
+
+@parametrize_with_checks(
+    [
+        DPTorchClassifier(
+            MLP,
+            {"hidden": (16,)},
+            max_epochs=10,
+            lr=3e-2,
+            batch_size=64,
+            noise_multiplier=0.5,
+            max_grad_norm=5.0,
+            random_state=0,
+        )
+    ],
+    expected_failed_checks=lambda est: SKLEARN_EXPECTED_FAILURES,
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
