@@ -342,12 +342,19 @@ def sensitivity_lower_bound(
     (:func:`cotrain.client.with_pseudo_labels`; P_t replaces P_{t-1}) through
     :class:`learners.ClassAlignedClassifier` exactly as a :class:`cotrain.Client` does, so a
     learner that warm-starts continues from its own previous model — the neighbour's client
-    from the neighbour's model. P_t is the same for both (the consensus of earlier rounds is
-    already public). Give the P_t of a real run in ``pseudo_labels``; without them a lone
-    client is simulated: P_1 = none, P_{t+1} = its own labels of round t.
+    from the neighbour's model. P_t is the same for both: it is the public consensus of earlier
+    rounds, on which each round's privacy loss is conditioned (adaptive composition). Give the
+    P_t of a real run in ``pseudo_labels``; without them a lone client is simulated: P_1 =
+    none, P_{t+1} = its own labels of round t. Released labels are compared as hard labels
+    (``predict``); a soft release (:class:`GaussianSoftLabels`) changes in general on every
+    row, so its s* is all |U| rows.
 
-    Cost: about (C − 1 + 2dC + 3C + n − 1) × ``n_records`` × rounds fits, plus 4C·n
-    first-round fits for the screen when ``n_records`` < n.
+    Cost: about (C − 1 + 2dC + 3C + n − 1) × ``n_records`` × rounds fits, plus about 4C·n
+    first-round fits for the screen when ``n_records`` < n (the screen is a heuristic: the
+    search is exhaustive only over the records it keeps). Each fit runs on one BLAS/OpenMP
+    thread; ``n_jobs`` parallelises over neighbours. Breast cancer (56 private rows, d = 30,
+    |U| = 250, 3 records, 3 rounds: 1,638 fits and a 392-fit screen): about 6 s of CPU for a
+    logistic regression, 4 s for a depth-3 tree.
 
     Parameters
     ----------
