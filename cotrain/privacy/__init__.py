@@ -67,7 +67,13 @@ from cotrain.privacy.mechanisms import (
     RandomizedResponse,
     XORMechanism,
 )
-from cotrain.privacy.sensitivity import analytic_sensitivity_bound, estimate_sensitivity
+from cotrain.privacy.sensitivity import (
+    SensitivityBound,
+    SensitivityLowerBound,
+    analytic_sensitivity_bound,
+    estimate_sensitivity,
+    sensitivity_lower_bound,
+)
 from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
 
 __all__ = [
@@ -78,6 +84,8 @@ __all__ = [
     "PrivacyLedger",
     "RandomizedResponse",
     "RunningComposition",
+    "SensitivityBound",
+    "SensitivityLowerBound",
     "SubsampleAndAggregate",
     "XORMechanism",
     "analytic_sensitivity_bound",
@@ -92,6 +100,7 @@ __all__ = [
     "gaussian_noise_multiplier",
     "is_accounted",
     "one_shot_fedaux",
+    "sensitivity_lower_bound",
     "teacher_shards",
     "teacher_votes",
 ]
