@@ -48,7 +48,7 @@ except ModuleNotFoundError:  # a checkout without `pip install -e .`
 
 from consensus import NoisyArgmax
 from cotrain.privacy import RandomizedResponse, XORMechanism, epsilon_spent
-from cotrain.privacy._privacy_loss import rr_lattice_law
+from cotrain.privacy._privacy_loss import clear_cache
 from cotrain.privacy.composition import RunningComposition, pld_interval
 
 DELTA = 1e-5
@@ -61,7 +61,7 @@ def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     """Best wall time of ``repeats`` calls of ``fn`` (cache cleared first) and its result."""
     best, out = float("inf"), None
     for _ in range(repeats):
-        rr_lattice_law.cache_clear()
+        clear_cache()
         start = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - start)

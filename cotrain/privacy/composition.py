@@ -248,26 +248,34 @@ class RunningComposition:
 
     # ------------------------------------------------------------------ exact parts
     def _exact_support(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(losses, probs) of the randomized-response part, folding in pending labels;
-        None when the outer sum of lattices with different steps would be too large."""
+        """(losses, probs) of the randomized-response part; None when the outer sum of
+        lattices with different steps would be too large.
+
+        K > 2 leaves: the pending labels' exact law is convolved into the running law of
+        their lattice (incremental). K = 2 leaves: the binomial law of the leaf's total count
+        is recomputed (O(count), cheaper than a convolution).
+        """
+        if self._support is not None:
+            return self._support
         for (q, k), count in self._pending.items():
-            law = rr_lattice_law(q, k, count)
-            step = next((s for s in self._laws if math.isclose(s, law.step, rel_tol=1e-12)), None)
-            if step is None:
-                self._laws[law.step] = law
-            else:
-                self._laws[step] = self._laws[step].convolve(law)
-        if self._pending:
-            self._pending = {}
-            self._support = None
-        if self._support is None:
-            laws = list(self._laws.values())
-            if len(laws) == 1:
-                self._support = (laws[0].losses(), laws[0].probs)
-            elif not laws:
-                self._support = (np.zeros(1), np.ones(1))
-            else:
-                self._support = cross_support(laws)
+            if k > 2:
+                law = rr_lattice_law(q, k, count)
+                step = _same_step(self._laws, law.step)
+                self._laws[step] = law if step not in self._laws else self._laws[step].convolve(law)
+        self._pending = {}
+        groups = dict(self._laws)
+        for (q, k), count in self._rr.items():
+            if k == 2:
+                law = rr_lattice_law(q, k, count)
+                step = _same_step(groups, law.step)
+                groups[step] = law if step not in groups else groups[step].convolve(law)
+        laws = list(groups.values())
+        if len(laws) == 1:
+            self._support = (laws[0].losses(), laws[0].probs)
+        elif not laws:
+            self._support = (np.zeros(1), np.ones(1))
+        else:
+            self._support = cross_support(laws, floor=self.delta * 1e-20)
         return self._support
 
     def _exact_epsilon(self) -> float | None:
@@ -412,6 +420,11 @@ class RunningComposition:
         for pld in plds[1:]:
             total = total.compose(pld)
         return float(total.get_epsilon_for_delta(self.delta))
+
+
+def _same_step(laws: dict[float, LatticeLaw], step: float) -> float:
+    """The key of ``laws`` equal to ``step`` up to rounding (1e-12), else ``step``."""
+    return next((s for s in laws if math.isclose(s, step, rel_tol=1e-12)), step)
 
 
 def _other_pld(dp: Any, pld_lib: Any, event: Any, count: int, interval: float) -> Any:
