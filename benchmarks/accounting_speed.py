@@ -92,6 +92,7 @@ def old_module() -> Any:
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("old_accounting", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["old_accounting"] = module  # dataclasses look their module up
     assert spec.loader is not None
     spec.loader.exec_module(module)
     return module

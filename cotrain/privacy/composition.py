@@ -247,16 +247,13 @@ class RunningComposition:
         )
 
     # ------------------------------------------------------------------ exact parts
-    def _exact_support(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(losses, probs) of the randomized-response part; None when the outer sum of
-        lattices with different steps would be too large.
+    def _lattice_laws(self) -> list[LatticeLaw]:
+        """The exact loss law of the randomized-response part, one per lattice step ε₀.
 
         K > 2 leaves: the pending labels' exact law is convolved into the running law of
         their lattice (incremental). K = 2 leaves: the binomial law of the leaf's total count
         is recomputed (O(count), cheaper than a convolution).
         """
-        if self._support is not None:
-            return self._support
         for (q, k), count in self._pending.items():
             if k > 2:
                 law = rr_lattice_law(q, k, count)
@@ -269,13 +266,19 @@ class RunningComposition:
                 law = rr_lattice_law(q, k, count)
                 step = _same_step(groups, law.step)
                 groups[step] = law if step not in groups else groups[step].convolve(law)
-        laws = list(groups.values())
-        if len(laws) == 1:
-            self._support = (laws[0].losses(), laws[0].probs)
-        elif not laws:
-            self._support = (np.zeros(1), np.ones(1))
-        else:
-            self._support = cross_support(laws, floor=self.delta * 1e-20)
+        return list(groups.values())
+
+    def _exact_support(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(losses, probs) of the randomized-response part (cached until the next compose);
+        None when the outer sum of lattices with different steps would be too large."""
+        if self._support is None:
+            laws = self._lattice_laws()
+            if len(laws) == 1:
+                self._support = (laws[0].losses(), laws[0].probs)
+            elif not laws:
+                self._support = (np.zeros(1), np.ones(1))
+            else:
+                self._support = cross_support(laws, floor=self.delta * 1e-20)
         return self._support
 
     def _exact_epsilon(self) -> float | None:
@@ -370,43 +373,34 @@ class RunningComposition:
 
     def _estimate(self, dp: Any) -> float:
         """ε̂ that sets the PLD interval: the exact ε of the randomized-response and Gaussian
-        events, or with other events a first PLD at 50 times the interval that gives."""
+        events, or (with other events, or lattices too large to combine exactly) a first PLD
+        at 50 times the interval that exact ε, or 1, gives."""
         exact = self._exact_epsilon() if (self._rr or self._mu2 > 0) else 0.0
-        exact = 1.0 if exact is None else exact
-        if not self._other:
+        if exact is not None and not self._other:
             return exact
-        return self._pld(dp, 50.0 * pld_interval(exact))
+        return self._pld(dp, 50.0 * pld_interval(1.0 if exact is None else exact))
 
     def _pld(self, dp: Any, interval: float | None = None) -> float:
         """dp-accounting's PLD at :func:`pld_interval` (ε̂): the exact randomized-response
-        law rounded up once, the composed Gaussian, and the other events, composed."""
+        law of each lattice rounded up once (pessimistic), the composed Gaussian, and the
+        other events, composed by dp-accounting."""
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
         if interval is None:
             interval = pld_interval(self._estimate(dp))
         plds = [_other_pld(dp, pld_lib, e, n, interval) for e, n in self._other]
-        if self._rr:
-            support = self._exact_support()
-            if support is None:  # lattices too large to combine exactly: per leaf
-                for (q, k), n in self._rr.items():
-                    plds.append(
-                        pld_lib.from_randomized_response(
-                            q,
-                            k,
-                            value_discretization_interval=interval,
-                            neighboring_relation=dp.NeighboringRelation.REPLACE_ONE,
-                        ).self_compose(n)
-                    )
-            else:
-                index = np.ceil(support[0] / interval)
-                index -= (index - 1) * interval >= support[0]  # ceil's float noise: one less
-                values, where = np.unique(index.astype(np.int64), return_inverse=True)
-                mass = np.bincount(where, weights=support[1])
-                plds.append(
-                    pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-                        dict(zip(values.tolist(), mass.tolist(), strict=True)), 0.0, interval
-                    )
+        for law in self._lattice_laws():
+            keep = law.probs > 0
+            losses = law.losses()[keep]
+            index = np.ceil(losses / interval)
+            index -= (index - 1) * interval >= losses  # ceil's float noise: one less
+            values, where = np.unique(index.astype(np.int64), return_inverse=True)
+            mass = np.bincount(where, weights=law.probs[keep])
+            plds.append(
+                pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+                    dict(zip(values.tolist(), mass.tolist(), strict=True)), 0.0, interval
                 )
+            )
         if self._mu2 > 0:
             # cotrain's Δ₂ is already the replace-one sensitivity: dp-accounting's REPLACE_ONE
             # would double it, so the Gaussian is built for its default relation
