@@ -137,7 +137,22 @@ def test_several_rr_kinds_and_gaussian_match_mpmath():
         support = [(l0 + j * eps0, p0 * p) for l0, p0 in support for j, p in law.items()]
     events = [self_composed(rr_event(q, k), n) for q, k, n in (a, b, c)]
     events.append(gaussian_event(1 / mu))
-    assert_mp_root(epsilon_spent(events, 1e-6), support, mu, 1e-6)
+    got = epsilon_spent(events, 1e-6)
+    assert_mp_root(got, support, mu, 1e-6)
+    # the PLD route rounds each lattice's law (two here) and the Gaussian up once
+    bound = got + 3 * pld_interval(got)
+    assert got <= epsilon_spent(events, 1e-6, accountant="pld") <= bound
+
+
+def test_lattices_too_large_to_combine_go_through_the_pld(monkeypatch):
+    a = self_composed(rr_event(rr_q(0.5, 10), 10), 300)
+    b = XORMechanism(epsilon=1.0, sensitivity=3000).dp_event(10, 5000)
+    g = gaussian_event(0.5)
+    exact = epsilon_spent([a, b, g], 1e-5)
+    monkeypatch.setattr(comp_mod, "cross_support", lambda laws, floor: None)
+    fallback = epsilon_spent([a, b, g], 1e-5)
+    assert fallback == epsilon_spent([a, b, g], 1e-5, accountant="pld")
+    assert exact <= fallback <= exact + 3 * pld_interval(exact)
 
 
 def test_audit_case_ten_rounds_exact_and_fast():

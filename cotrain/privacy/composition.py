@@ -12,7 +12,9 @@ What the state is, and how ε is found (``accountant="auto"``):
   ``RandomizedResponse`` and ``XORMechanism`` events): the exact law of the summed privacy
   loss, on the lattice ``ε₀·ℤ`` of each distinct per-label ε₀; composing ``count`` more
   labels convolves it with their exact law (:mod:`cotrain.privacy._privacy_loss`). Leaves
-  with different ε₀ are combined exactly by the outer sum of their supports;
+  with different ε₀ are combined by the outer sum of their supports, dropping probabilities
+  below δ·1e-20 (they move δ(ε) by less than 1e-13 of δ); beyond 2·10⁶ points, by the PLD
+  route below;
 * **Gaussian** (``GaussianDpEvent(z)``, noise multiplier relative to cotrain's replace-one
   Δ₂): the sum ``μ² = Σ count / z²``; any number of them is one Gaussian pair with that μ;
 * ε is then exact: the smallest ε with ``δ(ε) = E[(1 − e^{ε − L})₊] ≤ delta`` for
