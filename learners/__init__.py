@@ -9,6 +9,7 @@
 - :class:`XGBoostClassifier` and :class:`RuleFitClassifier` adapt xgboost and imodels' RuleFit;
 - :class:`TorchClassifier` makes any torch module an estimator that keeps training, with
   ready-made :class:`MLP` and :class:`SmallCNN` modules (:mod:`learners.modules`);
+  :class:`DPTorchClassifier` trains it with DP-SGD (Opacus);
 - :class:`GPT2Classifier` fine-tunes a GPT-2 sequence-classification head (optionally LoRA)
   on raw text.
 
@@ -35,6 +36,7 @@ from .xgboost import XGBoostClassifier
 __all__ = [
     "MLP",
     "ClassAlignedClassifier",
+    "DPTorchClassifier",
     "GPT2Classifier",
     "RuleFitClassifier",
     "SmallCNN",
@@ -47,6 +49,7 @@ __all__ = [
 
 _LAZY = {
     "TorchClassifier": "torch",
+    "DPTorchClassifier": "dp_torch",
     "MLP": "modules",
     "SmallCNN": "modules",
     "GPT2Classifier": "gpt2",

@@ -448,3 +448,40 @@ SKLEARN_EXPECTED_FAILURES = {
 )
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------------------------ in the federation
+
+
+def test_dpsgd_clients_in_a_federation_are_accounted_per_client(digits):
+    """Each client reports the event of its own DP-SGD training; the ledger's ε per client
+    is the replace-one composition of exactly those events (one private record, against
+    the server)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain import FederatedCoTrainer
+
+    X_train, X_test, y_train, y_test = digits
+    parts = np.array_split(np.arange(200), 2)
+    est = TorchClassifier(module_params={"hidden": (16,)}, batch_size=64, lr=0.02, max_epochs=1)
+    trainer = FederatedCoTrainer(
+        [est, est], rounds=2, privacy=DPSGD(noise_multiplier=1.0, max_grad_norm=1.0),
+        random_state=0,
+    ).fit(
+        [X_train[p] for p in parts], [y_train[p] for p in parts],
+        X_public=X_train[300:400], eval_set=(X_test, y_test),
+    )  # fmt: skip
+    report = trainer.privacy_report()
+    assert (report["unit"], report["adversary"]) == ("record", "server")
+    for i, client in enumerate(trainer.clients_):
+        events = getattr(client, "estimator_", client).dp_events_
+        assert len(events) == 2  # one fit per round
+        expected = dpsgd_epsilon(events, 1e-5, neighbours="replace_one")
+        assert report["clients"][i]["epsilon"] == pytest.approx(expected)
+    worst = max(c["epsilon"] for c in report["clients"])
+    assert trainer.history_[-1].epsilon == pytest.approx(worst)
+    # a client that cannot train with DP-SGD is refused before any training
+    with pytest.raises(TypeError, match=r"client 1: .*torch client"):
+        FederatedCoTrainer([est, DecisionTreeClassifier()], privacy=DPSGD()).fit(
+            [X_train[p] for p in parts], [y_train[p] for p in parts], X_public=X_train[300:400]
+        )

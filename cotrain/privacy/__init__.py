@@ -51,6 +51,7 @@ from cotrain.privacy.accounting import (
     is_accounted,
 )
 from cotrain.privacy.composition import RunningComposition
+from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
     DPSoftmaxHead,
@@ -77,6 +78,7 @@ from cotrain.privacy.sensitivity import (
 from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
 
 __all__ = [
+    "DPSGD",
     "CertaintyScorer",
     "DPSoftmaxHead",
     "GaussianSoftLabels",
@@ -91,6 +93,7 @@ __all__ = [
     "analytic_sensitivity_bound",
     "basic_composition",
     "certainty_scores",
+    "dpsgd_epsilon",
     "epsilon_spent",
     "estimate_sensitivity",
     "fedaux_features",

@@ -237,6 +237,22 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             raise ValueError("the DPTorchClassifier has not been fitted: no round event yet")
         return events[-1]
 
+    def reported_epsilon(self, events: Sequence[Any], delta: float) -> float:
+        """ε of a client's reported round events, as the trainer's ledger reports it.
+
+        Replace-one neighbours, so that it means the same as every other record-level ε of
+        this library (:func:`dpsgd_epsilon` with ``neighbours="replace_one"``, PLD).
+
+        Examples
+        --------
+        >>> import dp_accounting as dp
+        >>> step = dp.PoissonSampledDpEvent(0.05, dp.GaussianDpEvent(1.0))
+        >>> e = DPSGD().reported_epsilon([dp.SelfComposedDpEvent(step, 100)], 1e-5)
+        >>> e > dpsgd_epsilon([dp.SelfComposedDpEvent(step, 100)], 1e-5)   # add/remove
+        True
+        """
+        return dpsgd_epsilon(events, delta, neighbours="replace_one")
+
     # ------------------------------------------------------------------ not a label mechanism
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> Any:
         """Not available: DP-SGD protects the model; its labels are released unchanged.

@@ -139,6 +139,7 @@ class Guarantee:
     def __post_init__(self) -> None:
         self._by_rounds: dict[int, float] = {0: 0.0}
         self._running: RunningComposition | None = None
+        self._reporter: Any = None
         self._running_rounds = 0
 
     def add(self, mechanism: Any, n_classes: int, n_labels: int) -> None:
@@ -149,6 +150,7 @@ class Guarantee:
             self.budget = float(budget) if self.budget is None else min(self.budget, budget)
         if getattr(mechanism, "applies_to", None) == "model":
             self.reported = True
+            self._reporter = mechanism
         else:
             event = mechanism.dp_event(n_classes, n_labels)
             if event is not None:
@@ -175,13 +177,13 @@ class Guarantee:
         per-round events, for a DP-trained model)."""
         if not self.round_events and not reported:
             return self._once_epsilon() if (rounds or self.once) else 0.0
-        if reported:  # client-specific: compose from scratch (few events, fast accountants)
-            comp = RunningComposition(self._rounds_delta())
-            for event in self.round_events:
-                comp.compose(event, rounds)
-            for event in reported:
-                comp.compose(event, 1)
-            return comp.epsilon() + self._once_epsilon()
+        if reported:  # client-specific: the mechanism composes its own events
+            if self.round_events:
+                raise NotImplementedError(
+                    "a guarantee that mixes client-reported events (DP-SGD) with per-round "
+                    "label noise is not accounted"
+                )
+            return self._reporter.reported_epsilon(reported, self.delta) + self._once_epsilon()
         if rounds not in self._by_rounds:
             self._by_rounds[rounds] = self._compose_rounds(rounds) + self._once_epsilon()
         return self._by_rounds[rounds]
