@@ -58,13 +58,16 @@ OLD_COMMIT = "9ac82db"
 
 
 def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:
-    """Best wall time of ``repeats`` calls of ``fn`` (cache cleared first) and its result."""
+    """Best wall time of ``repeats`` calls of ``fn`` (cache cleared first) and that call's
+    result."""
     best, out = float("inf"), None
     for _ in range(repeats):
         clear_cache()
         start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
+        result = fn()
+        elapsed = time.perf_counter() - start
+        if elapsed < best:
+            best, out = elapsed, result
     return best, out
 
 
