@@ -337,3 +337,31 @@ def test_digits_teachers_with_the_pseudo_labelled_pool_agree_more(digits_client)
     # P is public: teachers trained on it agree with the full-data model far more, also on
     # the public rows outside P (measured 0.916 there, seeds 0-2: 0.916-0.936; 0.838 without P)
     assert np.mean(out[250:] == full[250:]) >= 0.88
+
+
+# ------------------------------------------------------------------ end to end in the trainer
+
+
+def test_trainer_accounts_subsample_and_aggregate_per_record():
+    from sklearn.datasets import load_breast_cancer
+
+    from cotrain import FederatedCoTrainer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xs, ys = [X[:100], X[100:200], X[200:300]], [y[:100], y[100:200], y[200:300]]
+    fit = {"X_public": X[300:500], "eval_set": (X[500:], y[500:])}
+    trees = [DecisionTreeClassifier(random_state=0)] * 3
+    mech = SubsampleAndAggregate(n_teachers=5, sigma=30.0)
+    trainer = FederatedCoTrainer(trees, rounds=3, random_state=0, privacy=mech).fit(Xs, ys, **fit)
+    report = trainer.privacy_report()
+    assert (report["unit"], report["adversary"]) == ("record", "server")
+    # three Gaussian rounds, each with noise multiplier 30 / sqrt(2 * 200)
+    expected = gaussian_epsilon(30.0 / math.sqrt(400) / math.sqrt(3), 1e-5)
+    assert report["max_epsilon"] == pytest.approx(expected, rel=1e-9)
+    assert [c["rounds"] for c in report["clients"]] == [3, 3, 3]
+    # a budget stops the run before the round that would exceed it
+    one, two = (gaussian_epsilon(1.5 / math.sqrt(r), 1e-5) for r in (1, 2))
+    capped = SubsampleAndAggregate(n_teachers=5, sigma=30.0, budget=(one + two) / 2)
+    trainer = FederatedCoTrainer(trees, rounds=3, random_state=0, privacy=capped).fit(Xs, ys, **fit)
+    assert trainer.stopped_reason_ == "privacy budget"
+    assert trainer.privacy_report()["max_epsilon"] == pytest.approx(one, rel=1e-9)
