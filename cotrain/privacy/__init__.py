@@ -62,12 +62,7 @@ from cotrain.privacy.fedaux import (
     one_shot_fedaux,
 )
 from cotrain.privacy.ledger import PrivacyLedger
-from cotrain.privacy.mechanisms import (
-    GaussianSoftLabels,
-    LabelMechanism,
-    RandomizedResponse,
-    XORMechanism,
-)
+from cotrain.privacy.mechanisms import LabelMechanism, RandomizedResponse
 from cotrain.privacy.sensitivity import (
     SensitivityBound,
     SensitivityLowerBound,
@@ -75,7 +70,9 @@ from cotrain.privacy.sensitivity import (
     estimate_sensitivity,
     sensitivity_lower_bound,
 )
+from cotrain.privacy.soft_labels import GaussianSoftLabels
 from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
+from cotrain.privacy.xor import XORMechanism
 
 __all__ = [
     "DPSGD",

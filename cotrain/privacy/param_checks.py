@@ -1,0 +1,107 @@
+"""Parameter checks shared by the privacy mechanisms (each names the argument it rejects)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "UNITS",
+    "check_delta",
+    "check_hard_codes",
+    "check_n_classes",
+    "check_n_labels",
+    "check_positive",
+    "check_sensitivity",
+    "check_unit",
+]
+
+
+def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    """``value`` as a float if it is a finite number > 0 (None allowed with ``allow_none``).
+
+    Examples
+    --------
+    >>> check_positive(2, "epsilon")
+    2.0
+    """
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(float(value))
+        or float(value) <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_sensitivity(value: Any, *, allow_none: bool = False) -> int | None:
+    """``value`` as an int if it is a whole number >= 1 (None allowed with ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    ok = not isinstance(value, bool) and (
+        isinstance(value, Integral)
+        or (isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer())
+    )
+    if not ok or int(value) < 1:
+        raise ValueError(
+            f"sensitivity must be an integer >= 1 (the number of released values one private "
+            f"record can change), got {value!r}"
+        )
+    return int(value)
+
+
+UNITS = ("record", "label")
+
+
+def check_unit(value: Any) -> str:
+    """``value`` if it is ``"record"`` or ``"label"``."""
+    if value not in UNITS:
+        raise ValueError(
+            f"unit must be 'record' (one private training record) or 'label' (one released "
+            f"public label), got {value!r}"
+        )
+    return str(value)
+
+
+def check_delta(value: Any) -> float:
+    """``value`` as a float if it lies in (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 < float(value) < 1.0:
+        raise ValueError(f"delta must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def check_n_classes(n_classes: Any) -> int:
+    """``n_classes`` as an int if it is an integer >= 1."""
+    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 1:
+        raise ValueError(f"n_classes must be an integer >= 1, got {n_classes!r}")
+    return int(n_classes)
+
+
+def check_n_labels(n_labels: Any) -> int:
+    """``n_labels`` as an int if it is an integer >= 0."""
+    if isinstance(n_labels, bool) or not isinstance(n_labels, Integral) or n_labels < 0:
+        raise ValueError(f"n_labels must be an integer >= 0, got {n_labels!r}")
+    return int(n_labels)
+
+
+def check_hard_codes(labels: ArrayLike, n_classes: int) -> NDArray[np.int64]:
+    """``labels`` as int64 class codes in ``0..n_classes-1``, shape ``(n,)``."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array of class codes, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"labels must be integer class codes, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and (arr.min() < 0 or arr.max() >= n_classes):
+        raise ValueError(
+            f"labels must be class codes in 0..{n_classes - 1}; found values in "
+            f"[{arr.min()}, {arr.max()}]"
+        )
+    return arr

@@ -1,0 +1,151 @@
+"""Gaussian noise on a client's soft labels (record-level through the number of rows one
+record can change; see :mod:`cotrain.privacy.mechanisms` for units)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cotrain.privacy.accounting import gaussian_event, gaussian_noise_multiplier, noop_event
+from cotrain.privacy.mechanisms import LabelMechanism
+from cotrain.privacy.param_checks import (
+    check_n_classes,
+    check_n_labels,
+    check_positive,
+    check_sensitivity,
+)
+
+__all__ = ["GaussianSoftLabels"]
+
+
+class GaussianSoftLabels(LabelMechanism):
+    """Gaussian mechanism on a client's soft labels (probability matrix ``(n, C)``).
+
+    L2 sensitivity: two probability rows differ by at most ``sqrt(2)`` in L2 norm, so if one
+    private record changes at most ``s*`` rows, ``Δ₂ = sqrt(2·s*)``. Soft outputs of most
+    models move on *every* row when the training data change, so the default
+    ``sensitivity=None`` takes all rows (``Δ₂ = sqrt(2·n)``); a smaller s* needs a model whose
+    outputs provably change on few rows.
+
+    Noise ``N(0, σ²)`` is added to every entry; σ is given directly (``sigma``) or calibrated
+    from (``epsilon``, ``delta``) with the analytic Gaussian mechanism (Balle & Wang 2018):
+    ``σ = z(ε, δ)·Δ₂``, z the smallest noise multiplier with
+    ``Φ(1/(2z) − εz) − e^ε Φ(−1/(2z) − εz) ≤ δ`` (:func:`gaussian_noise_multiplier`). The
+    noisy matrix is then post-processed (keeps DP): entries clipped to [0, 1], rows
+    renormalised to sum to 1 (a row clipped to all zeros becomes uniform). Rows that are
+    all-NaN ("no prediction") stay NaN.
+
+    Parameters
+    ----------
+    sigma : float, optional
+        Noise standard deviation (> 0). Exactly one of ``sigma`` and ``epsilon``.
+    epsilon : float, optional
+        ε of one round's release at ``delta`` (> 0); σ is calibrated from it.
+    sensitivity : int, optional
+        s* in rows (labels) one private record can change; None = all released rows.
+    budget : float, optional
+        Total ε per client over the run; None = no limit.
+    delta : float, default=1e-5
+        δ for calibration and reporting.
+    unit : {"record", "label"}, default="record"
+        ``"label"``: one released row protected on its own (Δ₂ = sqrt(2); ``sensitivity``
+        must then be None or 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = GaussianSoftLabels(epsilon=1.0, sensitivity=10)
+    >>> round(g.l2_sensitivity(n_labels=500), 4)                 # sqrt(2 * 10)
+    4.4721
+    >>> round(g.noise_std(n_labels=500), 3)                      # 3.7306 * 4.4721
+    16.684
+    >>> probs = np.full((4, 3), 1 / 3)
+    >>> noisy = g.randomize(probs, 3, np.random.default_rng(0))
+    >>> noisy.shape, bool(np.allclose(noisy.sum(axis=1), 1.0))
+    ((4, 3), True)
+    >>> GaussianSoftLabels(sigma=0.5).dp_event(n_classes=3, n_labels=8)   # 0.5 / sqrt(16)
+    GaussianDpEvent(noise_multiplier=0.125)
+    """
+
+    applies_to: ClassVar[Literal["hard", "soft"]] = "soft"
+
+    def __init__(
+        self,
+        sigma: float | None = None,
+        epsilon: float | None = None,
+        sensitivity: int | None = None,
+        budget: float | None = None,
+        delta: float = 1e-5,
+        unit: str = "record",
+    ) -> None:
+        self.sigma = sigma
+        self.epsilon = epsilon
+        self.sensitivity = sensitivity
+        self.budget = budget
+        self.delta = delta
+        self.unit = unit
+
+    def _check_params(self) -> None:
+        check_positive(self.sigma, "sigma", allow_none=True)
+        check_positive(self.epsilon, "epsilon", allow_none=True)
+        if (self.sigma is None) == (self.epsilon is None):
+            raise ValueError(
+                "give exactly one of sigma (the noise std) and epsilon (to calibrate it), "
+                f"got sigma={self.sigma!r}, epsilon={self.epsilon!r}"
+            )
+        s = check_sensitivity(self.sensitivity, allow_none=True)
+        super()._check_params()
+        if self.unit == "label" and s not in (None, 1):
+            raise ValueError(
+                f"sensitivity={s!r} rows is what one private RECORD changes; with unit='label' "
+                "one row is protected on its own: leave sensitivity=None, or use unit='record'"
+            )
+
+    def l2_sensitivity(self, n_labels: int) -> float:
+        """``Δ₂ = sqrt(2·min(s*, n_labels))`` (s* = n_labels when ``sensitivity`` is None)."""
+        self._check_params()
+        n = check_n_labels(n_labels)
+        if self.unit == "label":
+            rows = min(1, n)
+        else:
+            rows = n if self.sensitivity is None else min(int(self.sensitivity), n)
+        return math.sqrt(2.0 * rows)
+
+    def noise_std(self, n_labels: int) -> float:
+        """σ: ``sigma``, or the analytic calibration ``z(ε, δ)·Δ₂``."""
+        self._check_params()
+        if self.sigma is not None:
+            return float(self.sigma)
+        z = gaussian_noise_multiplier(float(self.epsilon), float(self.delta))
+        return z * self.l2_sensitivity(n_labels)
+
+    def randomize(
+        self, labels: np.ndarray, n_classes: int, rng: np.random.Generator
+    ) -> NDArray[np.float64]:
+        """Noisy soft labels ``(n, C)``: + N(0, σ²), clip to [0, 1], renormalise rows."""
+        k = check_n_classes(n_classes)
+        probs = np.asarray(labels, dtype=np.float64)
+        if probs.ndim != 2 or probs.shape[1] != k:
+            raise ValueError(
+                f"labels must be probabilities of shape (n, {k}), got shape {probs.shape}"
+            )
+        sigma = self.noise_std(probs.shape[0])
+        absent = np.isnan(probs).all(axis=1)
+        noisy = np.clip(probs + rng.normal(0.0, sigma, size=probs.shape), 0.0, 1.0)
+        sums = noisy.sum(axis=1, keepdims=True)
+        zero = (sums[:, 0] == 0) & ~absent
+        noisy = np.divide(noisy, sums, out=np.full_like(noisy, 1.0 / k), where=sums > 0)
+        noisy[zero] = 1.0 / k
+        noisy[absent] = np.nan
+        return noisy
+
+    def dp_event(self, n_classes: int, n_labels: int) -> Any:
+        """``GaussianDpEvent(noise_multiplier = σ/Δ₂)`` of one round's release."""
+        check_n_classes(n_classes)
+        n = check_n_labels(n_labels)
+        if n == 0:
+            return noop_event()
+        return gaussian_event(self.noise_std(n) / self.l2_sensitivity(n))
