@@ -152,7 +152,11 @@ class CertaintyWeighted(Consensus):
         return None
 
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
-        """Nothing is released per round beyond the (already private) scores."""
+        """None: nothing is released per round beyond the (already private) scores, whose
+        one-off cost is :meth:`one_off_privacy`. Without ``scorer_epsilon`` the rule adds no
+        noise and, like every noiseless rule, raises ``NotImplementedError``."""
+        if not self.accountable:
+            return super().dp_event(n_classes, n_labels)
         return None
 
     def _checked_scores(self) -> NDArray[np.float64]:

@@ -283,7 +283,8 @@ def test_nested_parameters_of_a_base_rule():
 
 def test_repr_summarises_arrays_and_sorts_parameters():
     assert repr(CertaintyWeighted(np.ones((2, 3)))) == (
-        "CertaintyWeighted(scores=<array shape=(2, 3) dtype=float64>)"
+        "CertaintyWeighted(scorer_delta=None, scorer_epsilon=None, "
+        "scores=<array shape=(2, 3) dtype=float64>)"
     )
     assert repr(RandomizedResponse(2.0)) == (
         "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, "
