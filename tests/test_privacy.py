@@ -325,7 +325,7 @@ def test_gaussian_calibration_hits_epsilon():
             assert g.noise_std(200) < math.sqrt(2 * math.log(1.25 / 1e-5)) / eps * math.sqrt(14)
 
 
-def test_mixed_events_use_pld_per_leaf():
+def test_mixed_events_are_composed_exactly():
     rr_e = RandomizedResponse(epsilon=1.0, unit="label").dp_event(3, 50)
     g_e = GaussianSoftLabels(sigma=2.0, sensitivity=1).dp_event(3, 50)
     mixed = epsilon_spent([rr_e, g_e, rr_e], 1e-5)
@@ -536,8 +536,9 @@ def test_default_unit_is_record_level_with_the_trivial_sensitivity():
     event = rr.dp_event(10, n)
     assert event.count == n
     # one round's pure ε over the n changed labels is exactly epsilon
-    assert event.count * math.log1p(10 * (1 - event.event.noise_parameter)
-                                    / event.event.noise_parameter) == pytest.approx(2.0)
+    assert event.count * math.log1p(
+        10 * (1 - event.event.noise_parameter) / event.event.noise_parameter
+    ) == pytest.approx(2.0)
     labelled = RandomizedResponse(epsilon=2.0, unit="label")
     assert labelled.dp_event(10, n).num_buckets == 10  # one label, not composed
     xor = XORMechanism(epsilon=1.0)
