@@ -21,7 +21,6 @@ cannot know, so :meth:`DPSGD.dp_event` refuses; the client reports
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from numbers import Real
 from typing import Any, ClassVar, Literal
@@ -29,19 +28,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from cotrain.privacy.mechanisms import LabelMechanism
+from cotrain.privacy.param_checks import check_positive
 
 __all__ = ["DPSGD", "dpsgd_epsilon"]
-
-
-def _positive(value: Any, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(float(value))
-        or float(value) <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _torch_classes() -> tuple[type, type]:
@@ -133,8 +122,8 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
         self.secure_mode = secure_mode
 
     def _check_params(self) -> None:
-        _positive(self.noise_multiplier, "noise_multiplier")
-        _positive(self.max_grad_norm, "max_grad_norm")
+        check_positive(self.noise_multiplier, "noise_multiplier")
+        check_positive(self.max_grad_norm, "max_grad_norm")
         if not isinstance(self.secure_mode, bool | np.bool_):
             raise TypeError(f"secure_mode must be True or False, got {self.secure_mode!r}")
         super()._check_params()
