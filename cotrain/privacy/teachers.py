@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -46,27 +46,15 @@ from cotrain.privacy.accounting import (
     noop_event,
 )
 from cotrain.privacy.mechanisms import LabelMechanism, RandomizedResponse
+from cotrain.privacy.param_checks import check_positive
 from learners import ClassAlignedClassifier
 
 __all__ = ["SubsampleAndAggregate", "teacher_shards", "teacher_votes"]
 
 
 # --------------------------------------------------------------------------------------------
-# parameter checks (this module's own: mechanisms.py keeps its helpers private)
+# helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _positive_or_none(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(float(value))
-        or float(value) <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
@@ -387,8 +375,8 @@ class SubsampleAndAggregate(LabelMechanism):
         _count(self.n_teachers, "n_teachers", 1)
         if self.aggregate not in ("gnmax", "rr"):
             raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
-        _positive_or_none(self.sigma, "sigma")
-        _positive_or_none(self.epsilon, "epsilon")
+        check_positive(self.sigma, "sigma", allow_none=True)
+        check_positive(self.epsilon, "epsilon", allow_none=True)
         if self.aggregate == "gnmax" and (self.sigma is None) == (self.epsilon is None):
             raise ValueError(
                 "aggregate='gnmax' needs exactly one of sigma (the noise std on each vote "
