@@ -174,6 +174,8 @@ class Client:
             warnings.simplefilter("always")
             try:
                 pseudo = self.wire.decode_broadcast(broadcast)
+                if getattr(self.privacy, "applies_to", None) == "model":  # DP training noise
+                    self.privacy.seed_noise(self.model, privacy_seed)
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
                     labels = self._privatize(labels, pseudo, privacy_seed, result)

@@ -13,9 +13,10 @@ This module imports torch, opacus and dp-accounting (``pip install "cotrain[torc
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 from collections.abc import Iterator
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -120,9 +121,11 @@ class DPTorchClassifier(TorchClassifier):
     so a weight cannot raise one row's influence above C. **Not covered**: ``loss_curve_``
     (and ``verbose`` output) are training losses computed on the private rows without
     noise: local diagnostics, never to be released. With ``secure_mode=False`` the noise and
-    the sampling come from torch's pseudo-random generator (seeded by `random_state`, so runs
-    are reproducible): fine for research, attackable in principle (floating-point and
-    predictable-seed attacks) — a deployment should use ``secure_mode=True``.
+    the Poisson samples come from a torch generator of their own, seeded per fit from the
+    operating system's entropy (``noise_seed=None``), never from ``random_state``: whoever
+    knows ``random_state`` (the co-training server) cannot replay them. torch's generator is
+    not cryptographically secure (floating-point attacks on Gaussian sampling are known): a
+    deployment should use ``secure_mode=True``.
 
     The network must be DP-compatible: no layer that mixes rows of a batch (BatchNorm); a
     module failing ``opacus.validators.ModuleValidator.validate`` is rejected before any
@@ -147,6 +150,12 @@ n_threads, verbose
     accountant : {"rdp", "prv"}, default="rdp"
         The Opacus accountant behind :meth:`epsilon_` (a cross-check of the events'
         composition: RDP is an upper bound; PRV is tighter, numerically approximated).
+    noise_seed : int, optional
+        None (the default): every fit seeds its noise and sampling generator from the
+        operating system's entropy. An int makes them reproducible (fit k draws from
+        ``SeedSequence([noise_seed, k])``, so fits never repeat each other's noise) — for
+        simulations only: anyone who knows the seed can remove the noise. Ignored with
+        ``secure_mode=True``.
 
     Attributes
     ----------
@@ -177,7 +186,7 @@ n_epochs_, n_steps_
     >>> X = StandardScaler().fit_transform(X)
     >>> clf = DPTorchClassifier(module_params={"hidden": (16,)}, max_epochs=10, lr=0.05,
     ...                         batch_size=15, noise_multiplier=1.5, max_grad_norm=1.0,
-    ...                         random_state=0)
+    ...                         random_state=0, noise_seed=0)   # noise_seed: doctest only
     >>> clf.fit(X, y).score(X, y) > 0.9
     True
     >>> clf.sample_rates_, clf.dp_steps_           # q = 15/150, 10 epochs of 10 steps
@@ -213,6 +222,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         max_grad_norm: float = 1.0,
         secure_mode: bool = False,
         accountant: str = "rdp",
+        noise_seed: int | None = None,
     ) -> None:
         super().__init__(
             module=module,
@@ -236,6 +246,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         self.max_grad_norm = max_grad_norm
         self.secure_mode = secure_mode
         self.accountant = accountant
+        self.noise_seed = noise_seed
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -248,8 +259,24 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
             raise ValueError(
                 f"accountant must be one of {list(_ACCOUNTANTS)}, got {self.accountant!r}"
             )
+        if self.noise_seed is not None and (
+            isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, Integral)
+        ):
+            raise TypeError(f"noise_seed must be None or an int, got {self.noise_seed!r}")
         if self.secure_mode:
             _secure_generator()
+
+    def _noise_generator(self) -> torch.Generator:
+        """The generator of this fit's noise and Poisson samples (see ``noise_seed``)."""
+        if self.secure_mode:
+            return _secure_generator()
+        if self.noise_seed is None:
+            seed = secrets.randbits(63)
+        else:
+            fit_index = len(getattr(self, "dp_events_", []))
+            sequence = np.random.SeedSequence([int(self.noise_seed), fit_index])
+            seed = int(sequence.generate_state(1)[0])
+        return torch.Generator().manual_seed(seed)
 
     def _check_module(self) -> None:
         errors = ModuleValidator.validate(self.module_, strict=False)
@@ -279,7 +306,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         self._check_module()  # before any step
         n = int(X.shape[0])
         rate = min(1.0, self.batch_size / n)
-        generator = _secure_generator() if self.secure_mode else None  # None: the private RNG
+        generator = self._noise_generator()
         sampler = GradSampleModule(self.module_, batch_first=True, loss_reduction="sum")
         optimizer = DPOptimizer(
             self.optimizer_,
@@ -322,7 +349,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         """One epoch: ``ceil(n / batch_size)`` Poisson samples of the rows at rate q."""
         _, _, rate, generator = self._dp_run
         for _ in range(math.ceil(n / min(self.batch_size, n))):
-            draw = torch.rand(n, generator=generator) if generator is not None else torch.rand(n)
+            draw = torch.rand(n, generator=generator)
             yield torch.nonzero(draw < rate).flatten()
 
     def _step(self, xb: torch.Tensor, tb: torch.Tensor, wb: torch.Tensor) -> float:

@@ -178,16 +178,28 @@ def test_warm_start_continues_and_adds_an_event(digits):
     assert len(clf.dp_events_) == 1
 
 
-def test_seeded_reproducible_and_global_rng_untouched(digits):
+def test_noise_is_unseeded_by_default_and_reproducible_only_with_noise_seed(digits):
+    """random_state seeds the initial network, never the DP noise: whoever knows it (the
+    co-training server) cannot replay the noise. noise_seed makes a fit reproducible."""
     Xtr, _, ytr, _ = digits
     state = torch.get_rng_state()
     a = dp_clf(max_epochs=1).fit(Xtr[:300], ytr[:300])
     assert torch.equal(torch.get_rng_state(), state)
     b = dp_clf(max_epochs=1).fit(Xtr[:300], ytr[:300])
-    c = dp_clf(max_epochs=1, random_state=1).fit(Xtr[:300], ytr[:300])
-    for k, v in a.get_weights().items():
-        np.testing.assert_array_equal(v, b.get_weights()[k])
-    assert any(not np.array_equal(v, c.get_weights()[k]) for k, v in a.get_weights().items())
+    assert any(not np.array_equal(v, b.get_weights()[k]) for k, v in a.get_weights().items())
+    # the initial networks are the same: only the noise (and Poisson samples) differ
+    init = [dp_clf(max_epochs=1).initialize(Xtr[:300], ytr[:300]) for _ in range(2)]
+    for k, v in init[0].get_weights().items():
+        np.testing.assert_array_equal(v, init[1].get_weights()[k])
+    seeded = [dp_clf(max_epochs=1, noise_seed=5).fit(Xtr[:300], ytr[:300]) for _ in range(2)]
+    for k, v in seeded[0].get_weights().items():
+        np.testing.assert_array_equal(v, seeded[1].get_weights()[k])
+    other = dp_clf(max_epochs=1, noise_seed=6).fit(Xtr[:300], ytr[:300])
+    assert any(
+        not np.array_equal(v, other.get_weights()[k]) for k, v in seeded[0].get_weights().items()
+    )
+    with pytest.raises(TypeError, match="noise_seed"):
+        dp_clf(noise_seed=1.5).fit(Xtr[:50], ytr[:50])
 
 
 def test_soft_targets_and_class_aligned_wrapper_continue(digits):
@@ -442,6 +454,7 @@ SKLEARN_EXPECTED_FAILURES = {
             noise_multiplier=0.5,
             max_grad_norm=5.0,
             random_state=0,
+            noise_seed=0,  # the checks compare repeated fits: reproducible noise
         )
     ],
     expected_failed_checks=lambda est: SKLEARN_EXPECTED_FAILURES,
@@ -485,3 +498,26 @@ def test_dpsgd_clients_in_a_federation_are_accounted_per_client(digits):
         FederatedCoTrainer([est, DecisionTreeClassifier()], privacy=DPSGD()).fit(
             [X_train[p] for p in parts], [y_train[p] for p in parts], X_public=X_train[300:400]
         )
+
+
+def test_dpsgd_noise_in_a_federation_follows_reproducible_noise(digits):
+    """By default a client's DP-SGD noise comes from its OS entropy (two runs with the same
+    random_state differ); reproducible_noise=True seeds it per round from random_state."""
+    from cotrain import FederatedCoTrainer
+
+    X_train, _, y_train, _ = digits
+    parts = np.array_split(np.arange(120), 2)
+    est = TorchClassifier(module_params={"hidden": (8,)}, batch_size=32, lr=0.02, max_epochs=1)
+
+    def weights(**kw):
+        trainer = FederatedCoTrainer(
+            [est, est], rounds=1, privacy=DPSGD(), random_state=0, **kw
+        ).fit([X_train[p] for p in parts], [y_train[p] for p in parts], X_public=X_train[200:260])
+        return trainer.clients_[0].get_weights()
+
+    a, b = weights(), weights()
+    assert any(not np.array_equal(v, b[k]) for k, v in a.items())
+    with pytest.warns(UserWarning, match="reproducible_noise=True"):
+        c, d = weights(reproducible_noise=True), weights(reproducible_noise=True)
+    for k, v in c.items():
+        np.testing.assert_array_equal(v, d[k])

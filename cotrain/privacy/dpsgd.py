@@ -226,6 +226,25 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             raise ValueError("the DPTorchClassifier has not been fitted: no round event yet")
         return events[-1]
 
+    def seed_noise(self, model: Any, seed: int | None) -> None:
+        """Seed the next fit's noise: None (the default in a federation) draws it from the
+        operating system's entropy; an int (``reproducible_noise=True`` only) makes it
+        reproducible — and replayable by whoever knows the seed.
+
+        ``model`` is the client's :class:`~learners.ClassAlignedClassifier` (its prototype
+        estimator's ``noise_seed`` carries over to the model that continues training) or a
+        DPTorchClassifier.
+
+        Examples
+        --------
+        >>> from learners.dp_torch import DPTorchClassifier
+        >>> est = DPTorchClassifier()
+        >>> DPSGD().seed_noise(est, 7); est.noise_seed
+        7
+        """
+        target = getattr(model, "estimator", model)
+        target.set_params(noise_seed=None if seed is None else int(seed))
+
     def reported_epsilon(self, events: Sequence[Any], delta: float) -> float:
         """ε of a client's reported round events, as the trainer's ledger reports it.
 
