@@ -57,10 +57,11 @@ class RoundRecord:
         privacy accountant; None otherwise. What it protects is in ``epsilon_unit`` and
         ``epsilon_adversary`` (the run's headline guarantee, see
         :meth:`cotrain.FederatedCoTrainer.privacy_report` for every guarantee).
-    epsilon_unit : {"record", "label"} or None
+    epsilon_unit : {"record", "label", "client"} or None
         ``"record"``: ε protects one private training record of a client; ``"label"``: one
-        released public label (no guarantee about private data).
-    epsilon_adversary : {"server", "broadcast observers"} or None
+        released public label (no guarantee about private data); ``"client"``: all of one
+        client's data at once (DP-FedAvg's user-level DP).
+    epsilon_adversary : {"server", "broadcast observers", "global model observers"} or None
         Against whom ``epsilon`` holds.
 
     Examples

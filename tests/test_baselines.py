@@ -258,6 +258,13 @@ def test_dpfedavg_clips_and_accounts(digits):
         report = model.privacy_report()
         assert report["epsilon"] == model.epsilon_[-1] and report["sampling_rate"] == 0.5
         assert model.history_[0].bytes_up == 2 * 4 * model.global_model_.n_parameters()
+        # user-level DP with the noise added centrally: all of a client's data, against
+        # whoever sees the global model (the server sees clean updates)
+        record = model.history_[-1]
+        assert (record.epsilon_unit, record.epsilon_adversary) == (
+            "client",
+            "global model observers",
+        )
     assert eps[1.0][-1] > eps[3.0][-1] and eps[1.0][1] > eps[1.0][0]
     accountant = dp_accounting.rdp.RdpAccountant()
     accountant.compose(
@@ -467,5 +474,6 @@ def test_pate_reports_the_gnmax_epsilon():
     expected = epsilon_spent([dp_accounting.GaussianDpEvent(20.0 / np.sqrt(2 * 50))], 1e-5)
     assert pate.epsilon_ == pytest.approx(expected)
     assert pate.history_[0].epsilon == pate.epsilon_
+    assert pate.history_[0].epsilon_adversary == "broadcast observers"  # not the server
     exact = PATE([DecisionTreeClassifier()] * 3, DecisionTreeClassifier(), noise_sigma=0.0)
     assert exact.fit(X, y, X_public=U).epsilon_ is None

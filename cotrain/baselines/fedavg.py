@@ -414,6 +414,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
                     time_s=time.perf_counter() - start,
                     learner_time_s=learner_time,
                     epsilon=self._spent_epsilon(),
+                    **self._epsilon_meaning(),
                     **scores,
                 )
                 self.history_.append(record)
@@ -434,6 +435,10 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     # hooks for DPFedAvg
     def _spent_epsilon(self) -> float | None:
         return None
+
+    def _epsilon_meaning(self) -> dict[str, str]:
+        """The record's ``epsilon_unit`` and ``epsilon_adversary`` (none without privacy)."""
+        return {}
 
     def _check_extra_params(self) -> None:
         return None
@@ -610,6 +615,11 @@ class DPFedAvg(FedAvg):
 
     def _spent_epsilon(self) -> float | None:
         return self.epsilon_[-1]
+
+    def _epsilon_meaning(self) -> dict[str, str]:
+        # user-level DP: the server adds the noise to the summed updates, so the guarantee
+        # covers all of one client's data against whoever sees the global model
+        return {"epsilon_unit": "client", "epsilon_adversary": "global model observers"}
 
     def _aggregate(
         self,

@@ -272,6 +272,9 @@ class PATE(ClassifierMixin, BaseEstimator):
                 time_s=time.perf_counter() - start,
                 learner_time_s=learner_time,
                 epsilon=self.epsilon_,
+                # GNMax on the server: the server sees every teacher's labels in the clear
+                epsilon_unit="record",
+                epsilon_adversary="broadcast observers",
                 **record,
             )
         )

@@ -63,6 +63,8 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
         for extra in EXTRA_COLUMNS:
             if extra in part and part[extra].notna().any():
                 row[extra] = part[extra].mean()
+        if "epsilon_adversary" in part and part["epsilon_adversary"].notna().any():
+            row["epsilon_adversary"] = part["epsilon_adversary"].dropna().iloc[0]
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(folder / "summary.csv", index=False)
@@ -79,12 +81,28 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
     _plot(folder, order)
 
 
+#: the summary column of each ε unit (see ``RoundRecord.epsilon_unit``)
+EPSILON_COLUMNS = {"record": "epsilon", "label": "label_epsilon", "client": "client_epsilon"}
+
 #: optional summary columns and their table headings; ε of different units stay apart
 EXTRA_COLUMNS = {
     "vul": "vul",
     "epsilon": "ε per private record",
     "label_epsilon": "ε per released label (no record guarantee)",
+    "client_epsilon": "ε per client (all its data)",
 }
+
+
+def _cell(row: Any, column: str) -> str:
+    """A number of the table; an ε says against whom when it is not the server."""
+    value = row[column]
+    if np.isnan(value):
+        return "—"
+    text = f"{value:.3f}"
+    against = row.get("epsilon_adversary") if column in EPSILON_COLUMNS.values() else None
+    if isinstance(against, str) and against != "server":
+        text += f" (vs {against})"
+    return text
 
 
 def markdown_table(summary: Any) -> str:
@@ -120,7 +138,7 @@ def markdown_table(summary: Any) -> str:
             "—" if np.isnan(r["consensus_accuracy"]) else f"{r['consensus_accuracy']:.3f}",
             f"{paper:.3f}" if has_paper else "—",
             gap,
-            *(f"{r[c]:.3f}" if not np.isnan(r[c]) else "—" for c in has),
+            *(_cell(r, c) for c in has),
             f"{r['wall_s']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -19,7 +19,7 @@ from cotrain.experiment.data import client_parts, load_data
 from cotrain.experiment.errors import ExperimentError
 from cotrain.experiment.learners import client_learners
 from cotrain.experiment.methods import METHODS, MethodInput
-from cotrain.experiment.report import write_summary
+from cotrain.experiment.report import EPSILON_COLUMNS, write_summary
 
 __all__ = ["run_experiment", "run_fingerprint", "run_one"]
 
@@ -86,8 +86,11 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
         "rounds": len(model.history_),
         "wall_s": wall,
         # ε of different units never share a column: "epsilon" is record-level only
-        "epsilon": _num(last.epsilon) if last.epsilon_unit != "label" else math.nan,
-        "label_epsilon": _num(last.epsilon) if last.epsilon_unit == "label" else math.nan,
+        **{
+            column: _num(last.epsilon) if last.epsilon_unit == unit else math.nan
+            for unit, column in EPSILON_COLUMNS.items()
+        },
+        "epsilon_adversary": last.epsilon_adversary,
         "paper": run.paper,
         "config": run_fingerprint(run),
     }
