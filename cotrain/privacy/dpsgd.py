@@ -20,6 +20,7 @@ cannot know, so :meth:`DPSGD.dp_event` refuses; the client reports
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from numbers import Real
@@ -259,7 +260,24 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         >>> e > dpsgd_epsilon([dp.SelfComposedDpEvent(step, 100)], 1e-5)   # add/remove
         True
         """
-        return dpsgd_epsilon(events, delta, neighbours="replace_one")
+        events = tuple(events)
+        if not events:
+            return 0.0
+        cache = self.__dict__.setdefault("_pld_cache", {})
+        key = (events, float(delta))
+        if key not in cache:
+            # a client's events only grow: extend the accountant of the list without the
+            # last event instead of recomposing every round from the first
+            previous = cache.get((events[:-1], float(delta)))
+            accountant = (
+                copy.deepcopy(previous[0]) if previous is not None else _replace_one_pld()
+            )
+            for event in events[-1:] if previous is not None else events:
+                accountant.compose(event, 1)
+            cache[key] = (accountant, _pld_epsilon(accountant, float(delta)))
+            while len(cache) > 512:  # bounded: the oldest entries go first
+                cache.pop(next(iter(cache)))
+        return cache[key][1]
 
     # ------------------------------------------------------------------ not a label mechanism
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> Any:
@@ -291,6 +309,24 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             "batch_size / n_rows and its number of steps), which the server does not know: "
             "account the event the client reports, DPSGD.round_event(fitted_estimator)"
         )
+
+
+def _replace_one_pld() -> Any:
+    """An empty dp-accounting PLD accountant for replace-one neighbours."""
+    import dp_accounting as dp
+
+    return dp.pld.PLDAccountant(dp.NeighboringRelation.REPLACE_ONE)
+
+
+def _pld_epsilon(accountant: Any, delta: float) -> float:
+    """ε of an accountant at δ, with absl's chatter silenced."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        return float(accountant.get_epsilon(delta))
+    finally:
+        absl.setLevel(level)
 
 
 def dpsgd_epsilon(
