@@ -62,9 +62,7 @@ def client_seed(seed: np.random.SeedSequence) -> int:
     return int(seed.generate_state(1)[0])
 
 
-def noise_seed_for(
-    noise: np.random.SeedSequence | None, round_: int, client: int
-) -> int | None:
+def noise_seed_for(noise: np.random.SeedSequence | None, round_: int, client: int) -> int | None:
     """Seed of one client's privacy noise in one round — only with reproducible noise.
 
     ``noise`` is the federation's noise seed sequence when the user opted into

@@ -339,9 +339,7 @@ def test_flower_resume_refuses_another_configuration(federation, tmp_path):
     FlowerCoTraining(federation["pool"], rounds=2, random_state=1, checkpoint_dir=ckpt).run(
         InMemoryGrid(federation["paths"])
     )
-    other = FlowerCoTraining(
-        federation["pool"], rounds=4, random_state=2, checkpoint_dir=ckpt
-    )
+    other = FlowerCoTraining(federation["pool"], rounds=4, random_state=2, checkpoint_dir=ckpt)
     with pytest.raises(ValueError, match="different configuration"):
         other.run(InMemoryGrid(federation["paths"]), resume=True)
     with pytest.raises(ValueError, match="checkpoint_dir"):
@@ -403,9 +401,9 @@ def test_malformed_site_reply_is_that_sites_failure(federation, edit, reason):
     with pytest.raises(RuntimeError, match=r"site 1 \(node .*\) (sent a malformed upload|failed)"):
         grid = InMemoryGrid(federation["paths"])
         _tamper(grid, list(grid.sites)[1], edit)
-        FlowerCoTraining(
-            federation["pool"], rounds=2, on_client_error="raise", random_state=0
-        ).run(grid)
+        FlowerCoTraining(federation["pool"], rounds=2, on_client_error="raise", random_state=0).run(
+            grid
+        )
 
 
 def test_too_few_nodes_is_a_clear_error(federation):

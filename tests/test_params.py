@@ -287,8 +287,7 @@ def test_repr_summarises_arrays_and_sorts_parameters():
         "scores=<array shape=(2, 3) dtype=float64>)"
     )
     assert repr(RandomizedResponse(2.0)) == (
-        "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, "
-        "unit='record')"
+        "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, unit='record')"
     )
 
 

@@ -76,9 +76,7 @@ def _forged(kind):
         "wrong n_classes": lambda m, t: HardLabels(np.zeros(300, dtype=int), 3).to_bytes(),
         "wrong length": lambda m, t: HardLabels(np.zeros(299, dtype=int), 2).to_bytes(),
         "soft under hard": lambda m, t: SoftLabels(np.full((300, 2), 0.5)).to_bytes(),
-        "abstain": lambda m, t: HardLabels(
-            np.full(300, -1), 2, allow_abstain=True
-        ).to_bytes(),
+        "abstain": lambda m, t: HardLabels(np.full(300, -1), 2, allow_abstain=True).to_bytes(),
         "not bytes": lambda m, t: 12345,
     }[kind]
 
@@ -108,9 +106,7 @@ def _fit(cancer, rounds=2, **params):
 @pytest.mark.parametrize("kind", KINDS)
 def test_malformed_upload_is_that_clients_failure_under_skip(cancer, kind):
     honest = _fit(cancer, on_client_error="skip")
-    hostile = _fit(
-        cancer, on_client_error="skip", runtime=TamperingRuntime(1, _forged(kind))
-    )
+    hostile = _fit(cancer, on_client_error="skip", runtime=TamperingRuntime(1, _forged(kind)))
     for record in hostile.history_:
         assert set(record.failed) == {1}
         assert record.failed[1].startswith("MalformedMessage: ")
@@ -310,6 +306,7 @@ def test_state_dicts_round_trip():
                   X_public=X, wire=WireFormat(2, 8, encoding="delta"))  # fmt: skip
     copy.load_state_dict(client.state_dict())
     assert copy.fitted and copy.last_sent.tolist() == client.last_sent.tolist()
-    assert copy.run_round(2, None, ref_round=1).message == client.run_round(
-        2, None, ref_round=1
-    ).message
+    assert (
+        copy.run_round(2, None, ref_round=1).message
+        == client.run_round(2, None, ref_round=1).message
+    )

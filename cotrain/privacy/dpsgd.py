@@ -269,9 +269,7 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             # a client's events only grow: extend the accountant of the list without the
             # last event instead of recomposing every round from the first
             previous = cache.get((events[:-1], float(delta)))
-            accountant = (
-                copy.deepcopy(previous[0]) if previous is not None else _replace_one_pld()
-            )
+            accountant = copy.deepcopy(previous[0]) if previous is not None else _replace_one_pld()
             for event in events[-1:] if previous is not None else events:
                 accountant.compose(event, 1)
             cache[key] = (accountant, _pld_epsilon(accountant, float(delta)))

@@ -372,4 +372,3 @@ class PrivacyLedger:
             "max_epsilon": head["max_epsilon"],
             "guarantees": guarantees,
         }
-
