@@ -361,13 +361,19 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         return state["round"] + 1, bool(finished)
 
     def privacy_report(self) -> dict[str, Any]:
-        """Total (ε, δ) spent by every client under the ``privacy`` mechanism.
+        """Total (ε, δ) spent by every client, with what each ε protects and against whom.
 
         Returns
         -------
         dict
-            ``mechanism``, ``delta``, ``budget``, ``max_epsilon`` and, per client, the
-            rounds in which it released labels and its ε, composed over those rounds.
+            The headline guarantee (record-level against the server when the run has one):
+            ``unit`` ("record": one private training record of a client; "label": one
+            released public label), ``adversary`` ("server" or "broadcast observers"),
+            ``protects`` (the same in words), ``delta``, ``budget``, ``max_epsilon`` and
+            ``clients`` (per client: the rounds it released labels in and its ε composed
+            over them); ``guarantees`` lists every (unit, adversary) of the run the same
+            way — they are never summed; ``mechanisms`` names them all. See
+            ``docs/privacy.md``.
         """
         check_is_fitted(self, "history_")
         if self._federation.ledger is None:

@@ -343,7 +343,8 @@ class PrivacyLedger:
         """Per-guarantee and per-client totals, each ε with its unit and adversary.
 
         Keys: ``unit``, ``adversary``, ``delta``, ``budget``, ``max_epsilon`` and
-        ``clients`` (``{"client", "rounds", "epsilon"}`` each) describe the headline
+        ``clients`` (``{"client", "rounds", "epsilon", "delta", "unit", "adversary"}``
+        each) describe the headline
         guarantee; ``guarantees`` lists every guarantee the same way (plus its
         ``mechanisms`` and a sentence, ``protects``); ``mechanisms`` lists them all.
         """
@@ -358,7 +359,14 @@ class PrivacyLedger:
                     "delta": g.total_delta,
                     "budget": g.budget,
                     "clients": [
-                        {"client": i, "rounds": int(r), "epsilon": self.epsilon(i, g)}
+                        {
+                            "client": i,
+                            "rounds": int(r),
+                            "epsilon": self.epsilon(i, g),
+                            "delta": g.total_delta,
+                            "unit": g.unit,
+                            "adversary": g.adversary,
+                        }
                         for i, r in enumerate(self.rounds_taken)
                     ],
                     "max_epsilon": self.max_epsilon(g),
