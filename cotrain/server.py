@@ -210,6 +210,10 @@ class CoTrainingServer:
             error = upload.error
             if error is None:
                 try:
+                    if self.ledger is not None:  # before decoding: a refused upload changes nothing
+                        problem = self.ledger.report_problem(upload.dp_event)
+                        if problem is not None:
+                            raise MalformedMessage(problem)
                     labels.append(self.receivers[i].decode(upload.message, t))
                     ids.append(i)
                     continue

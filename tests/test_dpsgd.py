@@ -521,3 +521,32 @@ def test_dpsgd_noise_in_a_federation_follows_reproducible_noise(digits):
         c, d = weights(reproducible_noise=True), weights(reproducible_noise=True)
     for k, v in c.items():
         np.testing.assert_array_equal(v, d[k])
+
+
+def test_a_client_that_does_not_report_its_dp_event_is_a_client_failure():
+    """A DP-trained client's ε is known only from the event it reports: an upload without
+    one (or with garbage) is refused like a malformed message, and the others go on."""
+    from consensus import MajorityVote
+    from cotrain.privacy import PrivacyLedger
+    from cotrain.server import CoTrainingServer, Upload
+    from cotrain.wire import WireFormat
+
+    wire = WireFormat(n_classes=2, n_public=4)
+    ledger = PrivacyLedger([DPSGD()], 3, 2, 4)
+    server = CoTrainingServer(
+        MajorityVote(), wire, n_clients=3, on_client_error="skip", ledger=ledger
+    )
+    event = dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(0.1, dp.GaussianDpEvent(1.0)), 10)
+    labels = np.array([0, 1, 1, 0])
+    uploads = [
+        Upload(0, wire.encode_upload(labels), dp_event=event),
+        Upload(1, wire.encode_upload(labels), dp_event="trust me"),
+        Upload(2, wire.encode_upload(labels)),
+    ]
+    record, answered = server.finish_round(1, np.arange(3), uploads, started=0.0)
+    assert answered == [0]
+    assert set(record.failed) == {1, 2} and "DpEvent" in record.failed[1]
+    assert ledger.rounds_taken.tolist() == [1, 0, 0]
+    assert ledger.epsilon(0) == pytest.approx(
+        dpsgd_epsilon([event], 1e-5, neighbours="replace_one")
+    )

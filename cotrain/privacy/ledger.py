@@ -312,6 +312,32 @@ class PrivacyLedger:
                     return True
         return False
 
+    def report_problem(self, event: Any) -> str | None:
+        """What is wrong with a client's reported privacy event, or None.
+
+        A DP-trained client must report its round's event (a dp-accounting ``DpEvent``);
+        anything else would leave its ε unknown, so the server treats that upload as a
+        client failure. Without such a mechanism, nothing is expected.
+
+        Examples
+        --------
+        >>> from cotrain.privacy import RandomizedResponse
+        >>> PrivacyLedger([RandomizedResponse(1.0)], 2, 2, 10).report_problem(None) is None
+        True
+        """
+        if not any(g.reported for g in self.guarantees):
+            return None
+        try:
+            import dp_accounting
+        except ImportError:  # pragma: no cover - DP-SGD needs it
+            return "dp-accounting is needed to account a DP-trained client"
+        if not isinstance(event, dp_accounting.DpEvent):
+            return (
+                "a DP-trained client must report its round's privacy event (a dp_accounting "
+                f"DpEvent), got {type(event).__name__}"
+            )
+        return None
+
     def record(self, clients: Any, events: dict[int, Any] | None = None) -> None:
         """Note that ``clients`` released their labels once more (``events``: the
         per-round events reported by clients with a DP-trained model)."""
