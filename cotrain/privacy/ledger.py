@@ -161,9 +161,6 @@ class Guarantee:
             self.once.append((float(eps), float(delta)))
 
     # ------------------------------------------------------------------ arithmetic
-    def _rounds_delta(self) -> float:
-        return self.delta
-
     @property
     def total_delta(self) -> float:
         """δ of the reported ε: the rounds' δ plus the one-off releases' δ."""
@@ -175,8 +172,8 @@ class Guarantee:
     def epsilon_after(self, rounds: int, reported: list[Any] | None = None) -> float:
         """Total ε of a client that took part in ``rounds`` rounds (plus its reported
         per-round events, for a DP-trained model)."""
-        if not self.round_events and not reported:
-            return self._once_epsilon() if (rounds or self.once) else 0.0
+        if not self.round_events and not reported:  # the one-off releases precede round 1
+            return self._once_epsilon()
         if reported:  # client-specific: the mechanism composes its own events
             if self.round_events:
                 raise NotImplementedError(
@@ -191,7 +188,7 @@ class Guarantee:
     def _compose_rounds(self, rounds: int) -> float:
         """ε of ``rounds`` rounds of the per-round events, advanced incrementally."""
         if self._running is None or rounds < self._running_rounds:
-            self._running = RunningComposition(self._rounds_delta())
+            self._running = RunningComposition(self.delta)
             self._running_rounds = 0
         # one round at a time, so the state after r rounds (and its floating-point value)
         # is the same whatever path reached it: a resumed run reports the same ε
