@@ -35,9 +35,15 @@ class StepResult(Upload):
 
     eval_codes: np.ndarray | None = None
     eval_proba: np.ndarray | None = None
+    #: the client has a privacy mechanism: its learner's warnings and fit time are
+    #: data-dependent side channels outside the ε, so they stay off the upload
+    private: bool = False
 
     def upload(self) -> Upload:
-        """The part of the result the server receives."""
+        """The part of the result the server receives (for a private client: the labels,
+        the failure if any, and the round's privacy event — no warnings, no timing)."""
+        if self.private:
+            return Upload(self.client_id, self.message, self.error, dp_event=self.dp_event)
         return Upload(
             self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
             self.dp_event,
@@ -169,7 +175,7 @@ class Client:
         """
         if self.wire is None or self.X_public is None:
             raise ValueError("run_round needs a client set up with X_public (and a wire)")
-        result = StepResult(self.client_id)
+        result = StepResult(self.client_id, private=self.privacy is not None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:

@@ -9,6 +9,7 @@ has, and collects the state dicts of every part for checkpoints.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -75,6 +76,8 @@ class SimulatedFederation:
         self.data = data
         #: seeds the clients' privacy noise only with reproducible_noise (else: OS entropy)
         self.noise_seed = noise_seed
+        #: learner warnings of private clients, which never reach the server
+        self.local_warnings: Counter = Counter()
         self.history = History()
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
@@ -100,7 +103,21 @@ class SimulatedFederation:
         for r in results:
             if r.client_id in answered:
                 self.last_eval[r.client_id] = (r.eval_codes, r.eval_proba)
-        return replace(record, **self.evaluate())
+        # what private clients keep off their uploads, the experimenter still sees
+        private = [r for r in results if r.private]
+        for r in private:
+            for (category, message), n in r.warnings.items():
+                self.local_warnings[(r.client_id, category, message)] += n
+        local_time = sum(r.learner_time_s for r in private)
+        return replace(
+            record, learner_time_s=record.learner_time_s + local_time, **self.evaluate()
+        )
+
+    @property
+    def learner_warnings(self) -> Counter:
+        """``(client, category, message) -> count`` of every learner warning so far: those
+        the server received and those private clients kept to themselves."""
+        return self.server.warnings + self.local_warnings
 
     def evaluate(self) -> dict[str, Any]:
         """Accuracies for the round record (only from evaluation-only data)."""
@@ -142,6 +159,7 @@ class SimulatedFederation:
             "eval": {str(i): list(v) for i, v in self.last_eval.items()},
             "sampler": self.sampler.state_dict(),
             "ledger": None if self.ledger is None else self.ledger.state_dict(),
+            "local_warnings": [[*key, n] for key, n in self.local_warnings.items()],
             "history": [r.to_json() for r in self.history],
         }
         return state, state.pop("broadcast"), models
@@ -157,5 +175,8 @@ class SimulatedFederation:
         self.sampler.load_state_dict(state["sampler"])
         if self.ledger is not None:
             self.ledger.load_state_dict(state["ledger"])
+        self.local_warnings = Counter(
+            {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
+        )
         for record in state["history"]:
             self.history.append(RoundRecord.from_json(record))

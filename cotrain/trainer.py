@@ -270,8 +270,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         if not finished:
             self._run(start, checkpoint)
         self.n_rounds_ = len(self.history_)
-        self.learner_warnings_ = dict(self._federation.server.warnings)
-        summarise_warnings(self._federation.server.warnings, stacklevel=3)
+        self.learner_warnings_ = dict(self._federation.learner_warnings)
+        summarise_warnings(self._federation.learner_warnings, stacklevel=3)
         return self
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:

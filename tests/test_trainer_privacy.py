@@ -182,3 +182,19 @@ def test_fedaux_scorer_budget_enters_the_ledger(cancer):
     assert len(both["guarantees"]) == 1  # the same unit and adversary: composed
     with pytest.raises(ValueError, match="scorer_delta"):
         fit(cancer, None, consensus=CertaintyWeighted(scores, scorer_epsilon=0.5), rounds=1)
+
+
+def test_a_private_client_keeps_its_warnings_and_timing_off_the_upload(cancer):
+    """Warning texts and fit times are data-dependent side channels outside the ε: a client
+    with a privacy mechanism sends the server only its labels (and a failure, if any). The
+    experimenter still gets the warning summary and the timing from the simulation."""
+    from sklearn.linear_model import LogisticRegression
+
+    ests = [LogisticRegression(max_iter=1), GaussianNB(), DecisionTreeClassifier()]
+    with pytest.warns(UserWarning, match="ConvergenceWarning"):
+        trainer = FederatedCoTrainer(
+            ests, rounds=2, privacy=privacy.RandomizedResponse(epsilon=300.0), random_state=0
+        ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
+    assert not trainer._federation.server.warnings  # the server heard nothing
+    assert any(key[1] == "ConvergenceWarning" for key in trainer.learner_warnings_)
+    assert all(r.learner_time_s > 0 for r in trainer.history_)
