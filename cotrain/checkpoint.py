@@ -182,10 +182,13 @@ class Checkpointer:
                 shutil.rmtree(path, ignore_errors=True)
 
     # ----------------------------------------------------------------- read
-    def restore(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
-        """Verify and read the latest checkpoint written by :class:`CheckpointCallback`:
+    def restore(
+        self, before: int | None = None
+    ) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
+        """Verify and read the latest checkpoint written by :class:`CheckpointCallback`
+        (the latest of a round before ``before``, if given):
         ``(state tree with its arrays, broadcast, {client id: model})``."""
-        tree, arrays, broadcast, folder = self.load()
+        tree, arrays, broadcast, folder = self.load(before)
         state = join_arrays(tree, arrays)
         models = {
             i: load_model(folder, f"client-{i}", self.trusted_types)
@@ -194,8 +197,17 @@ class Checkpointer:
         }
         return state, broadcast, models
 
-    def latest(self) -> Path | None:
-        """The folder ``LATEST`` points at, or None when there is no checkpoint."""
+    def latest(self, before: int | None = None) -> Path | None:
+        """The folder ``LATEST`` points at, or None when there is no checkpoint; with
+        ``before``, the complete checkpoint of the largest round below it (or None)."""
+        if before is not None:
+            rounds = sorted(
+                int(p.name.split("-")[1])
+                for p in self.directory.glob("round-*")
+                if p.is_dir() and p.name.split("-")[1].isdigit() and (p / MANIFEST).is_file()
+            )
+            earlier = [r for r in rounds if r < before]
+            return self.directory / f"round-{earlier[-1]:06d}" if earlier else None
         pointer = self.directory / LATEST
         if not pointer.is_file():
             return None
@@ -204,8 +216,11 @@ class Checkpointer:
             raise CheckpointError(f"{pointer} points at {folder}, which is not a checkpoint")
         return folder
 
-    def load(self) -> tuple[dict[str, Any], dict[str, np.ndarray], bytes | None, Path]:
-        """Verify and read the latest checkpoint (models are read by :func:`load_model`).
+    def load(
+        self, before: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray], bytes | None, Path]:
+        """Verify and read the latest checkpoint (of a round below ``before``, if given;
+        models are read by :func:`load_model`).
 
         Raises
         ------
@@ -213,7 +228,7 @@ class Checkpointer:
             For a different configuration or data, a missing or altered file, or an
             unknown format.
         """
-        folder = self.latest()
+        folder = self.latest(before)
         if folder is None:
             raise CheckpointError(f"no checkpoint in {self.directory}")
         try:

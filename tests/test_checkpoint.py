@@ -361,3 +361,18 @@ def test_xgboost_continued_boosting_and_joblib_workers_resume_exactly(cancer, tm
     fit(boosted(2, checkpoint_dir=tmp_path), cancer)
     resumed = fit(boosted(4, checkpoint_dir=tmp_path), cancer, resume=True)
     assert_same_run(resumed, full, cancer["X_test"])
+
+
+def test_checkpointer_finds_the_latest_round_before_a_given_one(tmp_path):
+    """A Flower site restores the state of its last round before the one it is asked to
+    run (a ServerApp that resumed an earlier round finds the site's state of that time)."""
+    from cotrain.checkpoint import Checkpointer
+
+    ckpt = Checkpointer(tmp_path, config="x", keep=3)
+    for t in (1, 2, 4):
+        ckpt.save(t, {"round": t}, {}, None, {})
+    assert ckpt.latest().name == "round-000004"
+    assert ckpt.latest(before=4).name == "round-000002"
+    assert ckpt.latest(before=3).name == "round-000002"
+    assert ckpt.latest(before=1) is None
+    assert ckpt.load(before=2)[0]["round"] == 1

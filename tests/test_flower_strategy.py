@@ -14,7 +14,7 @@ pytest.importorskip("flwr")
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.tree import DecisionTreeClassifier
@@ -237,18 +237,76 @@ def test_failing_site_is_skipped_or_raises(federation, tmp_path):
         )
 
 
-def test_warm_start_learner_is_refused_at_the_handshake(federation, tmp_path):
-    warm = write_site(
-        tmp_path / "warm",
+def continuing():
+    """Learners that continue training across rounds: each site must keep its model."""
+    from learners import TorchClassifier, XGBoostClassifier
+
+    return [
+        SGDClassifier(loss="log_loss", warm_start=True, max_iter=5, tol=None),
+        XGBoostClassifier(n_estimators=4, max_depth=2),
+        TorchClassifier(module_params={"hidden": [8]}, max_epochs=3, lr=0.01, n_threads=1),
+    ]
+
+
+def test_sites_keep_their_models_between_rounds_as_in_process(federation, tmp_path):
+    """Continued boosting, warm-started SGD and a torch client give on Flower exactly the
+    in-process result, round by round: each site keeps its model on disk, per run."""
+    pytest.importorskip("xgboost")
+    pytest.importorskip("torch")
+    X, y, U = federation["X_clients"], federation["y_clients"], federation["X_public"]
+    paths = write_sites(tmp_path / "warm", X, y, U, continuing())
+    for rounds in (1, 3):
+        flower = FlowerCoTraining(
+            federation["pool"], rounds=rounds, encoding="delta", random_state=5
+        ).run(InMemoryGrid(paths))
+        local = FederatedCoTrainer(
+            continuing(), rounds=rounds, encoding="delta", random_state=5
+        ).fit(X, y, X_public=U)
+        np.testing.assert_array_equal(flower.pseudo_label_codes_, local.pseudo_label_codes_)
+        for a, b in zip(flower.history_, local.history_, strict=True):
+            assert (a.bytes_up, a.bytes_down, a.changed) == (b.bytes_up, b.bytes_down, b.changed)
+        assert not any("SiteStateWarning" in key[1] for key in flower.learner_warnings_)
+    # the state lives at the sites, one folder per run, never on the server
+    runs = sorted((paths[1].parent / "state").iterdir())
+    assert len(runs) == 2 and all(r.name.startswith("run-") for r in runs)
+
+
+def test_a_site_that_lost_its_state_says_so_and_refits(federation, tmp_path):
+    import shutil
+
+    X, y, U = federation["X_clients"], federation["y_clients"], federation["X_public"]
+    paths = write_sites(tmp_path / "warm", X, y, U, [SGDClassifier(warm_start=True)] * 3)
+
+    class Forgetful(InMemoryGrid):
+        def push_messages(self, messages):
+            if messages and messages[0].metadata.group_id == "3":  # before round 3
+                shutil.rmtree(paths[0].parent / "state")
+            return super().push_messages(messages)
+
+    flower = FlowerCoTraining(federation["pool"], rounds=3, encoding="delta", random_state=0).run(
+        Forgetful(paths)
+    )
+    assert flower.n_rounds_ == 3 and not flower.history_[-1].failed
+    lost = [key for key in flower.learner_warnings_ if key[1] == "SiteStateWarning"]
+    assert [key[0] for key in lost] == [0] and "refitting from scratch" in lost[0][2]
+
+
+def test_a_continuing_learner_that_cannot_be_stored_is_refused(federation, tmp_path):
+    """A learner that continues training but whose model cannot be stored (here a stand-in
+    that declares it, like GPT-2 today) is refused at the handshake, before any round."""
+    unstorable = write_site(
+        tmp_path / "unstorable",
         federation["X_clients"][0],
         federation["y_clients"][0],
         federation["X_public"],
         MLPClassifier(warm_start=True),
     )
-    grid = InMemoryGrid([*federation["paths"], warm])
-    strategy = FlowerCoTraining(federation["pool"], rounds=1, random_state=0).run(grid)
+    grid = InMemoryGrid([*federation["paths"], unstorable])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(MLPClassifier, "checkpoint_unsupported", "a stand-in reason", raising=False)
+        strategy = FlowerCoTraining(federation["pool"], rounds=1, random_state=0).run(grid)
     reason = strategy.refused_[list(grid.sites)[-1]]
-    assert "NotImplementedError" in reason and "warm_start" in reason
+    assert "NotImplementedError" in reason and "a stand-in reason" in reason
 
 
 def test_bad_parameters_are_refused_before_any_round(federation):

@@ -1,4 +1,4 @@
-"""The site side: a Flower ClientApp that runs one :class:`cotrain.client.Client` step.
+"""The site side: a Flower ClientApp that runs one :class:`cotrain.client.Client` round.
 
 The site's private data, public pool and learner come from its ``site.toml`` (see
 :mod:`cotrain.flower.site`), located through the SuperNode's node config:
@@ -7,13 +7,13 @@ The site's private data, public pool and learner come from its ``site.toml`` (se
 - ``partition-id=N`` with the run config's ``sites-dir`` holding ``site-N/site.toml``
   (Flower's simulation engine, which numbers its virtual SuperNodes).
 
-Each ``train`` message runs exactly :meth:`cotrain.client.Client.step`, the code an
-in-process federation runs; the only state a site keeps between rounds (in Flower's
-``context.state``) is its last upload, the reference for delta coding, used only when
-the server says (``ref-round``) that it decoded that upload (the client's
-:class:`cotrain.wire.UploadSender` decides, as in-process). Models are refitted every
-round from the private data and the broadcast, so learners that continue training
-across rounds (``warm_start``, torch adapters) are refused here.
+Each ``train`` message runs exactly :meth:`cotrain.client.Client.run_round`, the code an
+in-process federation runs. Between rounds the site keeps its state — its model (so
+learners that continue training, e.g. XGBoost's boosting or torch clients, continue as
+in-process) and its last upload (the reference of delta coding) — on disk under its own
+folder, per run (:class:`cotrain.flower.site_state.SiteState`); the server never holds
+it. Learners whose models cannot be stored (``checkpoint_unsupported``) and that continue
+training are refused at the handshake.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.checkpoint import checkpoint_blocker
 from cotrain.client import Client
 from cotrain.flower import protocol
 from cotrain.flower.site import Site, load_site
+from cotrain.flower.site_state import SiteState
 from cotrain.seeding import seeded_clone
 from cotrain.wire import WireFormat
 from learners import continues_training
-
-STATE = "cotrain"
 
 
 def make_client_app() -> Any:
@@ -56,10 +56,12 @@ def handle_query(msg: Any, context: Any) -> Any:
     from flwr.app import ConfigRecord, Message, RecordDict
 
     site = site_for(context)
-    if continues_training(site.estimator):
+    blocker = checkpoint_blocker(site.estimator)
+    if continues_training(site.estimator) and blocker is not None:
         raise NotImplementedError(
             f"{type(site.estimator).__name__} continues training across rounds "
-            "(warm_start); Flower sites refit every round and cannot keep such a model yet"
+            f"(warm_start), but its model cannot be stored at the site between rounds: "
+            f"{blocker}"
         )
     record = ConfigRecord(
         {
@@ -76,7 +78,7 @@ def handle_query(msg: Any, context: Any) -> Any:
 
 def handle_train(msg: Any, context: Any) -> Any:
     """One round at this site: check the pool, decode the broadcast, fit, label, encode."""
-    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
     started = time.time()
     site = site_for(context)
@@ -97,15 +99,18 @@ def handle_train(msg: Any, context: Any) -> Any:
         X_public=site.X_public,
         wire=WireFormat.from_config(config),
     )
-    state = context.state.array_records.get(STATE)
-    if state is not None:  # our last upload: the reference of a delta-coded one
-        client.sender.load_state_dict(
-            {"round": int(state["sent-round"].numpy()[0]), "codes": state["last-sent"].numpy()}
-        )
     labels = msg.content.array_records.get(protocol.LABELS)
     broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
-    t = int(config["round"])
-    result = client.run_round(t, broadcast, ref_round=int(config["ref-round"]))
+    t, ref_round = int(config["round"]), int(config["ref-round"])
+    store = SiteState(site, str(config["run-token"]), dict(config))
+    note = store.restore(client, t, ref_round)  # the model and upload of its last round
+    if client.sender.state_dict()["codes"] is None:
+        ref_round = 0  # nothing to delta-code against: send a full upload
+    result = client.run_round(t, broadcast, ref_round=ref_round)
+    if result.error is None:
+        store.save(t, client, keep_model=checkpoint_blocker(site.estimator) is None)
+    if note is not None:
+        result.warnings[("SiteStateWarning", note)] += 1
     content = RecordDict()
     if result.error is not None:
         content[protocol.ERROR] = ConfigRecord(
@@ -122,11 +127,6 @@ def handle_train(msg: Any, context: Any) -> Any:
                 "handler-end": time.time(),
             }
         )
-        sent = client.sender.state_dict()
-        if sent["codes"] is not None:
-            context.state[STATE] = ArrayRecord(
-                {"last-sent": Array(sent["codes"]), "sent-round": Array(np.array([sent["round"]]))}
-            )
     if result.warnings:
         content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))
     return Message(content=content, reply_to=msg)

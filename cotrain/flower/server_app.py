@@ -16,6 +16,7 @@ stragglers.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,8 @@ class FlowerCoTraining:
         self.history_ = History()
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
+        #: names this run at the sites, which keep their state under it
+        self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1
         if resume and checkpoint is not None and checkpoint.checkpointer.latest():
             start = self._restore(checkpoint.checkpointer)
@@ -272,6 +275,7 @@ class FlowerCoTraining:
             "ledger": None if ledger is None else ledger.state_dict(),
             "history": [r.to_json() for r in self.history_],
             "timings": self.timings_,
+            "run_token": self.run_token_,
         }
         return state, state.pop("broadcast"), {}
 
@@ -286,6 +290,7 @@ class FlowerCoTraining:
         for record in state["history"]:
             self.history_.append(RoundRecord.from_json(record))
         self.timings_ = list(state["timings"])
+        self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
         return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
@@ -319,6 +324,7 @@ class FlowerCoTraining:
                         **self._wire.to_config(),
                         "pool-hash": self._pool_hash,
                         "classes": protocol.labels_to_config(self.classes_),
+                        "run-token": self.run_token_,
                     }
                 )
             }

@@ -1,0 +1,141 @@
+"""A Flower site's own state between rounds: its model and delta-coding reference, on disk.
+
+Flower starts a fresh ClientApp process for every message, so a site that must keep its
+model between rounds (learners that continue training: XGBoost's boosting, torch clients,
+``warm_start``) stores it at the site — never on the server — under
+``<site folder>/state/run-<token>/``, one checkpoint per round it took part in, written
+atomically by the same store as ``FederatedCoTrainer(checkpoint_dir=...)``
+(:class:`cotrain.checkpoint.Checkpointer`: a manifest of SHA-256 digests, skops for the
+model, no pickle). The token identifies the run; the ServerApp sends it with every round.
+
+Round ``t`` starts from the site's latest checkpoint of a round before ``t`` (so a
+ServerApp that resumes an earlier round finds the site's state of that time). A SuperNode
+that restarts picks its state back up from disk. A site whose state is missing (after a
+round it took part in) or unreadable says so in a warning and refits from scratch rather
+than failing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cotrain.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    estimator_types,
+    fingerprint,
+    join_arrays,
+    split_arrays,
+)
+from cotrain.client import Client
+from cotrain.flower.site import Site
+
+__all__ = ["STATE_DIR", "SiteState", "read_state"]
+
+#: folder next to a site's ``site.toml`` that holds its per-run state
+STATE_DIR = "state"
+
+
+class SiteState:
+    """The per-run state store of one site.
+
+    Parameters
+    ----------
+    site : Site
+        The site (its folder holds the store).
+    token : str
+        The run's token, from the ServerApp's round configuration.
+    config : dict
+        The round configuration; what the site's model depends on (client index, seed,
+        classes, wire format, pool) goes into the store's fingerprint, so a state from a
+        different configuration is never loaded.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from pathlib import Path
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
+    ...             DecisionTreeClassifier(), folder / "site.toml")
+    >>> store = SiteState(site, "abc", {"round": 1, "seed": 3})
+    >>> store.directory.relative_to(folder).as_posix()
+    'state/run-abc'
+    """
+
+    def __init__(self, site: Site, token: str, config: dict[str, Any]) -> None:
+        if not token or not str(token).replace("-", "").isalnum():
+            raise ValueError(f"run-token must be a non-empty alphanumeric string, got {token!r}")
+        self.directory = Path(site.path).parent / STATE_DIR / f"run-{token}"
+        identity = {k: repr(v) for k, v in sorted(config.items()) if k not in _PER_ROUND}
+        self.checkpointer = Checkpointer(
+            self.directory,
+            fingerprint("site", site.pool_hash, repr(site.estimator), identity),
+            keep=3,
+            trusted_types=estimator_types([site.estimator]),
+        )
+
+    def restore(self, client: Client, t: int, ref_round: int) -> str | None:
+        """Put the site's state of its latest round before ``t`` into ``client``.
+
+        ``ref_round`` is the round of this site's last upload that the server decoded (0:
+        none): when it is positive, the site took part before and must have a state.
+
+        Returns
+        -------
+        str or None
+            A warning when the state was expected but is missing or unreadable (the
+            client then starts from scratch), else None.
+        """
+        if self.checkpointer.latest(before=t) is None:
+            if ref_round > 0:
+                return (
+                    f"round {t}: this site took part in round {ref_round} of the run but its "
+                    "state is gone; refitting from scratch"
+                )
+            return None  # the site has not taken part yet in this run
+        try:
+            state, _, models = self.checkpointer.restore(before=t)
+        except (CheckpointError, OSError, ValueError) as err:
+            return f"the site's state for this run is unreadable ({err}); refitting from scratch"
+        mine = state["clients"][0]
+        client.load_state_dict({**mine, "model": models.get(0)})
+        return None
+
+    def save(self, t: int, client: Client, keep_model: bool = True) -> None:
+        """Store ``client``'s state after round ``t`` (atomically); without ``keep_model``
+        (a learner whose models cannot be stored, and that refits every round) only its
+        delta-coding reference."""
+        state = client.state_dict()
+        model = state.pop("model")
+        state["fitted"] = bool(state["fitted"] and keep_model)
+        tree, arrays = split_arrays({"round": t, "clients": [state]})
+        self.checkpointer.save(t, tree, arrays, None, {0: model} if state["fitted"] else {})
+
+
+#: round configuration keys that change every round (not part of the site's identity)
+_PER_ROUND = frozenset({"round", "ref-round"})
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    """The latest stored state of a site's run folder, arrays joined (for inspection).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> read_state(Path(tempfile.mkdtemp()))
+    {}
+    """
+    checkpointer = Checkpointer(directory, config="")
+    folder = checkpointer.latest()
+    if folder is None:
+        return {}
+    import json
+
+    import numpy as np
+
+    tree = json.loads((folder / "state.json").read_text())
+    with np.load(folder / "arrays.npz", allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    return join_arrays(tree, arrays)
