@@ -536,3 +536,28 @@ def test_site_files_round_trip_and_errors(tmp_path, cancer):
         load_site(path)
     with pytest.raises(ValueError, match="does not exist"):
         load_site(tmp_path / "nowhere")
+
+
+def test_sites_evaluate_on_their_own_data_as_in_process(cancer, tmp_path):
+    """Each site reports its model's accuracy on its own evaluation data; with the same
+    evaluation set everywhere, the history's per-client accuracies equal in-process."""
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+    test = (cancer["X_test"], cancer["y_test"])
+    paths = write_sites(tmp_path / "eval", X, y, U, mixed(), eval_set=test)
+    np.save(tmp_path / "public.npy", U)
+    flower = FlowerCoTraining(
+        tmp_path / "public.npy", rounds=3, participation=0.67, random_state=2
+    ).run(InMemoryGrid(paths))
+    local = FederatedCoTrainer(mixed(), rounds=3, participation=0.67, random_state=2).fit(
+        X, y, X_public=U, eval_set=test
+    )
+    for a, b in zip(flower.history_, local.history_, strict=True):
+        assert a.client_accuracy == pytest.approx(b.client_accuracy)
+        assert a.mean_accuracy == pytest.approx(b.mean_accuracy)
+        assert a.std_accuracy == pytest.approx(b.std_accuracy)
+    assert len(flower.history_[-1].client_accuracy) == 3
+    # a site without evaluation data reports none, and the run goes on
+    plain = FlowerCoTraining(tmp_path / "public.npy", rounds=1, random_state=2).run(
+        InMemoryGrid(write_sites(tmp_path / "plain", X, y, U, mixed()))
+    )
+    assert plain.history_[0].client_accuracy == {} and plain.history_[0].mean_accuracy is None

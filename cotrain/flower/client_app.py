@@ -98,6 +98,7 @@ def handle_train(msg: Any, context: Any) -> Any:
         classes,
         X_public=site.X_public,
         wire=WireFormat.from_config(config),
+        X_eval=site.X_eval,
     )
     labels = msg.content.array_records.get(protocol.LABELS)
     broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
@@ -120,13 +121,14 @@ def handle_train(msg: Any, context: Any) -> Any:
         content[protocol.LABELS] = ArrayRecord(
             {protocol.PAYLOAD: protocol.to_array(result.message)}
         )
-        content[protocol.STATS] = MetricRecord(
-            {
-                "learner-time-s": float(result.learner_time_s),
-                "handler-start": started,
-                "handler-end": time.time(),
-            }
-        )
+        stats = {
+            "learner-time-s": float(result.learner_time_s),
+            "handler-start": started,
+            "handler-end": time.time(),
+        }
+        if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
+            stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
+        content[protocol.STATS] = MetricRecord(stats)
     if result.warnings:
         content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))
     return Message(content=content, reply_to=msg)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,7 @@ class FlowerCoTraining:
         self.history_ = History()
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
+        self._site_accuracy: dict[int, float] = {}
         #: names this run at the sites, which keep their state under it
         self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1
@@ -276,6 +278,7 @@ class FlowerCoTraining:
             "history": [r.to_json() for r in self.history_],
             "timings": self.timings_,
             "run_token": self.run_token_,
+            "site_accuracy": {str(i): a for i, a in self._site_accuracy.items()},
         }
         return state, state.pop("broadcast"), {}
 
@@ -291,6 +294,7 @@ class FlowerCoTraining:
             self.history_.append(RoundRecord.from_json(record))
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
+        self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
         return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
@@ -304,11 +308,27 @@ class FlowerCoTraining:
         uploads = [self._upload(i, reply) for i, reply in replies.items()]
         self.timings_.append(_timings(t, pushed, received, replies))
         timed_out = tuple(i for i in messages if i not in replies)
-        record, _ = self._server.finish_round(
+        record, answered = self._server.finish_round(
             t, sampled, uploads, timed_out, started=start, broadcast=broadcast
         )
         self._codes.append(self._server.hard_consensus)
-        return record
+        for i in answered:  # each site's latest accuracy on its own evaluation data
+            accuracy = _eval_accuracy(replies[i])
+            if accuracy is not None:
+                self._site_accuracy[i] = accuracy
+        return replace(record, **self._accuracy_fields())
+
+    def _accuracy_fields(self) -> dict[str, Any]:
+        """The record's per-site accuracies (sites with evaluation data), as in-process."""
+        if not self._site_accuracy:
+            return {}
+        acc = {i: self._site_accuracy[i] for i in sorted(self._site_accuracy)}
+        values = list(acc.values())
+        return {
+            "client_accuracy": acc,
+            "mean_accuracy": float(np.mean(values)),
+            "std_accuracy": float(np.std(values)),
+        }
 
     def _train_message(self, t: int, i: int, broadcast: bytes | None) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
@@ -535,6 +555,15 @@ def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) ->
         "learner_s": max(float(s["learner-time-s"]) for s in stats),
         "from_handler_s": received - max(float(s["handler-end"]) for s in stats),
     }
+
+
+def _eval_accuracy(reply: Any) -> float | None:
+    """A site's reported accuracy on its own evaluation data, if it sent a valid one."""
+    try:
+        value = float(reply.content.metric_records[protocol.STATS]["eval-accuracy"])
+    except Exception:  # no evaluation data at that site, or a broken reply
+        return None
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def _error_text(error: Any) -> str:

@@ -10,6 +10,7 @@ imports no Flower code, so sites can be prepared anywhere.
     client-id = 0                      # optional: the site's position in the federation
     data = "private.npz"               # arrays X and y (paths relative to this file)
     public-pool = "public.npy"         # the public pool U, identical at every site
+    eval-data = "eval.npz"             # optional: arrays X and y the site evaluates on
 
     [estimator]
     class = "sklearn.tree.DecisionTreeClassifier"
@@ -47,6 +48,9 @@ class Site:
         An unfitted scikit-learn-style classifier.
     path : Path
         The ``site.toml`` it was read from.
+    X_eval, y_eval : ndarray or None
+        The site's own evaluation data (``eval-data``), never trained on; each round the
+        site reports its model's accuracy on it.
     """
 
     client_id: int | None
@@ -55,6 +59,8 @@ class Site:
     X_public: np.ndarray
     estimator: Any
     path: Path
+    X_eval: np.ndarray | None = None
+    y_eval: np.ndarray | None = None
 
     @property
     def pool_hash(self) -> str:
@@ -86,8 +92,11 @@ def write_site(
     X_public: Any,
     estimator: Any,
     client_id: int | None = None,
+    eval_set: tuple[Any, Any] | None = None,
 ) -> Path:
     """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
+
+    ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``).
 
     The estimator is stored as its class path and its ``get_params(deep=False)``; every
     parameter must be a TOML value (numbers, strings, booleans, lists of those).
@@ -121,6 +130,9 @@ def write_site(
         if v is not None and (k not in defaults or defaults[k] != v)
     }
     config: dict[str, Any] = {"data": "private.npz", "public-pool": "public.npy"}
+    if eval_set is not None:
+        np.savez(folder / "eval.npz", X=np.asarray(eval_set[0]), y=np.asarray(eval_set[1]))
+        config["eval-data"] = "eval.npz"
     if client_id is not None:
         config = {"client-id": int(client_id), **config}
     config["estimator"] = {"class": _public_path(type(estimator))}
@@ -170,6 +182,17 @@ def load_site(path: str | Path) -> Site:
     client_id = config.get("client-id")
     if client_id is not None and not isinstance(client_id, int):
         raise ValueError(f"site config {path}: client-id must be an integer, got {client_id!r}")
+    X_eval = y_eval = None
+    if "eval-data" in config:
+        evaluation = np.load(path.parent / config["eval-data"], allow_pickle=False)
+        if "X" not in evaluation or "y" not in evaluation:
+            raise ValueError(f"{config['eval-data']} (site {path}) must hold arrays 'X' and 'y'")
+        X_eval, y_eval = evaluation["X"], evaluation["y"]
+        if X_eval.shape[0] != y_eval.shape[0] or X_eval.shape[1:] != data["X"].shape[1:]:
+            raise ValueError(
+                f"{config['eval-data']} (site {path}): X {X_eval.shape} and y {y_eval.shape} "
+                f"must have one label per row and rows shaped like the training data"
+            )
     return Site(
         client_id=client_id,
         X=data["X"],
@@ -177,6 +200,8 @@ def load_site(path: str | Path) -> Site:
         X_public=X_public,
         estimator=_build_estimator(config["estimator"], path),
         path=path,
+        X_eval=X_eval,
+        y_eval=y_eval,
     )
 
 
@@ -212,8 +237,10 @@ def write_sites(
     y_clients: list[Any],
     X_public: Any,
     estimators: list[Any],
+    eval_set: tuple[Any, Any] | None = None,
 ) -> list[Path]:
-    """Write ``site-0 … site-(n-1)`` folders, one per client, with ``client-id`` set.
+    """Write ``site-0 … site-(n-1)`` folders, one per client, with ``client-id`` set
+    (and, with ``eval_set``, the same evaluation data at every site).
 
     The layout is what a SuperNode's ``site`` node config, or the simulation engine's
     ``partition-id`` with the run config's ``sites-dir``, expects.
@@ -233,6 +260,8 @@ def write_sites(
             f"{len(X_clients)}, {len(y_clients)} and {len(estimators)}"
         )
     return [
-        write_site(Path(directory) / f"site-{i}", Xi, yi, X_public, est, client_id=i)
+        write_site(
+            Path(directory) / f"site-{i}", Xi, yi, X_public, est, client_id=i, eval_set=eval_set
+        )
         for i, (Xi, yi, est) in enumerate(zip(X_clients, y_clients, estimators, strict=True))
     ]
