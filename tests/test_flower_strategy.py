@@ -561,3 +561,65 @@ def test_sites_evaluate_on_their_own_data_as_in_process(cancer, tmp_path):
         InMemoryGrid(write_sites(tmp_path / "plain", X, y, U, mixed()))
     )
     assert plain.history_[0].client_accuracy == {} and plain.history_[0].mean_accuracy is None
+
+
+def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, tmp_path):
+    """Each site applies the run's record-level mechanism; the ServerApp's ledger gives the
+    in-process ε, a site declaring another mechanism is refused, and the sites' noise
+    differs between two runs with the same random_state (the server knows no seed)."""
+    from cotrain.privacy import SubsampleAndAggregate
+
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+    mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
+    paths = write_sites(tmp_path / "private", X, y, U, mixed())
+    for p, Xi, yi, est in zip(paths, X, y, mixed(), strict=True):
+        write_site(p.parent, Xi, yi, U, est, client_id=int(p.parent.name[-1]), privacy=mech)
+    other = write_site(
+        tmp_path / "other", X[0], y[0], U, DecisionTreeClassifier(),
+        privacy=SubsampleAndAggregate(n_teachers=4, sigma=1.0),
+    )  # fmt: skip
+    np.save(tmp_path / "public.npy", U)
+
+    def run():
+        return FlowerCoTraining(
+            tmp_path / "public.npy", rounds=2, random_state=1, privacy=mech
+        ).run(InMemoryGrid([*paths, other]))
+
+    first, second = run(), run()
+    local = FederatedCoTrainer(mixed(), rounds=2, random_state=1, privacy=mech).fit(
+        X, y, X_public=U
+    )
+    assert [r.epsilon for r in first.history_] == pytest.approx(
+        [r.epsilon for r in local.history_]
+    )
+    assert first.history_[-1].epsilon_unit == "record"
+    assert "privacy mismatch" in first.refused_[list(InMemoryGrid([*paths, other]).sites)[-1]]
+    assert not np.array_equal(first.consensus_codes_, second.consensus_codes_)
+    assert not first.learner_warnings_  # private sites keep their warnings to themselves
+
+
+def test_dpsgd_sites_report_their_rounds_to_the_servers_ledger(cancer, tmp_path):
+    pytest.importorskip("opacus")
+    from cotrain.privacy import DPSGD
+    from learners import TorchClassifier
+
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+
+    def torch_sites():
+        return [TorchClassifier(module_params={"hidden": [4]}, max_epochs=1, n_threads=1)] * 3
+
+    mech = DPSGD(noise_multiplier=2.0)
+    paths = [
+        write_site(tmp_path / f"site-{i}", Xi, yi, U, est, client_id=i, privacy=mech)
+        for i, (Xi, yi, est) in enumerate(zip(X, y, torch_sites(), strict=True))
+    ]
+    np.save(tmp_path / "public.npy", U)
+    flower = FlowerCoTraining(tmp_path / "public.npy", rounds=2, random_state=0, privacy=mech)
+    flower.run(InMemoryGrid(paths))
+    local = FederatedCoTrainer(torch_sites(), rounds=2, random_state=0, privacy=mech)
+    local.fit(X, y, X_public=U)
+    # the same training sizes and steps: the same reported events, the same ε per client
+    assert [c["epsilon"] for c in flower._server.ledger.report()["clients"]] == pytest.approx(
+        [c["epsilon"] for c in local.privacy_report()["clients"]]
+    )
+    assert flower.history_[-1].epsilon > 0

@@ -18,6 +18,7 @@ training are refused at the handshake.
 
 from __future__ import annotations
 
+import json
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +31,7 @@ from cotrain.client import Client
 from cotrain.flower import protocol
 from cotrain.flower.site import Site, load_site
 from cotrain.flower.site_state import SiteState
+from cotrain.privacy.ledger import event_to_json
 from cotrain.seeding import seeded_clone
 from cotrain.wire import WireFormat
 from learners import continues_training
@@ -71,6 +73,7 @@ def handle_query(msg: Any, context: Any) -> Any:
             "n-samples": int(site.X.shape[0]),
             "learner": type(site.estimator).__name__,
             "labels": protocol.labels_to_config(np.unique(site.y)),
+            "privacy": site.declared_privacy,
         }
     )
     return Message(content=RecordDict({protocol.SITE: record}), reply_to=msg)
@@ -99,6 +102,7 @@ def handle_train(msg: Any, context: Any) -> Any:
         X_public=site.X_public,
         wire=WireFormat.from_config(config),
         X_eval=site.X_eval,
+        privacy=site.privacy,  # its noise comes from this site's own entropy
     )
     labels = msg.content.array_records.get(protocol.LABELS)
     broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
@@ -121,15 +125,20 @@ def handle_train(msg: Any, context: Any) -> Any:
         content[protocol.LABELS] = ArrayRecord(
             {protocol.PAYLOAD: protocol.to_array(result.message)}
         )
+        if result.dp_event is not None:  # a DP-trained model's round, for the ledger
+            content[protocol.PRIVACY] = ConfigRecord(
+                {"dp-event": json.dumps(event_to_json(result.dp_event))}
+            )
         stats = {
-            "learner-time-s": float(result.learner_time_s),
+            # a private site keeps its fit time (a data-dependent side channel) to itself
+            "learner-time-s": 0.0 if result.private else float(result.learner_time_s),
             "handler-start": started,
             "handler-end": time.time(),
         }
         if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
             stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
         content[protocol.STATS] = MetricRecord(stats)
-    if result.warnings:
+    if result.warnings and not result.private:  # a private site's warnings stay at the site
         content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))
     return Message(content=content, reply_to=msg)
 

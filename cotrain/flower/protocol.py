@@ -29,6 +29,8 @@ LABELS = "labels"
 ROUND = "round"
 SITE = "site"
 STATS = "stats"
+#: a DP-trained site's privacy event of the round (dp-accounting JSON)
+PRIVACY = "privacy"
 WARNINGS = "warnings"
 ERROR = "error"
 PAYLOAD = "payload"

@@ -31,8 +31,9 @@ from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
 from cotrain.flower import protocol
-from cotrain.flower.site import load_array, pool_fingerprint
+from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import History, RoundRecord
+from cotrain.privacy.ledger import event_from_json
 from cotrain.rounds import RoundLoop
 from cotrain.sampling import ClientSampler
 from cotrain.seeding import client_seed, spawn_seeds
@@ -91,11 +92,18 @@ class FlowerCoTraining:
         Seconds between polls of the SuperLink for replies.
     checkpoint_dir : str or Path, optional
         Write the server's state after every round (consensus, delta references,
-        sampler, privacy ledger, history), so that ``run(grid, resume=True)`` continues
-        an interrupted federation; the sites keep no state a resume needs.
+        sampler, privacy ledger, history, the run's token), so that
+        ``run(grid, resume=True)`` continues an interrupted federation; the sites keep
+        their own state (models, last uploads) under that token.
     callbacks : list of cotrain.callbacks.Callback, optional
         Called around every round, after the built-in checkpoint, privacy budget and
         early-stopping callbacks (see :mod:`cotrain.callbacks`).
+    privacy : cotrain.privacy mechanism, optional
+        The client-side mechanism of the run. Every site applies its own (``[privacy]``
+        in its ``site.toml``, with its own entropy: the server never learns a seed); a
+        site whose declared mechanism differs is refused at the handshake. The ledger
+        accounts it like in-process (DP-SGD sites report each round's event) and its
+        ``budget`` stops the run.
 
     Attributes
     ----------
@@ -107,7 +115,7 @@ class FlowerCoTraining:
         The learner each site reported.
     refused_ : dict
         ``node id -> reason`` for SuperNodes left out at the handshake (a different
-        public pool, an unusable learner, no answer).
+        public pool or privacy mechanism, an unusable learner, no answer).
     history_ : History
         One :class:`~cotrain.history.RoundRecord` per round (client indices, failures,
         stragglers, bytes, times).
@@ -141,6 +149,7 @@ class FlowerCoTraining:
         poll_interval: float = 0.05,
         checkpoint_dir: str | Path | None = None,
         callbacks: list[Any] | None = None,
+        privacy: Any = None,
     ) -> None:
         self.public_pool = public_pool
         self.rounds = rounds
@@ -161,6 +170,7 @@ class FlowerCoTraining:
         self.poll_interval = poll_interval
         self.checkpoint_dir = checkpoint_dir
         self.callbacks = callbacks
+        self.privacy = privacy
 
     @classmethod
     def from_run_config(cls, run_config: dict[str, Any]) -> FlowerCoTraining:
@@ -168,7 +178,8 @@ class FlowerCoTraining:
 
         TOML has no None: 0 stands for it in ``soft-bits``, ``early-stopping`` and
         ``round-timeout``, an empty ``checkpoint-dir`` means none, and a negative
-        ``random-state`` means unseeded.
+        ``random-state`` means unseeded. ``privacy`` is the run's mechanism as JSON,
+        ``'{"class": "cotrain.privacy.SubsampleAndAggregate", "params": {...}}'``.
 
         Examples
         --------
@@ -189,6 +200,9 @@ class FlowerCoTraining:
                 else:
                     none = name == "random_state" and value < 0
                 params[name] = None if none else value
+        if run_config.get("privacy"):  # JSON: {"class": ..., "params": {...}}
+            spec = json.loads(str(run_config["privacy"]))
+            params["privacy"] = mechanism_from_spec(spec, "run config 'privacy'")
         return cls(**params)
 
     # ------------------------------------------------------------------ run
@@ -217,7 +231,7 @@ class FlowerCoTraining:
         sampler_seed, client_seeds, _ = spawn_seeds(self.random_state, n)
         self._seeds = [client_seed(s) for s in client_seeds]
         refuse_replayable_noise(self.consensus_)
-        ledger = make_ledger([self.consensus_], n, n_classes, self._n_public)
+        ledger = make_ledger([self.privacy, self.consensus_], n, n_classes, self._n_public)
         self._wire = WireFormat(
             n_classes, self._n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
         )
@@ -375,6 +389,9 @@ class FlowerCoTraining:
                 content.array_records[protocol.LABELS][protocol.PAYLOAD]
             )
             upload.learner_time_s = float(content.metric_records[protocol.STATS]["learner-time-s"])
+            if protocol.PRIVACY in content.config_records:  # a DP-trained site's round
+                reported = content.config_records[protocol.PRIVACY]["dp-event"]
+                upload.dp_event = event_from_json(json.loads(str(reported)))
             return upload
         except Exception as err:  # a broken or hostile reply
             return Upload(
@@ -415,6 +432,11 @@ class FlowerCoTraining:
                     f"{str(info['pool-hash'])[:16]}… ({info['n-public']} rows), the "
                     f"federation's {self._pool_hash[:16]}… ({self._n_public} rows)"
                 )
+            elif (declared := _declared_privacy(reply)) != self._privacy_text():
+                self.refused_[node] = (
+                    f"privacy mismatch: the site applies {declared or 'no mechanism'}, the run "
+                    f"{self._privacy_text() or 'none'}"
+                )
             else:
                 info = dict(reply.content.config_records[protocol.SITE])
                 sites.append({**info, "node": node})
@@ -427,6 +449,10 @@ class FlowerCoTraining:
         sites.sort(key=lambda s: (s["client-id"] < 0, s["client-id"], s["node"]))
         return sites
 
+    def _privacy_text(self) -> str:
+        """The run's client-side mechanism as sites declare theirs ("" for none)."""
+        return "" if self.privacy is None else repr(self.privacy)
+
     def _global_classes(self, sites: list[dict[str, Any]]) -> np.ndarray:
         if self.classes is not None:
             return np.unique(np.asarray(self.classes))
@@ -436,12 +462,13 @@ class FlowerCoTraining:
         """The parameters this class shares with FederatedCoTrainer (checked alike)."""
         names = (
             "share soft_dtype encoding soft_bits rounds participation early_stopping "
-            "on_client_error min_clients round_timeout random_state consensus callbacks"
+            "on_client_error min_clients round_timeout random_state consensus callbacks privacy"
         ).split()
         return {name: getattr(self, name) for name in names}
 
     def _params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in RUN_CONFIG_KEYS.values()} | {
+            "privacy": self.privacy,
             "callbacks": self.callbacks,
             "poll_interval": self.poll_interval,
         }
@@ -555,6 +582,11 @@ def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) ->
         "learner_s": max(float(s["learner-time-s"]) for s in stats),
         "from_handler_s": received - max(float(s["handler-end"]) for s in stats),
     }
+
+
+def _declared_privacy(reply: Any) -> str:
+    """The privacy mechanism a site declared at the handshake ("" for none)."""
+    return str(reply.content.config_records[protocol.SITE].get("privacy", ""))
 
 
 def _eval_accuracy(reply: Any) -> float | None:

@@ -15,6 +15,10 @@ imports no Flower code, so sites can be prepared anywhere.
     [estimator]
     class = "sklearn.tree.DecisionTreeClassifier"
     params = { max_depth = 5 }
+
+    [privacy]                          # optional: the site's privacy mechanism
+    class = "cotrain.privacy.SubsampleAndAggregate"
+    params = { n_teachers = 20, sigma = 40.0 }
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ class Site:
     X_eval, y_eval : ndarray or None
         The site's own evaluation data (``eval-data``), never trained on; each round the
         site reports its model's accuracy on it.
+    privacy : cotrain.privacy mechanism or None
+        Applied at the site before anything leaves it (``[privacy]``), with the site's own
+        entropy; the ServerApp refuses a site whose mechanism differs from the run's.
     """
 
     client_id: int | None
@@ -61,6 +68,12 @@ class Site:
     path: Path
     X_eval: np.ndarray | None = None
     y_eval: np.ndarray | None = None
+    privacy: Any = None
+
+    @property
+    def declared_privacy(self) -> str:
+        """The site's mechanism as the handshake declares it (``repr``; "" for none)."""
+        return "" if self.privacy is None else repr(self.privacy)
 
     @property
     def pool_hash(self) -> str:
@@ -93,10 +106,12 @@ def write_site(
     estimator: Any,
     client_id: int | None = None,
     eval_set: tuple[Any, Any] | None = None,
+    privacy: Any = None,
 ) -> Path:
     """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
 
-    ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``).
+    ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``); ``privacy``
+    the site's privacy mechanism (stored like the estimator).
 
     The estimator is stored as its class path and its ``get_params(deep=False)``; every
     parameter must be a TOML value (numbers, strings, booleans, lists of those).
@@ -123,24 +138,36 @@ def write_site(
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / "private.npz", X=np.asarray(X), y=np.asarray(y))
     np.save(folder / "public.npy", np.asarray(X_public))
-    defaults = type(estimator)().get_params(deep=False)
-    params = {
-        k: v
-        for k, v in estimator.get_params(deep=False).items()
-        if v is not None and (k not in defaults or defaults[k] != v)
-    }
     config: dict[str, Any] = {"data": "private.npz", "public-pool": "public.npy"}
     if eval_set is not None:
         np.savez(folder / "eval.npz", X=np.asarray(eval_set[0]), y=np.asarray(eval_set[1]))
         config["eval-data"] = "eval.npz"
     if client_id is not None:
         config = {"client-id": int(client_id), **config}
-    config["estimator"] = {"class": _public_path(type(estimator))}
-    if params:
-        config["estimator"]["params"] = params
+    config["estimator"] = _spec(estimator)
+    if privacy is not None:
+        config["privacy"] = _spec(privacy)
     path = folder / SITE_FILE
     path.write_text(tomli_w.dumps(config))
     return path
+
+
+def _spec(obj: Any) -> dict[str, Any]:
+    """``{"class": path, "params": {...}}`` of an estimator or mechanism: its non-default
+    parameters (every one must be a TOML value)."""
+    import inspect
+
+    signature = inspect.signature(type(obj).__init__).parameters
+    defaults = {k: p.default for k, p in signature.items() if p.default is not p.empty}
+    params = {
+        k: v
+        for k, v in obj.get_params(deep=False).items()
+        if v is not None and (k not in defaults or defaults[k] != v)
+    }
+    spec: dict[str, Any] = {"class": _public_path(type(obj))}
+    if params:
+        spec["params"] = params
+    return spec
 
 
 def _public_path(cls: type) -> str:
@@ -202,6 +229,11 @@ def load_site(path: str | Path) -> Site:
         path=path,
         X_eval=X_eval,
         y_eval=y_eval,
+        privacy=(
+            None
+            if "privacy" not in config
+            else mechanism_from_spec(config["privacy"], f"site config {path} [privacy]")
+        ),
     )
 
 
@@ -229,6 +261,32 @@ def _build_estimator(spec: dict[str, Any], path: Path) -> Any:
     if not is_classifier(estimator):
         raise ValueError(f"site config {path}: {spec['class']} is not a classifier")
     return estimator
+
+
+def mechanism_from_spec(spec: Any, where: str) -> Any:
+    """A privacy mechanism from ``{"class": dotted path, "params": {...}}`` (a site's
+    ``[privacy]`` table, or the ServerApp's ``privacy`` run config as JSON); only a
+    :class:`cotrain.privacy.LabelMechanism` is accepted.
+
+    Examples
+    --------
+    >>> mechanism_from_spec({"class": "cotrain.privacy.SubsampleAndAggregate",
+    ...                      "params": {"n_teachers": 4, "sigma": 2.0}}, "here")
+    SubsampleAndAggregate(aggregate='gnmax', budget=None, delta=1e-05, epsilon=None, \
+n_teachers=4, sigma=2.0, threshold=None)
+    """
+    from cotrain.privacy import LabelMechanism
+
+    if not isinstance(spec, dict) or "class" not in spec:
+        raise ValueError(f"{where}: the privacy mechanism needs a 'class' (a dotted path)")
+    module_name, _, name = str(spec["class"]).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"{where}: cannot import {spec['class']!r}: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, LabelMechanism)):
+        raise ValueError(f"{where}: {spec['class']} is not a cotrain.privacy mechanism")
+    return cls(**spec.get("params", {})).validate()
 
 
 def write_sites(
