@@ -623,3 +623,25 @@ def test_dpsgd_sites_report_their_rounds_to_the_servers_ledger(cancer, tmp_path)
         [c["epsilon"] for c in local.privacy_report()["clients"]]
     )
     assert flower.history_[-1].epsilon > 0
+
+
+def test_a_private_sites_error_text_reaches_the_server_masked(cancer, tmp_path):
+    """An exception text can quote private values (here the site's row count): a private
+    site sends the server its type and the text with numbers and quoted parts masked."""
+    from cotrain.privacy import SubsampleAndAggregate
+
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+    mech = SubsampleAndAggregate(n_teachers=15, sigma=3.0)
+    rows = [X[0][:10], X[1], X[2]]  # site 0 has fewer rows than teachers: it fails
+    labels = [y[0][:10], y[1], y[2]]
+    paths = [
+        write_site(tmp_path / f"site-{i}", Xi, yi, U, DecisionTreeClassifier(), i, privacy=mech)
+        for i, (Xi, yi) in enumerate(zip(rows, labels, strict=True))
+    ]
+    np.save(tmp_path / "public.npy", U)
+    flower = FlowerCoTraining(tmp_path / "public.npy", rounds=1, random_state=0, privacy=mech)
+    flower.run(InMemoryGrid(paths))
+    reason = flower.history_[0].failed[0]
+    assert reason.startswith("RemoteClientError: ValueError: n_teachers=# exceeds")
+    assert not any(ch.isdigit() for ch in reason.split("ValueError")[1])
+    assert set(flower.history_[0].failed) == {0}  # the other sites went on

@@ -19,6 +19,7 @@ training are refused at the handshake.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -35,6 +36,8 @@ from cotrain.privacy.ledger import event_to_json
 from cotrain.seeding import seeded_clone
 from cotrain.wire import WireFormat
 from learners import continues_training
+
+_LOG = logging.getLogger("cotrain.site")
 
 
 def make_client_app() -> Any:
@@ -118,8 +121,12 @@ def handle_train(msg: Any, context: Any) -> Any:
         result.warnings[("SiteStateWarning", note)] += 1
     content = RecordDict()
     if result.error is not None:
+        text = str(result.error)
+        if result.private:  # the site's log keeps the full text; the server gets it masked
+            _LOG.warning("round %s failed at this site: %s", t, text)
+            text = protocol.sanitise(text)
         content[protocol.ERROR] = ConfigRecord(
-            {"type": type(result.error).__name__, "message": str(result.error)[:2000]}
+            {"type": type(result.error).__name__, "message": text[:2000]}
         )
     else:
         content[protocol.LABELS] = ArrayRecord(

@@ -9,17 +9,23 @@ Messages
 --------
 ``query`` (handshake), server → site: nothing; site → server: ``site`` config record
 with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``n-samples``,
-``learner`` and the site's label values (``labels``).
+``learner``, the site's label values (``labels``) and its declared ``privacy``
+mechanism ("" for none).
 
 ``train`` (one round), server → site: ``round`` config record (round, client index,
-seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes) and, from round 2,
-the ``labels`` array record with the broadcast; site → server: the ``labels`` array
-record with the upload, a ``stats`` metric record (learner time) and a ``warnings``
-config record, or an ``error`` config record (type and message) when the step failed.
+seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token) and, from
+round 2, the ``labels`` array record with the broadcast; site → server: the ``labels``
+array record with the upload, a ``stats`` metric record (learner time, handler times,
+``eval-accuracy`` where the site has evaluation data), a ``warnings`` config record and,
+for a DP-trained site, a ``privacy`` config record with the round's event; or an
+``error`` config record (type and message) when the step failed. A private site sends no
+warnings, a learner time of 0, and an error message with its data values masked
+(:func:`sanitise`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -38,6 +44,31 @@ PAYLOAD = "payload"
 
 class RemoteClientError(RuntimeError):
     """An exception raised at a site, as reported back to the server."""
+
+
+_BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+def sanitise(text: str, limit: int = 300) -> str:
+    """An error text with its data values masked, for a private site's reply.
+
+    Exception messages can quote private values (a label, a feature value, a shape that
+    reveals a size): bracketed and quoted parts become ``…`` and numbers ``#``; the text
+    is cut to its first line and ``limit`` characters. The site's own log keeps the full
+    text.
+
+    Examples
+    --------
+    >>> sanitise("y contains previously unseen labels: ['Alice' 'Bob'] at row 17")
+    'y contains previously unseen labels: … at row #'
+    >>> sanitise('Input X contains NaN in column "age" = 41.5')
+    'Input X contains NaN in column … = #'
+    """
+    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    masked = _NUMBER.sub("#", _QUOTED.sub("…", _BRACKETED.sub("…", first)))
+    return masked[:limit]
 
 
 def to_array(data: bytes) -> Any:
