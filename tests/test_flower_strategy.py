@@ -563,6 +563,8 @@ def test_sites_evaluate_on_their_own_data_as_in_process(cancer, tmp_path):
     assert plain.history_[0].client_accuracy == {} and plain.history_[0].mean_accuracy is None
 
 
+# the in-process run summarises its teachers' warnings (a shard may hold one class)
+@pytest.mark.filterwarnings("ignore:UserWarning raised:UserWarning")
 def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, tmp_path):
     """Each site applies the run's record-level mechanism; the ServerApp's ledger gives the
     in-process ε, a site declaring another mechanism is refused, and the sites' noise

@@ -416,6 +416,7 @@ def test_noisy_argmax_registered_and_validated():
 # ------------------------------------------------------------------ sensitivity
 
 
+@pytest.mark.filterwarnings("ignore:estimate_sensitivity is deprecated:DeprecationWarning")
 def test_estimate_sensitivity_range_and_determinism():
     X, y = make_classification(n_samples=80, n_features=5, random_state=0)
     X_pub = make_classification(n_samples=60, n_features=5, random_state=1)[0]
@@ -492,7 +493,7 @@ def test_bad_inputs_and_params():
         analytic_sensitivity_bound(10, 1.5)
     with pytest.raises(ValueError, match="rho"):
         analytic_sensitivity_bound(10, 0.1, rho=0.0)
-    with pytest.raises(ValueError, match="n_neighbours"):
+    with pytest.raises(ValueError, match="n_neighbours"), pytest.deprecated_call():
         estimate_sensitivity(
             DecisionTreeClassifier(), np.ones((4, 1)), [0, 1, 0, 1], np.ones((2, 1)), n_neighbours=0
         )
