@@ -80,7 +80,9 @@ def test_three_supernodes_give_the_in_process_result(sites, cancer, tmp_path):
 def test_killed_supernode_is_recorded_and_the_run_completes(sites, tmp_path):
     configs = [{"site": str(p)} for p in sites["paths"]]
     with LocalFederation(tmp_path / "home", 3, configs) as federation:
-        run = federation.submit(APP, run_config(sites, rounds=4, **{"round-timeout": 15.0}))
+        # 30 s: a round takes about 7 s on an idle 2-core machine, and 15 s was once too
+        # short for round 1 under a full test suite (two live sites timed out)
+        run = federation.submit(APP, run_config(sites, rounds=4, **{"round-timeout": 30.0}))
         # once site 2 has received round 2 (so its round-1 upload is in), kill its
         # SuperNode and the processes under it in the middle of that round
         deadline = time.monotonic() + 120
