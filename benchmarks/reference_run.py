@@ -14,6 +14,7 @@ and after it:
 from __future__ import annotations
 
 import argparse
+import warnings
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -29,7 +30,13 @@ CONFIGS = {
     "hard": {},
     "delta_njobs2": {"encoding": "delta", "n_jobs": 2},
     "soft_mean": {"share": "soft", "consensus": "mean", "soft_bits": 8},
-    "rr_part": {"privacy": RandomizedResponse(epsilon=2.0), "participation": 0.6},
+    # the noise must repeat to compare two commits: label-level RR (the noise level this
+    # config always had) with noise derived from random_state (simulation-only opt-in)
+    "rr_part": {
+        "privacy": RandomizedResponse(epsilon=2.0, unit="label"),
+        "reproducible_noise": True,
+        "participation": 0.6,
+    },
     "qualified": {"consensus": "qualified", "early_stopping": 2},
 }
 
@@ -52,7 +59,9 @@ def run() -> dict[str, np.ndarray]:
     out = {}
     for name, params in CONFIGS.items():
         trainer = FederatedCoTrainer(estimators(), rounds=5, random_state=0, **params)
-        trainer.fit(X, y, X_public=data.X_public, eval_set=(data.X_test, data.y_test))
+        with warnings.catch_warnings():  # the label-level and reproducible-noise warnings
+            warnings.simplefilter("ignore", UserWarning)
+            trainer.fit(X, y, X_public=data.X_public, eval_set=(data.X_test, data.y_test))
         out[f"{name}_codes"] = trainer.pseudo_label_codes_
         out[f"{name}_pred"] = trainer.predict(data.X_test)
         out[f"{name}_proba"] = trainer.predict_proba(data.X_test)
