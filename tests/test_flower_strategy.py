@@ -591,9 +591,7 @@ def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, t
     local = FederatedCoTrainer(mixed(), rounds=2, random_state=1, privacy=mech).fit(
         X, y, X_public=U
     )
-    assert [r.epsilon for r in first.history_] == pytest.approx(
-        [r.epsilon for r in local.history_]
-    )
+    assert [r.epsilon for r in first.history_] == pytest.approx([r.epsilon for r in local.history_])
     assert first.history_[-1].epsilon_unit == "record"
     assert "privacy mismatch" in first.refused_[list(InMemoryGrid([*paths, other]).sites)[-1]]
     assert not np.array_equal(first.consensus_codes_, second.consensus_codes_)
@@ -647,3 +645,29 @@ def test_a_private_sites_error_text_reaches_the_server_masked(cancer, tmp_path):
     assert reason.startswith("RemoteClientError: ValueError: n_teachers=# exceeds")
     assert not any(ch.isdigit() for ch in reason.split("ValueError")[1])
     assert set(flower.history_[0].failed) == {0}  # the other sites went on
+
+
+def test_a_resumed_server_finds_each_sites_state_of_that_round(federation, tmp_path):
+    """The ServerApp dies after the sites trained round 4 but before it checkpointed it; the
+    resumed run re-runs round 4, and each continuing site starts it from its own state of
+    round 3 (not the abandoned round 4): the result equals an uninterrupted run."""
+    X, y, U = federation["X_clients"], federation["y_clients"], federation["X_public"]
+    learners = [SGDClassifier(loss="log_loss", warm_start=True, max_iter=5, tol=None)] * 3
+    paths = write_sites(tmp_path / "warm", X, y, U, learners)
+    whole = FlowerCoTraining(federation["pool"], rounds=5, random_state=4).run(InMemoryGrid(paths))
+
+    class DiesInRound4(InMemoryGrid):
+        def push_messages(self, messages):
+            ids = super().push_messages(messages)  # the sites train (and store) round 4
+            if messages and messages[0].metadata.group_id == "4":
+                raise Crash("server died in round 4")
+            return ids
+
+    ckpt = tmp_path / "server-ckpt"
+    params = {"rounds": 5, "random_state": 4, "checkpoint_dir": ckpt}
+    with pytest.raises(Crash):
+        FlowerCoTraining(federation["pool"], **params).run(DiesInRound4(paths))
+    resumed = FlowerCoTraining(federation["pool"], **params).run(InMemoryGrid(paths), resume=True)
+    assert [r.round for r in resumed.history_] == [1, 2, 3, 4, 5]
+    np.testing.assert_array_equal(resumed.consensus_codes_, whole.consensus_codes_)
+    assert not any("SiteStateWarning" in key[1] for key in resumed.learner_warnings_)
