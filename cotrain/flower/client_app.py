@@ -115,8 +115,9 @@ def handle_train(msg: Any, context: Any) -> Any:
     if client.sender.state_dict()["codes"] is None:
         ref_round = 0  # nothing to delta-code against: send a full upload
     result = client.run_round(t, broadcast, ref_round=ref_round)
-    if result.error is None:
-        store.save(t, client, keep_model=checkpoint_blocker(site.estimator) is None)
+    if result.error is None:  # a learner that refits every round needs no stored model
+        keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
+        store.save(t, client, keep_model=keep)
     if note is not None:
         result.warnings[("SiteStateWarning", note)] += 1
     content = RecordDict()
