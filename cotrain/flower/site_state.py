@@ -25,16 +25,18 @@ from cotrain.checkpoint import (
     CheckpointError,
     estimator_types,
     fingerprint,
-    join_arrays,
     split_arrays,
 )
 from cotrain.client import Client
 from cotrain.flower.site import Site
 
-__all__ = ["STATE_DIR", "SiteState", "read_state"]
+__all__ = ["STATE_DIR", "SiteState"]
 
 #: folder next to a site's ``site.toml`` that holds its per-run state
 STATE_DIR = "state"
+
+#: round configuration keys that change every round (not part of the site's identity)
+_PER_ROUND = frozenset({"round", "ref-round"})
 
 
 class SiteState:
@@ -113,30 +115,3 @@ class SiteState:
         state["fitted"] = bool(state["fitted"] and keep_model)
         tree, arrays = split_arrays({"round": t, "clients": [state]})
         self.checkpointer.save(t, tree, arrays, None, {0: model} if state["fitted"] else {})
-
-
-#: round configuration keys that change every round (not part of the site's identity)
-_PER_ROUND = frozenset({"round", "ref-round"})
-
-
-def read_state(directory: Path) -> dict[str, Any]:
-    """The latest stored state of a site's run folder, arrays joined (for inspection).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> read_state(Path(tempfile.mkdtemp()))
-    {}
-    """
-    checkpointer = Checkpointer(directory, config="")
-    folder = checkpointer.latest()
-    if folder is None:
-        return {}
-    import json
-
-    import numpy as np
-
-    tree = json.loads((folder / "state.json").read_text())
-    with np.load(folder / "arrays.npz", allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    return join_arrays(tree, arrays)
