@@ -53,7 +53,7 @@ from cotrain.privacy.param_checks import (
     check_n_classes,
     check_n_labels,
     check_positive,
-    check_sensitivity,
+    check_sensitivity_for_unit,
     check_unit,
 )
 
@@ -250,14 +250,8 @@ class RandomizedResponse(LabelMechanism):
 
     def _check_params(self) -> None:
         check_positive(self.epsilon, "epsilon")
-        s = check_sensitivity(self.sensitivity, allow_none=True)
+        check_sensitivity_for_unit(self.sensitivity, self.unit, 1, "labels")
         super()._check_params()
-        if self.unit == "label" and s not in (None, 1):
-            raise ValueError(
-                f"sensitivity={s!r} is a number of labels one private RECORD changes; with "
-                "unit='label' each label is protected on its own: leave sensitivity=None, or "
-                "use unit='record'"
-            )
 
     def _changed_labels(self, n_labels: int | None) -> int:
         """s*: how many released labels one unit of protection covers."""

@@ -17,6 +17,7 @@ __all__ = [
     "check_n_labels",
     "check_positive",
     "check_sensitivity",
+    "check_sensitivity_for_unit",
     "check_unit",
 ]
 
@@ -105,3 +106,29 @@ def check_hard_codes(labels: ArrayLike, n_classes: int) -> NDArray[np.int64]:
             f"[{arr.min()}, {arr.max()}]"
         )
     return arr
+
+
+def check_sensitivity_for_unit(value: Any, unit: Any, per_label: int, what: str) -> int | None:
+    """s* (None allowed), which with ``unit="label"`` may only be one label's own count.
+
+    ``per_label`` is how many of the released values (``what``: "labels", "bits", "rows")
+    one label occupies; a larger sensitivity describes one private record, which is
+    ``unit="record"``.
+
+    Examples
+    --------
+    >>> check_sensitivity_for_unit(50, "record", 1, "labels")
+    50
+    >>> check_sensitivity_for_unit(50, "label", 1, "labels")
+    Traceback (most recent call last):
+    ...
+    ValueError: sensitivity=50 labels is what one private RECORD changes; ...
+    """
+    s = check_sensitivity(value, allow_none=True)
+    if unit == "label" and s not in (None, per_label):
+        raise ValueError(
+            f"sensitivity={s!r} {what} is what one private RECORD changes; with unit='label' "
+            f"one label ({per_label} of the {what}) is protected on its own: leave "
+            "sensitivity=None, or use unit='record'"
+        )
+    return s

@@ -15,7 +15,7 @@ from cotrain.privacy.param_checks import (
     check_n_classes,
     check_n_labels,
     check_positive,
-    check_sensitivity,
+    check_sensitivity_for_unit,
 )
 
 __all__ = ["GaussianSoftLabels"]
@@ -96,13 +96,8 @@ class GaussianSoftLabels(LabelMechanism):
                 "give exactly one of sigma (the noise std) and epsilon (to calibrate it), "
                 f"got sigma={self.sigma!r}, epsilon={self.epsilon!r}"
             )
-        s = check_sensitivity(self.sensitivity, allow_none=True)
+        check_sensitivity_for_unit(self.sensitivity, self.unit, 1, "rows")
         super()._check_params()
-        if self.unit == "label" and s not in (None, 1):
-            raise ValueError(
-                f"sensitivity={s!r} rows is what one private RECORD changes; with unit='label' "
-                "one row is protected on its own: leave sensitivity=None, or use unit='record'"
-            )
 
     def l2_sensitivity(self, n_labels: int) -> float:
         """``Δ₂ = sqrt(2·min(s*, n_labels))`` (s* = n_labels when ``sensitivity`` is None)."""

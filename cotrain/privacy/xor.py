@@ -17,7 +17,7 @@ from cotrain.privacy.param_checks import (
     check_n_classes,
     check_n_labels,
     check_positive,
-    check_sensitivity,
+    check_sensitivity_for_unit,
 )
 
 __all__ = ["XORMechanism"]
@@ -103,14 +103,8 @@ class XORMechanism(LabelMechanism):
 
     def _check_params(self) -> None:
         check_positive(self.epsilon, "epsilon")
-        s = check_sensitivity(self.sensitivity, allow_none=True)
+        check_sensitivity_for_unit(self.sensitivity, self.unit, 2, "bits")
         super()._check_params()
-        if self.unit == "label" and s not in (None, 2):
-            raise ValueError(
-                f"sensitivity={s!r} bits is what one private RECORD changes; with unit='label' "
-                "one label's two bits are protected: leave sensitivity=None, or use "
-                "unit='record'"
-            )
 
     def _changed_bits(self, n_labels: int | None) -> int:
         if self.unit == "label":
