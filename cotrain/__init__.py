@@ -12,10 +12,33 @@ Examples
 >>> trainer = FederatedCoTrainer([DecisionTreeClassifier()] * 3, rounds=5)
 """
 
-from cotrain import partition
-from cotrain.client import Client
-from cotrain.history import History, RoundRecord
-from cotrain.trainer import FederatedCoTrainer
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Client", "FederatedCoTrainer", "History", "RoundRecord", "partition"]
 __version__ = "0.1.0"
+
+#: public name -> module holding it; imported on first use (PEP 562), so that importing a
+#: light submodule (e.g. a Flower site's relay ClientApp) does not import scikit-learn
+_LAZY = {
+    "Client": "cotrain.client",
+    "FederatedCoTrainer": "cotrain.trainer",
+    "History": "cotrain.history",
+    "RoundRecord": "cotrain.history",
+    "partition": "cotrain.partition",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cotrain' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])
+    value = module if name == "partition" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

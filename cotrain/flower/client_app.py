@@ -58,9 +58,27 @@ def make_client_app() -> Any:
 
 def handle_query(msg: Any, context: Any) -> Any:
     """Handshake: tell the server who this site is and which public pool it holds."""
-    from flwr.app import ConfigRecord, Message, RecordDict
+    from flwr.app import Message
 
-    site = site_for(context)
+    return Message(content=protocol.from_plain(site_query(site_for(context))), reply_to=msg)
+
+
+def handle_train(msg: Any, context: Any) -> Any:
+    """One round at this site (:func:`site_train` on the message's records)."""
+    from flwr.app import Message
+
+    reply = site_train(site_for(context), protocol.to_plain(msg.content))
+    return Message(content=protocol.from_plain(reply), reply_to=msg)
+
+
+def site_query(site: Site) -> dict[str, Any]:
+    """The handshake reply of ``site``, in :func:`cotrain.flower.protocol.to_plain` form.
+
+    Raises
+    ------
+    NotImplementedError
+        If the site's learner continues training but its model cannot be stored.
+    """
     blocker = checkpoint_blocker(site.estimator)
     if continues_training(site.estimator) and blocker is not None:
         raise NotImplementedError(
@@ -68,27 +86,35 @@ def handle_query(msg: Any, context: Any) -> Any:
             f"(warm_start), but its model cannot be stored at the site between rounds: "
             f"{blocker}"
         )
-    record = ConfigRecord(
-        {
-            "client-id": -1 if site.client_id is None else site.client_id,
-            "pool-hash": site.pool_hash,
-            "n-public": int(site.X_public.shape[0]),
-            "n-samples": int(site.X.shape[0]),
-            "learner": type(site.estimator).__name__,
-            "labels": protocol.labels_to_config(np.unique(site.y)),
-            "privacy": site.declared_privacy,
-        }
-    )
-    return Message(content=RecordDict({protocol.SITE: record}), reply_to=msg)
+    record = {
+        "client-id": -1 if site.client_id is None else site.client_id,
+        "pool-hash": site.pool_hash,
+        "n-public": int(site.X_public.shape[0]),
+        "n-samples": int(site.X.shape[0]),
+        "learner": type(site.estimator).__name__,
+        "labels": protocol.labels_to_config(np.unique(site.y)),
+        "privacy": site.declared_privacy,
+    }
+    return {"config": {protocol.SITE: record}}
 
 
-def handle_train(msg: Any, context: Any) -> Any:
-    """One round at this site: check the pool, decode the broadcast, fit, label, encode."""
-    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
+    """One round at ``site``: check the pool, decode the broadcast, fit, label, encode.
 
+    Parameters
+    ----------
+    site : Site
+        The site.
+    content : dict
+        The ``train`` message's records in :func:`cotrain.flower.protocol.to_plain` form.
+
+    Returns
+    -------
+    dict
+        The reply's records in the same form (see :mod:`cotrain.flower.protocol`).
+    """
     started = time.time()
-    site = site_for(context)
-    config = msg.content.config_records[protocol.ROUND]
+    config = content["config"][protocol.ROUND]
     if config["pool-hash"] != site.pool_hash:
         raise ValueError(
             f"public pool mismatch: this site ({site.path}) holds a pool with SHA-256 "
@@ -107,8 +133,7 @@ def handle_train(msg: Any, context: Any) -> Any:
         X_eval=site.X_eval,
         privacy=site.privacy,  # its noise comes from this site's own entropy
     )
-    labels = msg.content.array_records.get(protocol.LABELS)
-    broadcast = None if labels is None else protocol.from_array(labels[protocol.PAYLOAD])
+    broadcast = content.get("arrays", {}).get(protocol.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
     store = SiteState(site, str(config["run-token"]), dict(config))
     note = store.restore(client, t, ref_round)  # the model and upload of its last round
@@ -120,23 +145,22 @@ def handle_train(msg: Any, context: Any) -> Any:
         store.save(t, client, keep_model=keep)
     if note is not None:
         result.warnings[("SiteStateWarning", note)] += 1
-    content = RecordDict()
+    reply: dict[str, Any] = {"config": {}, "metrics": {}, "arrays": {}}
     if result.error is not None:
         text = str(result.error)
         if result.private:  # the site's log keeps the full text; the server gets it masked
             _LOG.warning("round %s failed at this site: %s", t, text)
             text = protocol.sanitise(text)
-        content[protocol.ERROR] = ConfigRecord(
-            {"type": type(result.error).__name__, "message": text[:2000]}
-        )
+        reply["config"][protocol.ERROR] = {
+            "type": type(result.error).__name__,
+            "message": text[:2000],
+        }
     else:
-        content[protocol.LABELS] = ArrayRecord(
-            {protocol.PAYLOAD: protocol.to_array(result.message)}
-        )
+        reply["arrays"][protocol.LABELS] = result.message
         if result.dp_event is not None:  # a DP-trained model's round, for the ledger
-            content[protocol.PRIVACY] = ConfigRecord(
-                {"dp-event": json.dumps(event_to_json(result.dp_event))}
-            )
+            reply["config"][protocol.PRIVACY] = {
+                "dp-event": json.dumps(event_to_json(result.dp_event))
+            }
         stats = {
             # a private site keeps its fit time (a data-dependent side channel) to itself
             "learner-time-s": 0.0 if result.private else float(result.learner_time_s),
@@ -145,10 +169,10 @@ def handle_train(msg: Any, context: Any) -> Any:
         }
         if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
             stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
-        content[protocol.STATS] = MetricRecord(stats)
+        reply["metrics"][protocol.STATS] = stats
     if result.warnings and not result.private:  # a private site's warnings stay at the site
-        content[protocol.WARNINGS] = ConfigRecord(protocol.warnings_to_config(result.warnings))
-    return Message(content=content, reply_to=msg)
+        reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(result.warnings)
+    return reply
 
 
 def site_for(context: Any) -> Site:

@@ -88,6 +88,45 @@ def from_array(array: Any) -> bytes:
     return values.tobytes()
 
 
+def to_plain(content: Any) -> dict[str, dict[str, Any]]:
+    """A message's records as plain Python values, the transport-neutral form.
+
+    ``{"config": {name: {key: value}}, "metrics": {name: {key: value}}, "arrays": {name:
+    bytes}}``: each array record holds one encoded label message (its ``payload``), kept
+    as bytes. The site's round (:func:`cotrain.flower.client_app.site_train`) works on
+    this form, so it runs the same in a ClientApp and in a site's warm worker process.
+
+    Examples
+    --------
+    >>> from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+    >>> content = RecordDict({"round": ConfigRecord({"round": 2}),
+    ...                       "labels": ArrayRecord({"payload": to_array(b"ab")})})
+    >>> to_plain(content)
+    {'config': {'round': {'round': 2}}, 'metrics': {}, 'arrays': {'labels': b'ab'}}
+    >>> to_plain(from_plain(to_plain(content))) == to_plain(content)
+    True
+    """
+    return {
+        "config": {k: dict(v) for k, v in content.config_records.items()},
+        "metrics": {k: dict(v) for k, v in content.metric_records.items()},
+        "arrays": {k: from_array(v[PAYLOAD]) for k, v in content.array_records.items()},
+    }
+
+
+def from_plain(plain: dict[str, dict[str, Any]]) -> Any:
+    """The Flower ``RecordDict`` of a :func:`to_plain` form."""
+    from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+    content = RecordDict()
+    for name, values in plain.get("config", {}).items():
+        content[name] = ConfigRecord(values)
+    for name, values in plain.get("metrics", {}).items():
+        content[name] = MetricRecord(values)
+    for name, data in plain.get("arrays", {}).items():
+        content[name] = ArrayRecord({PAYLOAD: to_array(data)})
+    return content
+
+
 def labels_to_config(values: np.ndarray) -> list[int] | list[str]:
     """Class labels as a config list: integers stay integers, anything else is text."""
     values = np.asarray(values)
