@@ -7,6 +7,8 @@ in seconds; ``test_flower_deployment.py`` runs the same code over real processes
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -596,6 +598,13 @@ def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, t
     assert "privacy mismatch" in first.refused_[list(InMemoryGrid([*paths, other]).sites)[-1]]
     assert not np.array_equal(first.consensus_codes_, second.consensus_codes_)
     assert not first.learner_warnings_  # private sites keep their warnings to themselves
+    report, expected = first.privacy_report(), local.privacy_report()
+    assert (report["unit"], report["adversary"]) == ("record", "server")
+    assert [c["epsilon"] for c in report["clients"]] == pytest.approx(
+        [c["epsilon"] for c in expected["clients"]]
+    )
+    saved = json.loads((first.save(tmp_path / "out") / "privacy.json").read_text())
+    assert saved["max_epsilon"] == pytest.approx(report["max_epsilon"])
 
 
 def test_dpsgd_sites_report_their_rounds_to_the_servers_ledger(cancer, tmp_path):

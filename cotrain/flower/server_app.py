@@ -487,8 +487,27 @@ class FlowerCoTraining:
             return labels
         return np.ma.masked_array(self.classes_[np.maximum(labels, 0)], mask=labels < 0)
 
+    def privacy_report(self) -> dict[str, Any]:
+        """Total (ε, δ) spent by every site, with what each ε protects and against whom.
+
+        The same report as :meth:`cotrain.FederatedCoTrainer.privacy_report`, from the
+        ledger the ServerApp keeps from what the sites declared and reported.
+
+        Raises
+        ------
+        ValueError
+            If the run used no privacy mechanism.
+        """
+        ledger = getattr(getattr(self, "_server", None), "ledger", None)
+        if ledger is None:
+            raise ValueError(
+                "this run used no privacy mechanism (no privacy and a noiseless consensus)"
+            )
+        return ledger.report()
+
     def save(self, directory: str | Path) -> Path:
-        """Write ``history.csv``, ``consensus_codes.npy`` and ``summary.json``."""
+        """Write ``history.csv``, ``consensus_codes.npy``, ``summary.json``, ``timings.json``
+        and, for a private run, ``privacy.json`` (:meth:`privacy_report`)."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         self.history_.to_frame().to_csv(folder / "history.csv")
@@ -505,6 +524,9 @@ class FlowerCoTraining:
         }
         (folder / "summary.json").write_text(json.dumps(summary, indent=2))
         (folder / "timings.json").write_text(json.dumps(self.timings_, indent=2))
+        if self._server.ledger is not None:
+            report = self.privacy_report()
+            (folder / "privacy.json").write_text(json.dumps(report, indent=2, default=str))
         return folder
 
 
