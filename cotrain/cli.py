@@ -35,7 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--quiet", action="store_true", help="no progress output")
     rep = sub.add_parser("report", help="tabulate results folders side by side (Markdown)")
     rep.add_argument("folders", nargs="+", help="results folders written by `cotrain run`")
+    site = sub.add_parser("site", help="a Flower site's services").add_subparsers(
+        dest="site_command", required=True
+    )
+    serve = site.add_parser("serve", help="run the site's warm worker (docs/deployment.md)")
+    serve.add_argument("site", help="the site's site.toml (or its folder)")
+    serve.add_argument("--socket", help="Unix socket path (default: <site folder>/worker.sock)")
     args = parser.parse_args(argv)
+    if args.command == "site":
+        from cotrain.flower.worker import main as serve_site
+
+        return serve_site([args.site] + (["--socket", args.socket] if args.socket else []))
     if args.command in ("run", "report"):
         from cotrain.experiment import ExperimentError, report, run_experiment
 

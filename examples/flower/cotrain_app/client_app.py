@@ -1,5 +1,10 @@
-"""The ClientApp: one cotrain client step per ``train`` message, at each site."""
+"""The ClientApp: hands each message to the site's warm worker (``cotrain site serve``).
 
-from cotrain.flower.client_app import make_client_app
+The relay imports neither scikit-learn nor torch, so Flower's fresh ``flwr-clientapp``
+process per message starts fast; a site without a running worker still takes part (the
+relay then runs the round itself, slower). See ``docs/deployment.md``.
+"""
 
-app = make_client_app()
+from cotrain.flower.relay import make_relay_app
+
+app = make_relay_app()
