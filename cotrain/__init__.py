@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import cotrain.compact  # noqa: F401  (registers message kinds 3 and 4 for decode)
+
 __all__ = ["Client", "FederatedCoTrainer", "History", "RoundRecord", "partition"]
 __version__ = "0.1.0"
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.broadcast import BroadcastDecoder, Downlink, MissingReference
 from cotrain.messages import HardLabels, decode
 from cotrain.server import Upload
 from cotrain.wire import WireFormat
@@ -43,10 +44,13 @@ class StepResult(Upload):
         """The part of the result the server receives (for a private client: the labels,
         the failure if any, and the round's privacy event — no warnings, no timing)."""
         if self.private:
-            return Upload(self.client_id, self.message, self.error, dp_event=self.dp_event)
+            return Upload(
+                self.client_id, self.message, self.error, dp_event=self.dp_event,
+                broadcast_version=self.broadcast_version,
+            )  # fmt: skip
         return Upload(
             self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
-            self.dp_event,
+            self.dp_event, self.broadcast_version,
         )  # fmt: skip
 
 
@@ -122,6 +126,8 @@ class Client:
             wire = WireFormat(n_classes=len(classes), n_public=len(X_public))
         self.wire = wire
         self.sender = None if wire is None else wire.sender()
+        #: the consensus versions this client decoded (delta-coded broadcasts)
+        self.broadcasts = None if wire is None else BroadcastDecoder(wire)
         self.privacy = privacy
         self.X_eval = X_eval
         self.eval_proba = eval_proba
@@ -150,6 +156,7 @@ class Client:
         broadcast: bytes | None,
         ref_round: int = 0,
         privacy_seed: int | None = None,
+        downlink: Downlink | None = None,
     ) -> StepResult:
         """Run round ``t`` on this client: decode P, fit on D_i ∪ P, label U, encode.
 
@@ -166,6 +173,11 @@ class Client:
             Seeds this round's privacy noise — only for simulations with
             ``reproducible_noise``; None (the default): the noise is drawn from the operating
             system's entropy, so nobody who knows the run's ``random_state`` can replay it.
+        downlink : Downlink, optional
+            This client's own broadcast, delta-coded against a consensus version it
+            acknowledged (see :mod:`cotrain.broadcast`); replaces ``broadcast``. A client
+            that no longer holds that version trains on its own data alone this round,
+            with a warning, and reports that it holds none.
 
         Returns
         -------
@@ -179,7 +191,7 @@ class Client:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                pseudo = self.wire.decode_broadcast(broadcast)
+                pseudo = self._decode_broadcast(t, downlink or Downlink(broadcast))
                 if getattr(self.privacy, "applies_to", None) == "model":  # DP training noise
                     self.privacy.seed_noise(self.model, privacy_seed)
                 labels = self._fit_and_label(pseudo, result)
@@ -189,7 +201,21 @@ class Client:
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
+        result.broadcast_version = self.broadcasts.version
         return result
+
+    def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:
+        """The consensus of round ``t - 1``; None (and a warning) when it is a delta
+        against a version this client lost."""
+        try:
+            return self.broadcasts.decode(downlink, version=t - 1)
+        except MissingReference as err:
+            self.broadcasts.forget()
+            warnings.warn(
+                f"{err}; training on the private data alone this round", RuntimeWarning,
+                stacklevel=2,
+            )  # fmt: skip
+            return None
 
     def _privatize(
         self, labels: np.ndarray, pseudo: np.ndarray | None, seed: int | None, result: StepResult
@@ -254,7 +280,7 @@ class Client:
             soft_bits=soft_bits,
         )
         if wire != self.wire:
-            self.wire, self.sender = wire, wire.sender()
+            self.wire, self.sender, self.broadcasts = wire, wire.sender(), BroadcastDecoder(wire)
         self.X_public, self.privacy, self.X_eval, self.eval_proba = (
             X_public,
             privacy,
@@ -276,6 +302,7 @@ class Client:
             "model": self.model if self.fitted else None,
             "fitted": self.fitted,
             "sender": None if self.sender is None else self.sender.state_dict(),
+            "broadcasts": None if self.broadcasts is None else self.broadcasts.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -284,6 +311,8 @@ class Client:
             self.model, self.fitted = state["model"], True
         if state["sender"] is not None and self.sender is not None:
             self.sender.load_state_dict(state["sender"])
+        if state.get("broadcasts") is not None and self.broadcasts is not None:
+            self.broadcasts.load_state_dict(state["broadcasts"])
 
 
 def with_pseudo_labels(

@@ -37,7 +37,8 @@ class RoundRecord:
         the previous round's; None in round 1.
     bytes_up, bytes_down : int
         Exact sizes of the encoded messages: client uploads summed over clients, and the
-        previous consensus broadcast to this round's clients.
+        previous consensus broadcast to this round's clients, each client's own message
+        summed (with ``encoding="delta"`` a delta against the consensus it acknowledged).
     time_s : float
         Wall time of the round.
     learner_time_s : float

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.broadcast import BroadcastEncoder, Downlink
 from cotrain.history import RoundRecord
 from cotrain.sampling import sample_clients
 from cotrain.wire import MalformedMessage, WireFormat
@@ -47,6 +48,10 @@ class Upload:
     dp_event : dp_accounting.DpEvent or None
         The privacy event of this round's release, for a client whose model is trained
         privately (e.g. DP-SGD); the ledger composes it. None for every other client.
+    broadcast_version : int or None
+        The newest consensus version the client holds after this round (its
+        acknowledgement, the reference of the next delta-coded broadcast; see
+        :mod:`cotrain.broadcast`); None: no report, the server keeps what it had.
     """
 
     client_id: int
@@ -55,6 +60,7 @@ class Upload:
     warnings: Counter = field(default_factory=Counter)
     learner_time_s: float = 0.0
     dp_event: Any = None
+    broadcast_version: int | None = None
 
 
 class CoTrainingServer:
@@ -108,13 +114,25 @@ class CoTrainingServer:
         self.ledger = ledger
         self.client_names = list(client_names or [f"client {i}" for i in range(n_clients)])
         self.receivers = [wire.receiver() for _ in range(n_clients)]
-        self.broadcast: bytes | None = None
+        #: the consensus broadcast and what each client acknowledged (delta coding)
+        self.downlink = BroadcastEncoder(wire, n_clients)
         self.hard_consensus: np.ndarray | None = None
         self.warnings: Counter = Counter()
 
+    @property
+    def broadcast(self) -> bytes | None:
+        """The full encoded consensus of the last round (None at first)."""
+        return self.downlink.full
+
     def broadcast_bytes(self) -> bytes | None:
-        """The encoded consensus the clients of the next round receive (None at first)."""
-        return self.broadcast
+        """The full encoded consensus the clients of the next round receive (None at
+        first); with delta coding each client receives :meth:`downlink_for` instead."""
+        return self.downlink.full
+
+    def downlink_for(self, client_id: int) -> Downlink:
+        """The broadcast for one client of the next round: a delta against the consensus
+        it acknowledged when ``encoding="delta"`` (and shorter), else the full message."""
+        return self.downlink.message_for(client_id)
 
     @property
     def consensus_labels(self) -> np.ndarray | None:
@@ -136,6 +154,7 @@ class CoTrainingServer:
         *,
         started: float,
         broadcast: bytes | None = None,
+        bytes_down: int | None = None,
     ) -> tuple[RoundRecord, list[int]]:
         """Collect the uploads of round ``t``, vote, and record the round.
 
@@ -152,7 +171,10 @@ class CoTrainingServer:
         started : float
             ``time.perf_counter()`` when the round began.
         broadcast : bytes, optional
-            The broadcast this round's clients received (for the byte count).
+            The broadcast this round's clients received (for the byte count when
+            ``bytes_down`` is not given: its size times the clients asked).
+        bytes_down : int, optional
+            The bytes of the broadcasts sent this round (each client's own message).
 
         Returns
         -------
@@ -169,7 +191,10 @@ class CoTrainingServer:
         weights = self.consensus.weights_for(ids, self.wire.n_public)
         pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
         self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
-        self.broadcast = self.wire.encode_broadcast(pseudo)
+        for upload in uploads:  # what each client now holds: the next delta's reference
+            if upload.broadcast_version is not None:
+                self.downlink.acknowledge(upload.client_id, upload.broadcast_version)
+        self.downlink.publish(t, pseudo)
 
         hard = hard_codes(pseudo)
         changed = None if self.hard_consensus is None else int(np.sum(hard != self.hard_consensus))
@@ -188,7 +213,9 @@ class CoTrainingServer:
             else float("nan"),
             changed=changed,
             bytes_up=sum(len(by_id[i].message) for i in ids),
-            bytes_down=0 if broadcast is None else len(broadcast) * len(sampled),
+            bytes_down=(0 if broadcast is None else len(broadcast) * len(sampled))
+            if bytes_down is None
+            else int(bytes_down),
             time_s=time.perf_counter() - started,
             learner_time_s=sum(u.learner_time_s for u in uploads),
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),
@@ -239,6 +266,7 @@ class CoTrainingServer:
         bytes), for checkpoints."""
         return {
             "broadcast": self.broadcast,
+            "downlink": self.downlink.state_dict(),
             "hard_consensus": self.hard_consensus,
             "receivers": [r.state_dict() for r in self.receivers],
             "warnings": [[*key, n] for key, n in self.warnings.items()],
@@ -247,7 +275,11 @@ class CoTrainingServer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a :meth:`state_dict` back."""
-        self.broadcast = state["broadcast"]
+        downlink = state.get("downlink")  # a checkpoint from before delta broadcasts: none
+        if downlink is None:
+            downlink = {"version": 0, "acked": [0] * len(self.receivers), "versions": [],
+                        "codes": []}  # fmt: skip
+        self.downlink.load_state_dict(downlink, state["broadcast"])
         self.hard_consensus = state["hard_consensus"]
         for receiver, s in zip(self.receivers, state["receivers"], strict=True):
             receiver.load_state_dict(s)

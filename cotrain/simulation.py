@@ -88,17 +88,21 @@ class SimulatedFederation:
         the server decodes, votes and records; the round is scored."""
         start = time.perf_counter()
         server = self.server
-        broadcast = server.broadcast_bytes()
+        broadcast = server.broadcast_bytes()  # sent once per worker; deltas per client
+        links = {int(i): server.downlink_for(int(i)) for i in sampled}
         args = {
-            int(i): (server.ref_round(i), noise_seed_for(self.noise_seed, t, int(i)))
-            for i in sampled
-        }
+            i: (
+                server.ref_round(i), noise_seed_for(self.noise_seed, t, i),
+                link if link.ref else None,
+            )
+            for i, link in links.items()
+        }  # fmt: skip
         out = self.pool.call("run_round", args, (t, broadcast), timeout=timeout)
         results = [r for r in out.values() if not isinstance(r, Straggler)]
         timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
         record, answered = server.finish_round(
             t, sampled, [r.upload() for r in results], timed_out, started=start,
-            broadcast=broadcast,
+            bytes_down=sum(link.nbytes for link in links.values()),
         )  # fmt: skip
         for r in results:
             if r.client_id in answered:

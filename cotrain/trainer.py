@@ -65,9 +65,11 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Precision of soft labels on the wire (uploads with ``share="soft"`` and the
         broadcast of a soft consensus); float16 halves the bytes.
     encoding : {"packed", "delta"}, default="packed"
-        Hard-label uploads: packed at ceil(log2 C) bits, or delta-coded — only the labels
-        that changed since the client's previous upload, compressed (zlib), with a CRC;
-        the server keeps each client's last labels to decode them. Broadcasts stay packed.
+        Hard labels: packed at ceil(log2 C) bits, or delta-coded — only the labels that
+        changed, compressed (zlib), with a CRC. Uploads are coded against the client's
+        previous upload (the server keeps each client's last labels to decode them), a hard
+        consensus broadcast against the consensus each client last acknowledged
+        (:mod:`cotrain.broadcast`); ``bytes_down`` counts each client's own message.
     soft_bits : int, default=None
         Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
         per class, rows kept summing to one (largest-remainder rounding); None sends

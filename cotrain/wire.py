@@ -12,7 +12,9 @@ clients). The message classes themselves live in :mod:`cotrain.messages` (kinds 
 share / encoding  upload                      broadcast
 ================  ==========================  ==========================================
 hard, packed      ``HardLabels``              ``HardLabels`` (``-1`` = abstain), or soft
-hard, delta       ``DeltaHardLabels``         as for packed
+hard, delta       ``DeltaHardLabels``         as for packed, or per client a
+                                              ``DeltaHardLabels`` against the consensus it
+                                              acknowledged (:mod:`cotrain.broadcast`)
 soft              ``SoftLabels(soft_dtype)``  1-D consensus: ``HardLabels``; 2-D:
                   or ``QuantizedSoftLabels``  ``SoftLabels(soft_dtype)`` or
                   when ``soft_bits`` is set   ``QuantizedSoftLabels(soft_bits)``
@@ -131,7 +133,8 @@ class WireFormat:
         Clients upload hard class codes or soft probabilities.
     encoding : {"packed", "delta"}, default="packed"
         Hard uploads bit-packed, or delta-coded against the client's previous upload (see
-        the module docstring). Soft uploads ignore it.
+        the module docstring); with "delta" a hard consensus broadcast is delta-coded too
+        (:mod:`cotrain.broadcast`). Soft labels ignore it.
     soft_dtype : {"float32", "float16"}, default="float32"
         Precision of soft labels (uploads and soft broadcasts) when ``soft_bits`` is None.
     soft_bits : int or None, default=None

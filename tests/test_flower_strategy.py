@@ -22,6 +22,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
+from cotrain.broadcast import Downlink
 from cotrain.flower import protocol
 from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.server_app import FlowerCoTraining
@@ -178,7 +179,7 @@ def test_site_checks_the_pool_hash_of_every_round(federation):
     grid = InMemoryGrid(federation["paths"][:1])
     strategy = FlowerCoTraining(federation["pool"], rounds=1, min_nodes=1, random_state=0)
     strategy.run(grid)
-    message = strategy._train_message(2, 0, None)
+    message = strategy._train_message(2, 0, Downlink(None))
     message.content.config_records[protocol.ROUND]["pool-hash"] = "0" * 64
     message.metadata.__dict__["_message_id"] = message.object_id
     context = Context(1, 1, {"site": str(site.path)}, RecordDict(), {})
@@ -218,6 +219,28 @@ def test_lost_reply_under_delta_coding_falls_back_to_a_full_message(federation):
     # without the server's ref-round the site would delta-code against round 2, which
     # the server never saw, and the CRC check would fail in round 3
     assert strategy.history_[2].timed_out == ()
+
+
+def test_broadcasts_are_delta_coded_per_site_and_survive_a_lost_reply(federation):
+    grid = InMemoryGrid(federation["paths"])
+    node = list(grid.sites)[1]
+    grid.lost = {node: {3}}  # site 1 decodes round 3's broadcast, but its ack never arrives
+    strategy = FlowerCoTraining(
+        federation["pool"], rounds=5, encoding="delta", round_timeout=0.2, random_state=0
+    ).run(grid)
+    refs = [
+        (int(m.metadata.group_id), m.metadata.dst_node_id,
+         m.content.config_records[protocol.ROUND]["broadcast-ref"])
+        for m in grid.pushed if m.metadata.message_type == "train"
+    ]  # fmt: skip
+    # round t carries the consensus of round t - 1; in round 4 site 1 is still sent a
+    # delta against version 1, the last it acknowledged (it holds 1 and 2)
+    assert [ref for t, n, ref in refs if n == node] == [0, 0, 1, 1, 3]
+    assert not any("does not hold" in m for (_, _, m) in strategy.learner_warnings_)
+    assert [r.failed for r in strategy.history_] == [{}] * 5
+    full = len(strategy._server.broadcast_bytes())
+    assert strategy.history_[1].bytes_down == 3 * full  # round 2: the first broadcast
+    assert strategy.history_[4].bytes_down < 3 * full
 
 
 def test_failing_site_is_skipped_or_raises(federation, tmp_path):
@@ -680,3 +703,4 @@ def test_a_resumed_server_finds_each_sites_state_of_that_round(federation, tmp_p
     assert [r.round for r in resumed.history_] == [1, 2, 3, 4, 5]
     np.testing.assert_array_equal(resumed.consensus_codes_, whole.consensus_codes_)
     assert not any("SiteStateWarning" in key[1] for key in resumed.learner_warnings_)
+

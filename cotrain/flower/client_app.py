@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.broadcast import Downlink
 from cotrain.checkpoint import checkpoint_blocker
 from cotrain.client import Client
 from cotrain.flower import protocol
@@ -139,7 +140,9 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     note = store.restore(client, t, ref_round)  # the model and upload of its last round
     if client.sender.state_dict()["codes"] is None:
         ref_round = 0  # nothing to delta-code against: send a full upload
-    result = client.run_round(t, broadcast, ref_round=ref_round)
+    # the broadcast is delta-coded against the consensus this site acknowledged
+    downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)))
+    result = client.run_round(t, None, ref_round=ref_round, downlink=downlink)
     if result.error is None:  # a learner that refits every round needs no stored model
         keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
         store.save(t, client, keep_model=keep)
@@ -166,6 +169,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             "learner-time-s": 0.0 if result.private else float(result.learner_time_s),
             "handler-start": started,
             "handler-end": time.time(),
+            "broadcast-version": int(result.broadcast_version or 0),
         }
         if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
             stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))

@@ -13,10 +13,13 @@ with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``n-samples``,
 mechanism ("" for none).
 
 ``train`` (one round), server → site: ``round`` config record (round, client index,
-seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token) and, from
-round 2, the ``labels`` array record with the broadcast; site → server: the ``labels``
-array record with the upload, a ``stats`` metric record (learner time, handler times,
-``eval-accuracy`` where the site has evaluation data), a ``warnings`` config record and,
+seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token,
+``broadcast-ref``: the consensus version the broadcast is delta-coded against, 0 for a
+full message) and, from round 2, the ``labels`` array record with the broadcast; site →
+server: the ``labels`` array record with the upload, a ``stats`` metric record (learner
+time, handler times, ``broadcast-version``: the consensus version the site now holds, its
+acknowledgement; ``eval-accuracy`` where the site has evaluation data), a ``warnings``
+config record and,
 for a DP-trained site, a ``privacy`` config record with the round's event; or an
 ``error`` config record (type and message) when the step failed. A private site sends no
 warnings, a learner time of 0, and an error message with its data values masked

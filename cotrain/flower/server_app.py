@@ -27,6 +27,7 @@ from sklearn.base import clone
 
 from consensus import get_consensus
 from cotrain._validation import check_params
+from cotrain.broadcast import Downlink
 from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
@@ -314,8 +315,8 @@ class FlowerCoTraining:
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
         """Push the broadcast to the sampled sites, pull their uploads, vote."""
         start = time.perf_counter()
-        broadcast = self._server.broadcast_bytes()
-        messages = {int(i): self._train_message(t, int(i), broadcast) for i in sampled}
+        links = {int(i): self._server.downlink_for(int(i)) for i in sampled}
+        messages = {i: self._train_message(t, i, link) for i, link in links.items()}
         pushed = time.time()
         replies = _exchange(grid, messages, self.round_timeout, self.poll_interval)
         received = time.time()
@@ -323,8 +324,9 @@ class FlowerCoTraining:
         self.timings_.append(_timings(t, pushed, received, replies))
         timed_out = tuple(i for i in messages if i not in replies)
         record, answered = self._server.finish_round(
-            t, sampled, uploads, timed_out, started=start, broadcast=broadcast
-        )
+            t, sampled, uploads, timed_out, started=start,
+            bytes_down=sum(link.nbytes for link in links.values()),
+        )  # fmt: skip
         self._codes.append(self._server.hard_consensus)
         for i in answered:  # each site's latest accuracy on its own evaluation data
             accuracy = _eval_accuracy(replies[i])
@@ -344,7 +346,7 @@ class FlowerCoTraining:
             "std_accuracy": float(np.std(values)),
         }
 
-    def _train_message(self, t: int, i: int, broadcast: bytes | None) -> Any:
+    def _train_message(self, t: int, i: int, link: Downlink) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
         content = RecordDict(
@@ -359,12 +361,13 @@ class FlowerCoTraining:
                         "pool-hash": self._pool_hash,
                         "classes": protocol.labels_to_config(self.classes_),
                         "run-token": self.run_token_,
+                        "broadcast-ref": link.ref,
                     }
                 )
             }
         )
-        if broadcast is not None:
-            content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(broadcast)})
+        if link.data is not None:
+            content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(link.data)})
         return Message(
             content=content, dst_node_id=self.node_ids_[i], message_type="train", group_id=str(t)
         )
@@ -388,7 +391,10 @@ class FlowerCoTraining:
             upload.message = protocol.from_array(
                 content.array_records[protocol.LABELS][protocol.PAYLOAD]
             )
-            upload.learner_time_s = float(content.metric_records[protocol.STATS]["learner-time-s"])
+            stats = content.metric_records[protocol.STATS]
+            upload.learner_time_s = float(stats["learner-time-s"])
+            if "broadcast-version" in stats:  # the consensus the site now holds
+                upload.broadcast_version = int(stats["broadcast-version"])
             if protocol.PRIVACY in content.config_records:  # a DP-trained site's round
                 reported = content.config_records[protocol.PRIVACY]["dp-event"]
                 upload.dp_event = event_from_json(json.loads(str(reported)))

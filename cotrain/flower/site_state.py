@@ -36,7 +36,7 @@ __all__ = ["STATE_DIR", "SiteState"]
 STATE_DIR = "state"
 
 #: round configuration keys that change every round (not part of the site's identity)
-_PER_ROUND = frozenset({"round", "ref-round"})
+_PER_ROUND = frozenset({"round", "ref-round", "broadcast-ref"})
 
 
 class SiteState:

@@ -1,0 +1,252 @@
+"""Delta-coded broadcasts: the server sends each client only what changed since the
+consensus that client last acknowledged.
+
+With ``encoding="delta"`` and a hard consensus, the broadcast of round ``t`` (the
+consensus formed in round ``t - 1``, its *version*) is coded per client against the
+version that client last acknowledged, as a :class:`~cotrain.compact.DeltaHardLabels`
+message (abstentions allowed). Both sides keep a small state:
+
+1. every client keeps the consensus versions it decoded (:class:`BroadcastDecoder`) and
+   reports in its upload the newest one it holds (:attr:`BroadcastDecoder.version`);
+2. the server (:class:`BroadcastEncoder`) records that report as the client's
+   acknowledgement, and keeps the codes of every version some client acknowledged;
+3. the next broadcast to that client is a delta against its acknowledged version (its
+   ``ref``), or a full message when it has none, when its version is gone, or when the
+   full message is shorter. The client decodes against the version ``ref`` and drops the
+   versions before it (the server will never refer to them again).
+
+A client that does not hold ``ref`` (a site that lost its state) cannot decode the delta:
+:meth:`BroadcastDecoder.decode` raises :class:`MissingReference`, the client trains on its
+own data alone that round and reports version 0, so the server sends it a full message
+next time. A ``DeltaHardLabels`` message carries a CRC of the labels it reconstructs, so a
+wrong reference is refused, never decoded into wrong labels. Soft broadcasts are always
+sent in full.
+
+Examples
+--------
+>>> import numpy as np
+>>> from cotrain.wire import WireFormat
+>>> wire = WireFormat(n_classes=3, n_public=6, encoding="delta")
+>>> server, client = BroadcastEncoder(wire, n_clients=1), BroadcastDecoder(wire)
+>>> server.publish(1, np.array([0, 1, 2, 0, 1, -1]))
+>>> message = server.message_for(0)  # client 0 holds nothing yet: a full message
+>>> message.ref, len(message.data)
+(0, 11)
+>>> client.decode(message, version=1).tolist(), client.version
+([0, 1, 2, 0, 1, -1], 1)
+>>> server.acknowledge(0, client.version)
+>>> server.publish(2, np.array([0, 1, 2, 0, 1, 1]))
+>>> message = server.message_for(0)  # one label changed since version 1
+>>> message.ref, len(message.data) < 11
+(1, True)
+>>> client.decode(message, version=2).tolist()
+[0, 1, 2, 0, 1, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cotrain.compact import DeltaHardLabels
+from cotrain.messages import decode
+from cotrain.wire import MalformedMessage, WireFormat
+
+__all__ = ["BroadcastDecoder", "BroadcastEncoder", "Downlink", "MissingReference"]
+
+
+class MissingReference(MalformedMessage):
+    """A delta broadcast refers to a consensus version the client does not hold."""
+
+
+@dataclass(frozen=True)
+class Downlink:
+    """The broadcast one client receives in a round.
+
+    Attributes
+    ----------
+    data : bytes or None
+        The encoded consensus (None before the first consensus).
+    ref : int
+        The consensus version ``data`` is delta-coded against (0: a full message).
+    """
+
+    data: bytes | None
+    ref: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the message (0 when there is none)."""
+        return 0 if self.data is None else len(self.data)
+
+
+class BroadcastEncoder:
+    """The server's side: the current broadcast and what each client acknowledged.
+
+    Parameters
+    ----------
+    wire : WireFormat
+        The federation's format; broadcasts are delta-coded when ``wire.delta``.
+    n_clients : int
+        Number of clients.
+
+    Examples
+    --------
+    >>> from cotrain.wire import WireFormat
+    >>> encoder = BroadcastEncoder(WireFormat(2, 4), n_clients=2)
+    >>> encoder.message_for(1)
+    Downlink(data=None, ref=0)
+    """
+
+    def __init__(self, wire: WireFormat, n_clients: int) -> None:
+        self.wire = wire
+        self.version = 0
+        self.full: bytes | None = None
+        self.acked = [0] * n_clients
+        #: version -> hard codes, for every version a client acknowledged (delta only)
+        self._codes: dict[int, np.ndarray] = {}
+
+    def publish(self, version: int, pseudo: np.ndarray) -> None:
+        """Set the consensus of round ``version`` (codes with -1, or soft targets)."""
+        self.version = int(version)
+        self.full = self.wire.encode_broadcast(pseudo)
+        pseudo = np.asarray(pseudo)
+        if self.wire.delta and pseudo.ndim == 1:
+            self._codes[self.version] = pseudo.astype(np.int64)
+        self._prune()
+
+    def message_for(self, client_id: int) -> Downlink:
+        """The broadcast for one client: a delta against its acknowledged version when
+        that is shorter than the full message, else the full message."""
+        ref = self.acked[client_id]
+        if self.full is None or ref <= 0 or ref not in self._codes:
+            return Downlink(self.full)
+        if self.version not in self._codes:  # a soft consensus: always in full
+            return Downlink(self.full)
+        delta = DeltaHardLabels.encode(
+            self._codes[self.version], self._codes[ref], self.wire.n_classes, allow_abstain=True
+        )
+        return Downlink(delta, ref) if len(delta) < len(self.full) else Downlink(self.full)
+
+    def acknowledge(self, client_id: int, version: int) -> None:
+        """Record the newest consensus version a client reports holding (0: none)."""
+        version = int(version)
+        self.acked[client_id] = version if version in self._codes else 0
+        self._prune()
+
+    def _prune(self) -> None:
+        keep = set(self.acked) | {self.version}
+        self._codes = {v: c for v, c in self._codes.items() if v in keep}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The acknowledgements and the codes they refer to (for checkpoints)."""
+        versions = sorted(self._codes)
+        return {
+            "version": self.version,
+            "acked": list(self.acked),
+            "versions": versions,
+            "codes": [self._codes[v] for v in versions],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], full: bytes | None) -> None:
+        """Put a :meth:`state_dict` back, with the full broadcast it goes with."""
+        self.version, self.full = int(state["version"]), full
+        self.acked = [int(v) for v in state["acked"]]
+        self._codes = {
+            int(v): np.asarray(c, dtype=np.int64)
+            for v, c in zip(state["versions"], state["codes"], strict=True)
+        }
+
+
+class BroadcastDecoder:
+    """A client's side: the consensus versions it decoded, for the next delta.
+
+    Parameters
+    ----------
+    wire : WireFormat
+        The federation's format.
+
+    Examples
+    --------
+    >>> from cotrain.wire import WireFormat
+    >>> decoder = BroadcastDecoder(WireFormat(2, 3, encoding="delta"))
+    >>> decoder.decode(Downlink(None), version=0) is None, decoder.version
+    (True, 0)
+    """
+
+    def __init__(self, wire: WireFormat) -> None:
+        self.wire = wire
+        self._codes: dict[int, np.ndarray] = {}
+
+    @property
+    def version(self) -> int:
+        """The newest consensus version this client holds (0: none)."""
+        return max(self._codes, default=0)
+
+    def decode(self, downlink: Downlink, version: int) -> np.ndarray | None:
+        """The consensus carried by ``downlink`` (the consensus of round ``version``).
+
+        Raises
+        ------
+        MissingReference
+            If the message is a delta against a version this client does not hold.
+        MalformedMessage
+            If it does not decode (wrong kind, size, or a CRC mismatch).
+        """
+        if downlink.data is None:
+            return None
+        if downlink.ref > 0:
+            reference = self._codes.get(downlink.ref)
+            if reference is None:
+                raise MissingReference(
+                    f"the broadcast is a delta against consensus version {downlink.ref}, "
+                    f"which this client does not hold (it holds {sorted(self._codes)})"
+                )
+            message = self.wire_parse(downlink.data)
+            try:
+                pseudo = message.apply(reference)
+            except ValueError as err:
+                raise MalformedMessage(f"delta broadcast does not decode: {err}") from err
+        else:
+            pseudo = self.wire.decode_broadcast(downlink.data)
+        if self.wire.delta and pseudo.ndim == 1:
+            self._codes = {v: c for v, c in self._codes.items() if v >= downlink.ref}
+            self._codes[int(version)] = pseudo
+        return pseudo
+
+    def wire_parse(self, data: bytes) -> DeltaHardLabels:
+        """``data`` as a delta broadcast of this format (not yet applied)."""
+        try:
+            message = decode(data)
+        except ValueError as err:
+            raise MalformedMessage(f"broadcast does not decode: {err}") from err
+        if not isinstance(message, DeltaHardLabels):
+            raise MalformedMessage(
+                f"a broadcast with a reference must be a DeltaHardLabels message, got "
+                f"{type(message).__name__}"
+            )
+        if message.n_classes != self.wire.n_classes or message.n != self.wire.n_public:
+            raise MalformedMessage(
+                f"delta broadcast has {message.n_classes} classes and {message.n} labels, "
+                f"expected {self.wire.n_classes} and {self.wire.n_public}"
+            )
+        return message
+
+    def forget(self) -> None:
+        """Drop every version (a client whose state is gone)."""
+        self._codes = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The versions held (for checkpoints and a site's state)."""
+        versions = sorted(self._codes)
+        return {"versions": versions, "codes": [self._codes[v] for v in versions]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        self._codes = {
+            int(v): np.asarray(c, dtype=np.int64)
+            for v, c in zip(state["versions"], state["codes"], strict=True)
+        }
