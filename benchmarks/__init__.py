@@ -1,1 +1,4 @@
-"""Benchmark scripts of cotrain (a package, so that it wins over a site-packages `benchmarks`, e.g. the one opacus installs)."""
+"""Benchmark scripts of cotrain.
+
+A package, so that it wins over a site-packages ``benchmarks`` (opacus installs one).
+"""
