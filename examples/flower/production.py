@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -262,14 +263,31 @@ def privacy_lines(report: dict[str, Any]) -> list[str]:
         who = f"{unit}, against the {guarantee['adversary']}"
         lines.append(f"guarantee: {guarantee['protects']}")
         for c in guarantee["clients"]:
+            rounds = f"{c['rounds']} round{'s' * (c['rounds'] != 1)}"
             lines.append(
-                f"  site {c['client']} after {c['rounds']} rounds: ε = {c['epsilon']:.4f}, "
+                f"  site {c['client']} after {rounds}: ε = {c['epsilon']:.4f}, "
                 f"δ = {c['delta']:g} ({who})"
             )
         lines.append(
             f"  largest: ε = {guarantee['max_epsilon']:.4f}, δ = {guarantee['delta']:g} ({who})"
         )
     return lines
+
+
+def undeclared_keys(app: str | Path, keys: Any) -> list[str]:
+    """The ``keys`` that the Flower app at ``app`` does not declare in its run config.
+
+    ``flwr run --run-config`` accepts only keys declared in ``[tool.flwr.app.config]``
+    of the app's ``pyproject.toml``; the SuperLink refuses a run with any other.
+
+    Examples
+    --------
+    >>> undeclared_keys(APP, ["rounds", "public-pool"])
+    []
+    """
+    with (Path(app) / "pyproject.toml").open("rb") as f:
+        declared = tomllib.load(f).get("tool", {}).get("flwr", {}).get("app", {}).get("config", {})
+    return [key for key in keys if key not in declared]
 
 
 def deploy(
@@ -330,6 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
+    missing = undeclared_keys(args.app, ["privacy"])
+    if missing:
+        print(
+            f"the Flower app {args.app} does not declare the run config key(s) {missing} in "
+            f"[tool.flwr.app.config] of its pyproject.toml, so `flwr run` would refuse the "
+            f'run; add privacy = "" there',
+            file=sys.stderr,
+        )
+        return 2
     out = Path(args.out).resolve()
     results = out / "results"
 
@@ -379,11 +406,9 @@ def _report(results: Path, data: Bunch) -> None:
     )
     print("\nPrivacy report (privacy.json):")
     print("\n".join(privacy_lines(report)))
-    print(
-        "The ε covers the labels each site uploads. Outside it: each site's own model (it "
-        "never leaves the site), and what a site reports besides its labels: its accuracy "
-        "on its own evaluation data and its handler's start and end times."
-    )
+    print("The ε covers the labels each site uploads. Outside it: each site's own model (it")
+    print("never leaves the site), and what a site reports besides its labels:")
+    print("its accuracy on its own evaluation data and its handler's start and end times.")
 
 
 if __name__ == "__main__":
