@@ -406,24 +406,38 @@ def configuration_fingerprint(params: dict[str, Any], estimators: list[Any], dat
 
 
 def save_model(model: Any, folder: Path, name: str) -> list[str]:
-    """Store a fitted :class:`learners.ClassAlignedClassifier`; returns the files written."""
+    """Store a fitted :class:`learners.ClassAlignedClassifier`; returns the files written.
+
+    A learner with ``_checkpoint_tensors()`` keeps the attributes it names in
+    ``_checkpoint_tensor_attrs`` out of the skops file: they go to ``<name>.pt`` for the
+    fitted model, and to ``<name>.estimator.pt`` for the wrapper's unfitted template when
+    it holds any of them (e.g. a ``GPT2Config`` given as a parameter).
+    """
     import skops.io as sio
 
-    estimator = model.estimator_
     files = [f"{name}.skops"]
-    tensors = getattr(estimator, "_checkpoint_tensors", None)
-    if callable(tensors):
+    model = copy.copy(model)
+    for attr, suffix in _TENSOR_FILES:
+        estimator = getattr(model, attr, None)
+        if not callable(getattr(estimator, "_checkpoint_tensors", None)):
+            continue
+        held = [a for a in estimator._checkpoint_tensor_attrs if a in vars(estimator)]
+        if not held:
+            continue
         import torch
 
-        torch.save(tensors(), folder / f"{name}.pt")
-        files.append(f"{name}.pt")
+        torch.save(estimator._checkpoint_tensors(), folder / f"{name}{suffix}")
+        files.append(f"{name}{suffix}")
         stripped = copy.copy(estimator)
-        for attr in estimator._checkpoint_tensor_attrs:
-            stripped.__dict__.pop(attr, None)
-        model = copy.copy(model)
-        model.estimator_ = stripped
+        for a in held:
+            del stripped.__dict__[a]
+        setattr(model, attr, stripped)
     sio.dump(model, folder / f"{name}.skops")
     return files
+
+
+#: (wrapper attribute, file suffix) of the estimators whose tensors :func:`save_model` stores
+_TENSOR_FILES = (("estimator_", ".pt"), ("estimator", ".estimator.pt"))
 
 
 def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
@@ -445,11 +459,12 @@ def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
             "to load it"
         )
     model = sio.load(path, trusted=untrusted)
-    tensors = folder / f"{name}.pt"
-    if tensors.exists():
-        import torch
+    for attr, suffix in _TENSOR_FILES:
+        tensors = folder / f"{name}{suffix}"
+        if tensors.exists():
+            import torch
 
-        model.estimator_._restore_tensors(torch.load(tensors, weights_only=True))
+            getattr(model, attr)._restore_tensors(torch.load(tensors, weights_only=True))
     return model
 
 

@@ -25,6 +25,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._alignment import check_classes, label_indices
 from ._soft_targets import check_soft_targets
+from .gpt2_state import (
+    build_model,
+    model_state,
+    param_from_plain,
+    param_to_plain,
+    tokenizer_files,
+    tokenizer_from_files,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
@@ -127,18 +135,6 @@ def _as_texts(X: Any) -> list[str]:
     return texts
 
 
-def _no_init_weights() -> Any:
-    """transformers' context that skips random initialisation (weights are loaded next)."""
-    try:
-        from transformers.initialization import no_init_weights
-    except ImportError:  # pragma: no cover - older transformers
-        try:
-            from transformers.modeling_utils import no_init_weights
-        except ImportError:
-            return contextlib.nullcontext()
-    return no_init_weights()
-
-
 def _batches(n: int, size: int) -> Iterator[slice]:
     for start in range(0, n, size):
         yield slice(start, min(start + size, n))
@@ -218,6 +214,16 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
+    Fitted models go into cotrain checkpoints (``FederatedCoTrainer(checkpoint_dir=...)``)
+    and a Flower site's state between rounds without pickle: skops stores the plain
+    attributes, and ``torch.load(weights_only=True)`` reads the rest (the model's
+    configuration as JSON, its weights with any LoRA adapter, the optimizer state, the
+    training flag, the tokenizer's files, and a ``GPT2Config`` or tokenizer given as a
+    parameter; see :mod:`learners.gpt2_state`). The model is rebuilt offline from its
+    configuration, so a resumed run continues bit-identically (on the same device and
+    library versions). A site file (``site.toml``) cannot hold a ``GPT2Config``: give
+    such a site a local directory written with ``save_pretrained`` (model and tokenizer).
+
     Soft targets (2-D `y`, one column per class) are trained with the cross-entropy
     against the row-normalised targets. Each sample's loss is multiplied by its
     `sample_weight`, and a batch's loss is the mean over its samples.
@@ -244,8 +250,9 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
 
     accepts_soft_targets: ClassVar[bool] = True
 
-    #: why fitted models cannot go into a cotrain checkpoint (None: they can)
-    checkpoint_unsupported = "saving transformers models in checkpoints is not implemented"
+    #: attributes that :func:`cotrain.checkpoint.save_model` stores with ``torch.save`` (read
+    #: back with ``weights_only=True``, see :meth:`_checkpoint_tensors`) instead of skops
+    _checkpoint_tensor_attrs = ("model", "tokenizer", "model_", "optimizer_", "tokenizer_")
 
     def __init__(
         self,
@@ -658,6 +665,37 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         """
         return int(sum(p.numel() for _, p in self._named_parameters(trainable_only)))
 
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint_tensors(self) -> dict[str, Any]:
+        """Everything skops cannot store, as plain data that ``torch.load(weights_only=True)``
+        reads: the `model` and `tokenizer` parameters, and once fitted the model (its
+        configuration as JSON, weights with any LoRA adapter, training flag), the optimizer
+        state and the tokenizer's files (see :mod:`learners.gpt2_state`)."""
+        saved: dict[str, Any] = {
+            "model": param_to_plain(self.model),
+            "tokenizer": param_to_plain(self.tokenizer),
+        }
+        if hasattr(self, "model_"):
+            saved["model_"] = model_state(self.model_, self.optimizer_)
+            saved["tokenizer_"] = tokenizer_files(self.tokenizer_)
+        return saved
+
+    def _restore_tensors(self, saved: dict[str, Any]) -> None:
+        """Rebuild what :meth:`_checkpoint_tensors` stored (offline, no pickle)."""
+        self.model = param_from_plain(saved["model"])
+        self.tokenizer = param_from_plain(saved["tokenizer"])
+        if "model_" in saved:
+            self._restore_model(saved["model_"])
+            tok = tokenizer_from_files(saved["tokenizer_"])
+            tok.padding_side = tok.truncation_side = "right"
+            self.tokenizer_ = tok
+
+    def _restore_model(self, state: dict[str, Any]) -> None:
+        self.model_ = build_model(state, self._wrap_lora).to(self.device)
+        self.optimizer_ = self._make_optimizer()
+        if state["optimizer"] is not None:
+            self.optimizer_.load_state_dict(state["optimizer"])
+
     # ------------------------------------------------------------------ copying, pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -665,38 +703,17 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         optimizer = state.pop("optimizer_", None)
         if model is not None:
             torch, _ = _import_torch()
-            base = model.get_base_model() if hasattr(model, "get_base_model") else model
             buffer = io.BytesIO()
-            torch.save(
-                {
-                    "weights": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                    "optimizer": None if optimizer is None else optimizer.state_dict(),
-                },
-                buffer,
-            )
-            state["_model_config"] = base.config.to_dict()
+            torch.save(model_state(model, optimizer), buffer)
             state["_model_bytes"] = buffer.getvalue()
-            state["_model_training"] = model.training
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        config = state.pop("_model_config", None)
         blob = state.pop("_model_bytes", None)
-        training = state.pop("_model_training", False)
         self.__dict__.update(state)
-        if config is None:
-            return
-        torch, transformers = _import_torch()
-        saved = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
-        cfg = transformers.GPT2Config.from_dict(config)
-        with torch.random.fork_rng(devices=[]), _no_init_weights():
-            model = self._wrap_lora(transformers.GPT2ForSequenceClassification(cfg))
-        model.load_state_dict(saved["weights"])
-        self.model_ = model.to(self.device)
-        self.model_.train(training)
-        self.optimizer_ = self._make_optimizer()
-        if saved["optimizer"] is not None:
-            self.optimizer_.load_state_dict(saved["optimizer"])
+        if blob is not None:
+            torch, _ = _import_torch()
+            self._restore_model(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> GPT2Classifier:
         # native deep copies of the model and optimizer (one memo keeps the optimizer
