@@ -19,6 +19,14 @@ Optionally the deployment is secured the way a real one would be:
   ``--auth-supernode-private-key``. ``unregistered_nodes`` extra nodes get keys that are
   never registered; the SuperLink refuses them.
 
+Warm site workers (``warm_workers=True``, the default): before a SuperNode whose node config
+names a ``site``, the federation starts that site's worker (``python -m
+cotrain.flower.worker``, see :mod:`cotrain.flower.worker`), which the relay ClientApp of the
+example app hands its messages to; a worker outlives :meth:`~LocalFederation.kill_node`
+(it is the site's own service) and is started again with the node if it died. SuperNodes get
+``FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1`` (Flower's SuperExec polls for tasks every second
+by default) unless the environment sets it.
+
 Only the standard library is imported at module level, so importing this module does not
 need Flower; starting a federation does (the ``flwr`` console scripts must be on ``PATH``).
 
@@ -34,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,11 +60,13 @@ from cotrain.flower.flwr_cli import (
 from cotrain.flower.logs import read_log
 from cotrain.flower.processes import free_ports, kill_tree, pid_alive, port_open
 from cotrain.flower.supervisor import ProcessGroup, wait_until
+from cotrain.flower.worker import call_worker, default_socket
 
 __all__ = ["LocalFederation", "format_config", "pid_alive", "run_id_of"]
 
 _NODE_ID = re.compile(r"SuperNode ID: (\d+)")
 _TAG = "COTRAIN_LOCAL_FEDERATION"  # environment variable marking our processes
+_POLL = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # a Flower setting: seconds between task polls
 
 
 class LocalFederation:
@@ -83,6 +94,11 @@ class LocalFederation:
         not wait for them.
     startup_timeout : float, default=60.0
         Seconds :meth:`start` waits for the SuperLink and every regular node.
+    warm_workers : bool, default=True
+        Start a warm worker (``logs/worker-<i>.log``) for every node whose config names a
+        ``site``, listening on ``worker.sock`` in the site's folder (or on the node
+        config's ``worker``). ``False`` leaves the relay ClientApp running each round in
+        Flower's fresh process, as without workers.
 
     Attributes
     ----------
@@ -116,6 +132,7 @@ class LocalFederation:
         auth: bool = False,
         unregistered_nodes: int = 0,
         startup_timeout: float = 60.0,
+        warm_workers: bool = True,
     ) -> None:
         if n_nodes < 0 or unregistered_nodes < 0:
             raise ValueError("n_nodes and unregistered_nodes must be >= 0")
@@ -139,12 +156,14 @@ class LocalFederation:
         self.tls = tls
         self.auth = auth
         self.startup_timeout = float(startup_timeout)
+        self.warm_workers = bool(warm_workers)
         # distinct ports, free now; another program could still take one before start()
         self.port, *self.node_ports = free_ports(1 + total)
         self.node_ids: dict[int, int] = {}
         self.registered_node_ids: list[int] = []
         self._superlink: subprocess.Popen[bytes] | None = None
         self._nodes: list[subprocess.Popen[bytes] | None] = [None] * total
+        self._workers: list[subprocess.Popen[bytes] | None] = [None] * total
         self._others: list[subprocess.Popen[Any]] = []  # submitted `flwr run`s
         # tags our processes; remembers every pid seen in our process trees
         self._group = ProcessGroup(_TAG, f"{os.getpid()}-{time.time_ns()}-{id(self):x}")
@@ -185,17 +204,27 @@ class LocalFederation:
         return self._env("cli")
 
     def _env(self, role: str) -> dict[str, str]:
-        return self._group.tag(flower_environment(self.home), role)
+        env = self._group.tag(flower_environment(self.home), role)
+        if role.startswith("node-") and _POLL not in os.environ:
+            env[_POLL] = "0.1"
+        return env
 
     def _procs(self) -> list[subprocess.Popen[Any] | None]:
-        """The processes started here, as ``stop`` kills them: runs, nodes, SuperLink."""
-        return [*self._others, *self._nodes, self._superlink]
+        """The processes started here, as ``stop`` kills them: runs, nodes, workers, SuperLink."""
+        return [*self._others, *self._nodes, *self._workers, self._superlink]
 
     @property
     def all_pids(self) -> set[int]:
         """Every process id started by this federation (or by its processes) seen so far."""
         self._group.record(self._procs())
         return self._group.pids
+
+    def worker_socket(self, i: int) -> Path | None:
+        """The socket of node ``i``'s site worker, or ``None`` if it gets none."""
+        config = self.node_configs[i]
+        if not self.warm_workers or "site" not in config:
+            return None
+        return Path(str(config.get("worker", default_socket(str(config["site"])))))
 
     # ------------------------------------------------------------------ commands
     def superlink_command(self) -> list[str]:
@@ -289,6 +318,8 @@ class LocalFederation:
             self.config_file, self.connection_name, self.superlink_address, self.ca_certificate
         )
         deadline = time.monotonic() + self.startup_timeout
+        for i in range(len(self._nodes)):  # they load their sites while the SuperLink starts
+            self.start_worker(i, wait=False)
 
         self._superlink = self._popen(
             self.superlink_command(), self.log_dir / "superlink.log", "superlink"
@@ -338,6 +369,7 @@ class LocalFederation:
         old = self._nodes[i]
         if old is not None and old.poll() is None:
             raise RuntimeError(f"SuperNode {i} is running")
+        self.start_worker(i)
         log = self.log_dir / f"supernode-{i}.log"
         if log.exists():  # keep the log of an earlier life
             log.rename(log.with_suffix(f".{time.time_ns()}.log"))
@@ -345,6 +377,55 @@ class LocalFederation:
         proc = self._popen(self.node_command(i), log, f"node-{i}")
         self._nodes[i] = proc
         return proc
+
+    def start_worker(self, i: int, *, wait: bool = True) -> subprocess.Popen[bytes] | None:
+        """Start node ``i``'s site worker unless it runs; with ``wait``, until it answers.
+
+        Returns
+        -------
+        subprocess.Popen or None
+            The worker's process; ``None`` if node ``i`` gets no worker (``warm_workers``
+            is off or its node config names no ``site``).
+
+        Raises
+        ------
+        RuntimeError
+            If the worker exits, or does not answer within ``startup_timeout`` seconds.
+        """
+        path = self.worker_socket(i)
+        if path is None:
+            return None
+        proc = self._workers[i]
+        if proc is None or proc.poll() is not None:
+            log = self.log_dir / f"worker-{i}.log"
+            site = str(self.node_configs[i]["site"])
+            cmd = [sys.executable, "-m", "cotrain.flower.worker", site, "--socket", str(path)]
+            proc = self._workers[i] = self._popen(cmd, log, f"worker-{i}")
+        if wait:
+            wait_until(
+                lambda: _answers(path),
+                proc,
+                name=f"the site worker of node {i}",
+                deadline=time.monotonic() + self.startup_timeout,
+                failure=f"did not answer on {path} within {self.startup_timeout:g} s",
+                log=lambda: read_log(self.log_dir / f"worker-{i}.log"),
+            )
+        return proc
+
+    def kill_worker(self, i: int) -> list[int]:
+        """SIGKILL node ``i``'s site worker (its relay then runs rounds itself).
+
+        Returns
+        -------
+        list of int
+            The process ids that were killed.
+        """
+        proc = self._workers[i]
+        return [] if proc is None else self._group.kill(proc, f"worker-{i}")
+
+    def worker_process(self, i: int) -> subprocess.Popen[bytes] | None:
+        """The process of node ``i``'s site worker (``None`` if it was never started)."""
+        return self._workers[i]
 
     def wait_for_node(self, i: int, timeout: float | None = None) -> int:
         """Wait until SuperNode ``i`` logged its node id; return it.
@@ -476,6 +557,9 @@ class LocalFederation:
     def kill_node(self, i: int) -> list[int]:
         """SIGKILL SuperNode ``i`` and its children (SuperExec, ``flwr-clientapp``).
 
+        The node's site worker is the site's own service and keeps running (see
+        :meth:`kill_worker`).
+
         Returns
         -------
         list of int
@@ -501,6 +585,10 @@ class LocalFederation:
         Idempotent; also safe after a failed :meth:`start`.
         """
         self._group.stop(self._procs())
+        for i, proc in enumerate(self._workers):  # killed: their sockets stay behind
+            path = self.worker_socket(i)
+            if proc is not None and path is not None:
+                path.unlink(missing_ok=True)
         self._stopped = True
 
     def processes(self) -> list[int]:
@@ -533,3 +621,12 @@ class LocalFederation:
     # ------------------------------------------------------------------ helpers
     def _popen(self, cmd: list[str], log: Path, role: str) -> subprocess.Popen[bytes]:
         return self._group.start_logged(cmd, log, env=self._env(role), cwd=self.home)
+
+
+def _answers(path: Path) -> bool:
+    """Whether a site worker answers a ping on ``path``."""
+    try:
+        call_worker(path, "ping", timeout=5)
+    except (OSError, EOFError, RuntimeError):
+        return False
+    return True
