@@ -15,8 +15,8 @@ import copy
 import io
 import os
 import warnings
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,15 +33,9 @@ from .gpt2_state import (
     tokenizer_files,
     tokenizer_from_files,
 )
+from .gpt2_tokenizer import EOS_TOKEN, train_bpe_tokenizer
 
-if TYPE_CHECKING:  # pragma: no cover
-    from transformers import PreTrainedTokenizerBase
-
-__all__ = ["GPT2Classifier", "train_bpe_tokenizer"]
-
-#: GPT-2's end-of-text token, also used as the padding token of the offline tokenizer.
-EOS_TOKEN = "<|endoftext|>"
-_N_BYTES = 256
+__all__ = ["EOS_TOKEN", "GPT2Classifier", "train_bpe_tokenizer"]
 
 
 def _import_torch() -> Any:
@@ -53,68 +47,6 @@ def _import_torch() -> Any:
             "GPT2Classifier needs torch and transformers: pip install torch transformers"
         ) from exc
     return torch, transformers
-
-
-def train_bpe_tokenizer(
-    texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2
-) -> PreTrainedTokenizerBase:
-    """Train a small byte-level BPE tokenizer (GPT-2's scheme) offline, on `texts`.
-
-    The tokenizer has GPT-2's pre-tokenisation (bytes mapped to printable characters,
-    splitting on spaces and punctuation) and one special token, ``<|endoftext|>`` (id 0),
-    which serves as end-of-text, unknown and padding token. Its vocabulary holds the 256
-    byte symbols, the special token, and at most ``vocab_size - 257`` merges learned from
-    `texts`, so any text can be encoded, even one with characters never seen in training.
-
-    Parameters
-    ----------
-    texts : iterable of str
-        Training texts.
-    vocab_size : int
-        Largest vocabulary size (at least 257); use the model's ``config.vocab_size``.
-    min_frequency : int, default=2
-        Minimum count of a pair of symbols for it to be merged.
-
-    Returns
-    -------
-    transformers.PreTrainedTokenizerFast
-        The tokenizer (``len(tokenizer) <= vocab_size``).
-
-    Examples
-    --------
-    >>> from learners.gpt2 import train_bpe_tokenizer
-    >>> tok = train_bpe_tokenizer(["a good film", "a bad film"] * 5, vocab_size=300)
-    >>> tok.pad_token, tok.pad_token_id, len(tok) <= 300
-    ('<|endoftext|>', 0, True)
-    """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer):
-        raise TypeError(f"vocab_size must be an integer, got {vocab_size!r}")
-    if vocab_size < _N_BYTES + 1:
-        raise ValueError(
-            f"vocab_size must be at least {_N_BYTES + 1} for a byte-level BPE tokenizer "
-            f"(256 bytes + {EOS_TOKEN}), got {vocab_size}"
-        )
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=int(vocab_size),
-        min_frequency=min_frequency,
-        special_tokens=[EOS_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator((str(t) for t in texts), trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=EOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        unk_token=EOS_TOKEN,
-        pad_token=EOS_TOKEN,
-    )
 
 
 def _as_texts(X: Any) -> list[str]:
@@ -214,15 +146,11 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    Fitted models go into cotrain checkpoints (``FederatedCoTrainer(checkpoint_dir=...)``)
-    and a Flower site's state between rounds without pickle: skops stores the plain
-    attributes, and ``torch.load(weights_only=True)`` reads the rest (the model's
-    configuration as JSON, its weights with any LoRA adapter, the optimizer state, the
-    training flag, the tokenizer's files, and a ``GPT2Config`` or tokenizer given as a
-    parameter; see :mod:`learners.gpt2_state`). The model is rebuilt offline from its
-    configuration, so a resumed run continues bit-identically (on the same device and
-    library versions). A site file (``site.toml``) cannot hold a ``GPT2Config``: give
-    such a site a local directory written with ``save_pretrained`` (model and tokenizer).
+    Fitted models go into cotrain checkpoints and a Flower site's state without pickle
+    (skops, and ``torch.load(weights_only=True)`` for the configuration as JSON, weights
+    with any LoRA adapter, optimizer, training flag and tokenizer files; see
+    :mod:`learners.gpt2_state`), rebuilt offline: a resumed run continues bit-identically.
+    A ``site.toml`` cannot hold a ``GPT2Config``: give a ``save_pretrained`` directory.
 
     Soft targets (2-D `y`, one column per class) are trained with the cross-entropy
     against the row-normalised targets. Each sample's loss is multiplied by its
