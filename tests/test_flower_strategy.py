@@ -23,6 +23,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.broadcast import Downlink
+from cotrain.callbacks import Callback
 from cotrain.flower import protocol
 from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.server_app import FlowerCoTraining
@@ -241,6 +242,45 @@ def test_broadcasts_are_delta_coded_per_site_and_survive_a_lost_reply(federation
     full = len(strategy._server.broadcast_bytes())
     assert strategy.history_[1].bytes_down == 3 * full  # round 2: the first broadcast
     assert strategy.history_[4].bytes_down < 3 * full
+
+
+class RestartNode(Callback):
+    """After ``round``, site ``site``'s SuperNode restarts under a new node id (and a
+    stranger claiming the same client-id with another learner connects too)."""
+
+    def __init__(self, grid, site, round, stranger=None):
+        self.grid, self.site, self.round, self.stranger = grid, site, round, stranger
+
+    def on_round_end(self, loop, record):
+        if record.round != self.round:
+            return
+        old = list(self.grid.sites)[self.site]
+        path = self.grid.sites.pop(old)
+        self.grid.sites[5000] = path
+        self.grid.states[5000] = RecordDict()
+        if self.stranger is not None:
+            self.grid.sites[6000] = str(self.stranger)
+            self.grid.states[6000] = RecordDict()
+
+
+def test_a_site_whose_node_restarts_under_a_new_id_rejoins(federation, tmp_path):
+    stranger = write_site(
+        tmp_path / "stranger", federation["X_clients"][1], federation["y_clients"][1],
+        federation["X_public"], DecisionTreeClassifier(), client_id=1,
+    )  # fmt: skip
+    grid = InMemoryGrid(federation["paths"])
+    restart = RestartNode(grid, site=1, round=2, stranger=stranger)
+    strategy = FlowerCoTraining(
+        federation["pool"], rounds=4, encoding="delta", random_state=3, callbacks=[restart]
+    ).run(grid)
+    local = in_process(federation, rounds=4, encoding="delta", random_state=3)
+    # the site took its place again before round 3 and continued from its own state
+    assert strategy.rejoined_ == [(3, 1, 1007, 5000)] and strategy.node_ids_[1] == 5000
+    assert "not a site of this run" in strategy.refused_[6000]
+    assert [r.failed for r in strategy.history_] == [{}] * 4
+    assert [r.timed_out for r in strategy.history_] == [()] * 4
+    np.testing.assert_array_equal(strategy.pseudo_label_codes_, local.pseudo_label_codes_)
+    assert [r.bytes_up for r in strategy.history_] == [r.bytes_up for r in local.history_]
 
 
 def test_failing_site_is_skipped_or_raises(federation, tmp_path):

@@ -16,6 +16,7 @@ stragglers.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
 from dataclasses import replace
@@ -32,6 +33,7 @@ from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
 from cotrain.flower import protocol
+from cotrain.flower.handshake import Roster, error_text, exchange
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.ledger import event_from_json
@@ -40,6 +42,8 @@ from cotrain.sampling import ClientSampler
 from cotrain.seeding import client_seed, spawn_seeds
 from cotrain.server import CoTrainingServer, Upload
 from cotrain.wire import WireFormat
+
+_LOG = logging.getLogger("cotrain.flower")
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
@@ -115,8 +119,14 @@ class FlowerCoTraining:
     learners_ : list of str
         The learner each site reported.
     refused_ : dict
-        ``node id -> reason`` for SuperNodes left out at the handshake (a different
-        public pool or privacy mechanism, an unusable learner, no answer).
+        ``node id -> reason`` for SuperNodes left out (a different public pool or
+        privacy mechanism, an unusable learner, no answer, a node claiming a site it does
+        not match).
+    rejoined_ : list of tuple
+        ``(round, client index, old node, new node)``: sites whose SuperNode restarted
+        under a new node id and took their place again before that round (matched by
+        ``client-id``, learner, rows, labels and mechanism; see
+        :mod:`cotrain.flower.handshake`).
     history_ : History
         One :class:`~cotrain.history.RoundRecord` per round (client indices, failures,
         stragglers, bytes, times).
@@ -220,11 +230,15 @@ class FlowerCoTraining:
         )
         self._pool_hash = pool_fingerprint(X_public)
         self._n_public = int(X_public.shape[0])
-        sites = self._handshake(grid)
+        self._roster = Roster(
+            self._pool_hash, self._n_public, self._privacy_text(), self.node_timeout,
+            self.poll_interval,
+        )  # fmt: skip
+        sites = self._roster.handshake(grid, self.min_nodes, self.min_clients)
+        self.refused_, self.rejoined_ = self._roster.refused, self._roster.rejoined
         n = len(sites)
         check_params(self._trainer_params(), n_clients=n)
         self.consensus_ = clone(get_consensus(self.consensus), safe=False)
-        self.node_ids_ = [s["node"] for s in sites]
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
         n_classes = len(self.classes_)
@@ -315,10 +329,12 @@ class FlowerCoTraining:
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
         """Push the broadcast to the sampled sites, pull their uploads, vote."""
         start = time.perf_counter()
+        for i in self._roster.rejoin(grid, t):  # a restarted SuperNode, under a new node id
+            _LOG.warning("round %s: site %s rejoined on node %s", t, i, self.node_ids_[i])
         links = {int(i): self._server.downlink_for(int(i)) for i in sampled}
         messages = {i: self._train_message(t, i, link) for i, link in links.items()}
         pushed = time.time()
-        replies = _exchange(grid, messages, self.round_timeout, self.poll_interval)
+        replies = exchange(grid, messages, self.round_timeout, self.poll_interval)
         received = time.time()
         uploads = [self._upload(i, reply) for i, reply in replies.items()]
         self.timings_.append(_timings(t, pushed, received, replies))
@@ -379,7 +395,7 @@ class FlowerCoTraining:
         failure, handled by ``on_client_error``: one broken site never stops the run.
         """
         if reply.has_error():
-            return Upload(i, error=protocol.RemoteClientError(_error_text(reply.error)))
+            return Upload(i, error=protocol.RemoteClientError(error_text(reply.error)))
         try:
             content = reply.content
             warned = content.config_records.get(protocol.WARNINGS)
@@ -405,56 +421,6 @@ class FlowerCoTraining:
             )
 
     # ------------------------------------------------------------ handshake
-    def _handshake(self, grid: Any) -> list[dict[str, Any]]:
-        """Ask every connected SuperNode who it is; keep the sites with our public pool."""
-        from flwr.app import Message, RecordDict
-
-        deadline = time.monotonic() + self.node_timeout
-        nodes = sorted(grid.get_node_ids())
-        while len(nodes) < self.min_nodes and time.monotonic() < deadline:
-            time.sleep(0.2)
-            nodes = sorted(grid.get_node_ids())
-        if len(nodes) < self.min_nodes:
-            raise RuntimeError(
-                f"only {len(nodes)} SuperNodes connected within {self.node_timeout} s, "
-                f"fewer than min_nodes={self.min_nodes}"
-            )
-        messages = {
-            node: Message(content=RecordDict(), dst_node_id=node, message_type="query")
-            for node in nodes
-        }
-        replies = _exchange(grid, messages, self.node_timeout, self.poll_interval)
-        sites, self.refused_ = [], {}
-        for node in nodes:
-            reply = replies.get(node)
-            if reply is None:
-                self.refused_[node] = f"no answer to the handshake within {self.node_timeout} s"
-            elif reply.has_error():
-                self.refused_[node] = _error_text(reply.error)
-            elif reply.content.config_records[protocol.SITE]["pool-hash"] != self._pool_hash:
-                info = reply.content.config_records[protocol.SITE]
-                self.refused_[node] = (
-                    f"public pool mismatch: the site's pool has SHA-256 "
-                    f"{str(info['pool-hash'])[:16]}… ({info['n-public']} rows), the "
-                    f"federation's {self._pool_hash[:16]}… ({self._n_public} rows)"
-                )
-            elif (declared := _declared_privacy(reply)) != self._privacy_text():
-                self.refused_[node] = (
-                    f"privacy mismatch: the site applies {declared or 'no mechanism'}, the run "
-                    f"{self._privacy_text() or 'none'}"
-                )
-            else:
-                info = dict(reply.content.config_records[protocol.SITE])
-                sites.append({**info, "node": node})
-        if len(sites) < max(self.min_clients, 1):
-            raise RuntimeError(
-                f"{len(sites)} usable sites, fewer than min_clients={self.min_clients}; "
-                f"refused: {self.refused_}"
-            )
-        # sites that name their position come first, in that order; then by node id
-        sites.sort(key=lambda s: (s["client-id"] < 0, s["client-id"], s["node"]))
-        return sites
-
     def _privacy_text(self) -> str:
         """The run's client-side mechanism as sites declare theirs ("" for none)."""
         return "" if self.privacy is None else repr(self.privacy)
@@ -480,6 +446,12 @@ class FlowerCoTraining:
         }
 
     # --------------------------------------------------------------- output
+    @property
+    def node_ids_(self) -> list[int]:
+        """The SuperNode of each client index (sites ordered by their ``client-id``, then
+        node id; a site that rejoined under a new node has its new id)."""
+        return self._roster.node_ids
+
     @property
     def pseudo_label_codes_(self) -> np.ndarray:
         """The last hard consensus on the public pool (-1 where it abstained)."""
@@ -525,6 +497,9 @@ class FlowerCoTraining:
             "node_ids": [int(n) for n in self.node_ids_],
             "learners": self.learners_,
             "refused": {str(k): v for k, v in self.refused_.items()},
+            "rejoined": [list(r) for r in self.rejoined_],
+            # [site, category, message, count] (a private site keeps its warnings)
+            "warnings": [[*key, n] for key, n in sorted(self.learner_warnings_.items())],
             "failed": {str(r.round): r.failed for r in self.history_},
             "timed_out": {str(r.round): list(r.timed_out) for r in self.history_},
         }
@@ -567,30 +542,6 @@ def make_server_app() -> Any:
     return app
 
 
-def _exchange(
-    grid: Any, messages: dict[int, Any], timeout: float | None, poll_interval: float
-) -> dict[int, Any]:
-    """Push ``{key: message}`` and pull replies until all came or ``timeout`` passed.
-
-    Flower's ``send_and_receive`` polls every 3 s; polling at ``poll_interval`` keeps
-    the server from adding seconds to every round.
-    """
-    keys = list(messages)
-    ids = list(grid.push_messages([messages[k] for k in keys]))
-    pending = {mid: k for mid, k in zip(ids, keys, strict=True) if mid}
-    replies: dict[int, Any] = {}
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while pending:
-        for reply in grid.pull_messages(list(pending)):
-            key = pending.pop(reply.metadata.reply_to_message_id, None)
-            if key is not None:
-                replies[key] = reply
-        if not pending or (deadline is not None and time.monotonic() >= deadline):
-            break
-        time.sleep(poll_interval)
-    return replies
-
-
 def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) -> dict:
     """Where the seconds of a round went, from the sites' handler timestamps (one clock
     on localhost): push → site handler start (Flower's polling and process start), the
@@ -612,11 +563,6 @@ def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) ->
     }
 
 
-def _declared_privacy(reply: Any) -> str:
-    """The privacy mechanism a site declared at the handshake ("" for none)."""
-    return str(reply.content.config_records[protocol.SITE].get("privacy", ""))
-
-
 def _eval_accuracy(reply: Any) -> float | None:
     """A site's reported accuracy on its own evaluation data, if it sent a valid one."""
     try:
@@ -624,8 +570,3 @@ def _eval_accuracy(reply: Any) -> float | None:
     except Exception:  # no evaluation data at that site, or a broken reply
         return None
     return value if 0.0 <= value <= 1.0 else None
-
-
-def _error_text(error: Any) -> str:
-    reason = (error.reason or "").strip().splitlines()
-    return f"Flower error {error.code}: {reason[-1] if reason else 'no reason given'}"
