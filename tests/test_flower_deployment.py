@@ -180,3 +180,57 @@ def test_a_killed_serverapp_resumes_and_ends_as_an_uninterrupted_run(sites, canc
     history = pd.read_csv(tmp_path / "resumed" / "history.csv")
     assert list(history["bytes_up"]) == [r.bytes_up for r in local.history_]
     assert list(history["bytes_down"]) == [r.bytes_down for r in local.history_]
+
+
+EVIL_WORKER = """
+import sys
+from cotrain.flower.worker import SiteWorker
+
+class Compromised(SiteWorker):
+    # a compromised site: its round runs, but its upload is garbage on the wire
+    def handle(self, request):
+        reply = super().handle(request)
+        if request.get("op") == "train" and reply.get("ok"):
+            reply["content"]["arrays"]["labels"] = bytes([9, 9, 9, 9, 9])
+        return reply
+
+worker = Compromised(sys.argv[1], sys.argv[2])
+worker.serve()
+"""
+
+
+def test_a_site_sending_malformed_uploads_is_skipped_or_named(sites, tmp_path):
+    import subprocess
+    import sys
+
+    configs = [{"site": str(p)} for p in sites["paths"]]
+    with LocalFederation(tmp_path / "home", 3, configs) as federation:
+        federation.kill_worker(2)  # the site's own service is replaced by a compromised one
+        socket = federation.worker_socket(2)
+        socket.unlink(missing_ok=True)
+        evil = subprocess.Popen([sys.executable, "-c", EVIL_WORKER, str(sites["paths"][2]),
+                                 str(socket)])  # fmt: skip
+        try:
+            wait_for(socket.exists, "the compromised worker's socket", timeout=60)
+            skipped = federation.run(
+                APP, run_config(sites, rounds=2, **{"on-client-error": "skip"}), timeout=240
+            )
+            raised = federation.run(
+                APP,
+                run_config(sites, rounds=2, **{"on-client-error": "raise",
+                                               "output-dir": str(tmp_path / "raised")}),
+                timeout=240,
+            )  # fmt: skip
+        finally:
+            evil.kill()
+            evil.wait()
+    assert skipped.returncode == 0, skipped.stdout[-3000:] + skipped.stderr[-3000:]
+    summary = json.loads((sites["out"] / "summary.json").read_text())
+    assert summary["n_rounds"] == 2
+    for t in "12":  # the other sites carry on; site 2's upload is refused every round
+        assert list(summary["failed"][t]) == ["2"], summary["failed"]
+        assert "MalformedMessage" in summary["failed"][t]["2"]
+    # under "raise" the run stops and names the site and what it did
+    assert not (tmp_path / "raised" / "summary.json").exists()
+    said = raised.stdout + raised.stderr
+    assert "site 2" in said and "malformed upload in round 1" in said, said[-3000:]
