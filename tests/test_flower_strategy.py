@@ -358,7 +358,8 @@ def test_a_site_that_lost_its_state_says_so_and_refits(federation, tmp_path):
 
 def test_a_continuing_learner_that_cannot_be_stored_is_refused(federation, tmp_path):
     """A learner that continues training but whose model cannot be stored (here a stand-in
-    that declares it; every library learner can be stored now) is refused at the handshake, before any round."""
+    that declares it; every library learner that continues training can be stored now) is
+    refused at the handshake, before any round."""
     unstorable = write_site(
         tmp_path / "unstorable",
         federation["X_clients"][0],
