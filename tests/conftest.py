@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import load_breast_cancer
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 
@@ -97,3 +99,12 @@ class SlowTree(DecisionTreeClassifier):
         if len(X) > self.max_rows:
             time.sleep(self.delay)
         return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)
+
+
+def mixed_site_learners():
+    """The three mixed learners of the Flower tests' sites (tree, logistic, 3-NN)."""
+    return [
+        DecisionTreeClassifier(max_depth=4),
+        LogisticRegression(max_iter=300),
+        KNeighborsClassifier(n_neighbors=3),
+    ]

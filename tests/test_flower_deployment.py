@@ -17,25 +17,15 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from sklearn.linear_model import LogisticRegression
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.flower.localhost import LocalFederation
 from cotrain.flower.site import write_sites
+from tests.conftest import mixed_site_learners as mixed
 
 pytestmark = pytest.mark.slow
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"
-
-
-def mixed():
-    return [
-        DecisionTreeClassifier(max_depth=4),
-        LogisticRegression(max_iter=300),
-        KNeighborsClassifier(n_neighbors=3),
-    ]
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ pytest.importorskip("flwr")
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 from sklearn.linear_model import LogisticRegression, SGDClassifier
-from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.tree import DecisionTreeClassifier
 
@@ -30,6 +29,7 @@ from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, pool_fingerprint, write_site, write_sites
 from cotrain.messages import HardLabels
 from tests.conftest import FailingClassifier
+from tests.conftest import mixed_site_learners as mixed
 
 
 class InMemoryGrid:
@@ -81,14 +81,6 @@ def task_identity():
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
     yield
     TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
-
-
-def mixed():
-    return [
-        DecisionTreeClassifier(max_depth=4),
-        LogisticRegression(max_iter=300),
-        KNeighborsClassifier(n_neighbors=3),
-    ]
 
 
 @pytest.fixture

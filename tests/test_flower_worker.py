@@ -17,9 +17,6 @@ pytest.importorskip("flwr")
 
 from flwr.app import Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from sklearn.linear_model import LogisticRegression
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.flower import client_app, protocol
@@ -34,17 +31,10 @@ from cotrain.flower.worker import (
     write_frame,
 )
 from cotrain.wire import WireFormat
+from tests.conftest import mixed_site_learners as mixed
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"
 TIMING = ("handler-start", "handler-end", "learner-time-s")
-
-
-def mixed():
-    return [
-        DecisionTreeClassifier(max_depth=4),
-        LogisticRegression(max_iter=300),
-        KNeighborsClassifier(n_neighbors=3),
-    ]
 
 
 @pytest.fixture
