@@ -31,6 +31,7 @@ from cotrain.broadcast import Downlink
 from cotrain.checkpoint import checkpoint_blocker
 from cotrain.client import Client
 from cotrain.flower import protocol
+from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
 from cotrain.flower.site import Site, load_site
 from cotrain.flower.site_state import SiteState
 from cotrain.privacy.ledger import event_to_json
@@ -96,6 +97,9 @@ def site_query(site: Site) -> dict[str, Any]:
         "labels": protocol.labels_to_config(np.unique(site.y)),
         "privacy": site.declared_privacy,
     }
+    if site.share_eval:  # a public test set: its labels, for the consensus accuracy
+        record["eval-hash"] = eval_fingerprint(site.X_eval, site.y_eval)
+        record["eval-labels"] = protocol.labels_to_config(site.y_eval)
     return {"config": {protocol.SITE: record}}
 
 
@@ -132,6 +136,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         X_public=site.X_public,
         wire=WireFormat.from_config(config),
         X_eval=site.X_eval,
+        eval_proba=site.share_eval and bool(config.get("eval-proba", False)),
         privacy=site.privacy,  # its noise comes from this site's own entropy
     )
     broadcast = content.get("arrays", {}).get(protocol.LABELS)
@@ -174,6 +179,11 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
             stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
         reply["metrics"][protocol.STATS] = stats
+        if site.share_eval and result.eval_codes is not None and not result.private:
+            reply["arrays"][protocol.EVAL] = codes_to_bytes(result.eval_codes, len(classes))
+            if result.eval_proba is not None:  # asked for by a soft consensus
+                proba = np.asarray(result.eval_proba, dtype="<f4")
+                reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
     if result.warnings and not result.private:  # a private site's warnings stay at the site
         reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(result.warnings)
     return reply

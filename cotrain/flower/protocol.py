@@ -10,19 +10,23 @@ Messages
 ``query`` (handshake), server → site: nothing; site → server: ``site`` config record
 with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``n-samples``,
 ``learner``, the site's label values (``labels``) and its declared ``privacy``
-mechanism ("" for none).
+mechanism ("" for none); a site that shares its evaluation data (a public test set, see
+:mod:`cotrain.flower.evaluation`) adds ``eval-hash`` and the evaluation labels
+(``eval-labels``).
 
 ``train`` (one round), server → site: ``round`` config record (round, client index,
 seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token,
-``broadcast-ref``: the consensus version the broadcast is delta-coded against, 0 for a
-full message) and, from round 2, the ``labels`` array record with the broadcast; site →
-server: the ``labels`` array record with the upload, a ``stats`` metric record (learner
-time, handler times, ``broadcast-version``: the consensus version the site now holds, its
-acknowledgement; ``eval-accuracy`` where the site has evaluation data), a ``warnings``
-config record and,
-for a DP-trained site, a ``privacy`` config record with the round's event; or an
-``error`` config record (type and message) when the step failed. A private site sends no
-warnings, a learner time of 0, and an error message with its data values masked
+``eval-proba``: whether sharing sites send evaluation probabilities, ``broadcast-ref``:
+the consensus version the broadcast is delta-coded against, 0 for a full message) and,
+from round 2, the ``labels`` array record with the broadcast; site → server: the
+``labels`` array record with the upload, a ``stats`` metric record (learner time,
+handler times, ``broadcast-version``: the consensus version the site now holds, its
+acknowledgement; ``eval-accuracy`` where the site has evaluation data), a sharing site's
+``eval`` array record (its predicted class codes on the evaluation data) and, when
+asked, ``eval-proba`` (float32 probabilities), a ``warnings`` config record and, for a
+DP-trained site, a ``privacy`` config record with the round's event; or an ``error``
+config record (type and message) when the step failed. A private site sends no warnings,
+a learner time of 0, and an error message with its data values masked
 (:func:`sanitise`).
 """
 
@@ -41,6 +45,10 @@ STATS = "stats"
 #: a DP-trained site's privacy event of the round (dp-accounting JSON)
 PRIVACY = "privacy"
 WARNINGS = "warnings"
+#: a sharing site's predicted class codes on the shared evaluation data
+EVAL = "eval"
+#: its probabilities there (little-endian float32), with a soft consensus
+EVAL_PROBA = "eval-proba"
 ERROR = "error"
 PAYLOAD = "payload"
 

@@ -33,6 +33,7 @@ from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
 from cotrain.flower import protocol
+from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import History, RoundRecord
@@ -129,7 +130,9 @@ class FlowerCoTraining:
         :mod:`cotrain.flower.handshake`).
     history_ : History
         One :class:`~cotrain.history.RoundRecord` per round (client indices, failures,
-        stragglers, bytes, times).
+        stragglers, bytes, times; per-site accuracies on the sites' evaluation data and,
+        where sites share one evaluation set, ``consensus_accuracy``: see
+        :mod:`cotrain.flower.evaluation`).
     consensus_codes_ : ndarray of shape (n_rounds, n_public)
         The hard consensus after every round (-1 where it abstained).
     pseudo_label_codes_ : ndarray of shape (n_public,)
@@ -242,6 +245,7 @@ class FlowerCoTraining:
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
         n_classes = len(self.classes_)
+        self._eval = SharedEvaluation(sites, self.classes_)
         dry_run_consensus(self.consensus_, n, n_classes, self._n_public)
         sampler_seed, client_seeds, _ = spawn_seeds(self.random_state, n)
         self._seeds = [client_seed(s) for s in client_seeds]
@@ -308,6 +312,7 @@ class FlowerCoTraining:
             "timings": self.timings_,
             "run_token": self.run_token_,
             "site_accuracy": {str(i): a for i, a in self._site_accuracy.items()},
+            "shared_eval": self._eval.state_dict(),
         }
         return state, state.pop("broadcast"), {}
 
@@ -324,6 +329,7 @@ class FlowerCoTraining:
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
         self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
+        self._eval.load_state_dict(state.get("shared_eval", {}))
         return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
@@ -348,7 +354,9 @@ class FlowerCoTraining:
             accuracy = _eval_accuracy(replies[i])
             if accuracy is not None:
                 self._site_accuracy[i] = accuracy
-        return replace(record, **self._accuracy_fields())
+            self._eval.update(i, replies[i])  # its predictions on the shared evaluation set
+        fields = self._accuracy_fields() | self._eval.fields(self._server.consensus)
+        return replace(record, **fields)
 
     def _accuracy_fields(self) -> dict[str, Any]:
         """The record's per-site accuracies (sites with evaluation data), as in-process."""
@@ -378,6 +386,7 @@ class FlowerCoTraining:
                         "classes": protocol.labels_to_config(self.classes_),
                         "run-token": self.run_token_,
                         "broadcast-ref": link.ref,
+                        "eval-proba": self.consensus_.output == "soft" and bool(self._eval.sites),
                     }
                 )
             }
@@ -502,6 +511,8 @@ class FlowerCoTraining:
             "warnings": [[*key, n] for key, n in sorted(self.learner_warnings_.items())],
             "failed": {str(r.round): r.failed for r in self.history_},
             "timed_out": {str(r.round): list(r.timed_out) for r in self.history_},
+            # the sites whose shared evaluation set the consensus accuracy is scored on
+            "eval_sites": self._eval.sites,
         }
         (folder / "summary.json").write_text(json.dumps(summary, indent=2))
         (folder / "timings.json").write_text(json.dumps(self.timings_, indent=2))

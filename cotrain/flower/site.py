@@ -11,6 +11,9 @@ imports no Flower code, so sites can be prepared anywhere.
     data = "private.npz"               # arrays X and y (paths relative to this file)
     public-pool = "public.npy"         # the public pool U, identical at every site
     eval-data = "eval.npz"             # optional: arrays X and y the site evaluates on
+    share-eval = true                  # optional: send predictions and labels on eval-data
+                                       # for the consensus accuracy (default: true unless
+                                       # [privacy]; only for a public, shared test set)
 
     [estimator]
     class = "sklearn.tree.DecisionTreeClassifier"
@@ -55,6 +58,10 @@ class Site:
     X_eval, y_eval : ndarray or None
         The site's own evaluation data (``eval-data``), never trained on; each round the
         site reports its model's accuracy on it.
+    share_eval : bool
+        Whether the site shares its evaluation data's labels and its predictions there
+        with the server, for the consensus accuracy (:mod:`cotrain.flower.evaluation`):
+        only for a public test set, never at a private site.
     privacy : cotrain.privacy mechanism or None
         Applied at the site before anything leaves it (``[privacy]``), with the site's own
         entropy; the ServerApp refuses a site whose mechanism differs from the run's.
@@ -69,6 +76,7 @@ class Site:
     X_eval: np.ndarray | None = None
     y_eval: np.ndarray | None = None
     privacy: Any = None
+    share_eval: bool = False
 
     @property
     def declared_privacy(self) -> str:
@@ -107,11 +115,13 @@ def write_site(
     client_id: int | None = None,
     eval_set: tuple[Any, Any] | None = None,
     privacy: Any = None,
+    share_eval: bool | None = None,
 ) -> Path:
     """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
 
     ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``); ``privacy``
-    the site's privacy mechanism (stored like the estimator).
+    the site's privacy mechanism (stored like the estimator); ``share_eval`` sets
+    ``share-eval`` (default: the site shares its evaluation data unless it is private).
 
     The estimator is stored as its class path and its ``get_params(deep=False)``; every
     parameter must be a TOML value (numbers, strings, booleans, lists of those).
@@ -142,6 +152,8 @@ def write_site(
     if eval_set is not None:
         np.savez(folder / "eval.npz", X=np.asarray(eval_set[0]), y=np.asarray(eval_set[1]))
         config["eval-data"] = "eval.npz"
+    if share_eval is not None:
+        config["share-eval"] = bool(share_eval)
     if client_id is not None:
         config = {"client-id": int(client_id), **config}
     config["estimator"] = _spec(estimator)
@@ -220,6 +232,17 @@ def load_site(path: str | Path) -> Site:
                 f"{config['eval-data']} (site {path}): X {X_eval.shape} and y {y_eval.shape} "
                 f"must have one label per row and rows shaped like the training data"
             )
+    privacy = (
+        None
+        if "privacy" not in config
+        else mechanism_from_spec(config["privacy"], f"site config {path} [privacy]")
+    )
+    share_eval = config.get("share-eval", privacy is None)
+    if not isinstance(share_eval, bool) or (share_eval and privacy is not None):
+        raise ValueError(
+            f"site config {path}: share-eval must be true or false, and false at a site "
+            f"with [privacy] (its evaluation predictions are outside its ε), got {share_eval!r}"
+        )
     return Site(
         client_id=client_id,
         X=data["X"],
@@ -229,11 +252,8 @@ def load_site(path: str | Path) -> Site:
         path=path,
         X_eval=X_eval,
         y_eval=y_eval,
-        privacy=(
-            None
-            if "privacy" not in config
-            else mechanism_from_spec(config["privacy"], f"site config {path} [privacy]")
-        ),
+        privacy=privacy,
+        share_eval=share_eval and X_eval is not None,
     )
 
 
