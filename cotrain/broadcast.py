@@ -205,7 +205,7 @@ class BroadcastDecoder:
                     f"the broadcast is a delta against consensus version {downlink.ref}, "
                     f"which this client does not hold (it holds {sorted(self._codes)})"
                 )
-            message = self.wire_parse(downlink.data)
+            message = self._parse_delta(downlink.data)
             try:
                 pseudo = message.apply(reference)
             except ValueError as err:
@@ -217,7 +217,7 @@ class BroadcastDecoder:
             self._codes[int(version)] = pseudo
         return pseudo
 
-    def wire_parse(self, data: bytes) -> DeltaHardLabels:
+    def _parse_delta(self, data: bytes) -> DeltaHardLabels:
         """``data`` as a delta broadcast of this format (not yet applied)."""
         try:
             message = decode(data)
