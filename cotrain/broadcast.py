@@ -26,21 +26,25 @@ Examples
 --------
 >>> import numpy as np
 >>> from cotrain.wire import WireFormat
->>> wire = WireFormat(n_classes=3, n_public=6, encoding="delta")
+>>> wire = WireFormat(n_classes=3, n_public=100, encoding="delta")
 >>> server, client = BroadcastEncoder(wire, n_clients=1), BroadcastDecoder(wire)
->>> server.publish(1, np.array([0, 1, 2, 0, 1, -1]))
+>>> first = np.arange(100) % 3
+>>> first[7] = -1  # the consensus abstains there
+>>> server.publish(1, first)
 >>> message = server.message_for(0)  # client 0 holds nothing yet: a full message
->>> message.ref, len(message.data)
-(0, 11)
->>> client.decode(message, version=1).tolist(), client.version
-([0, 1, 2, 0, 1, -1], 1)
+>>> message.ref, len(message.data)  # 10-byte header + 100 labels at 2 bits
+(0, 35)
+>>> client.decode(message, version=1)[:8].tolist(), client.version
+([0, 1, 2, 0, 1, 2, 0, -1], 1)
 >>> server.acknowledge(0, client.version)
->>> server.publish(2, np.array([0, 1, 2, 0, 1, 1]))
+>>> second = first.copy()
+>>> second[50] = 0
+>>> server.publish(2, second)
 >>> message = server.message_for(0)  # one label changed since version 1
->>> message.ref, len(message.data) < 11
-(1, True)
->>> client.decode(message, version=2).tolist()
-[0, 1, 2, 0, 1, 1]
+>>> message.ref, len(message.data)  # 14 + m (4) + width (1) + gap (1) + new code (1)
+(1, 21)
+>>> bool((client.decode(message, version=2) == second).all())
+True
 """
 
 from __future__ import annotations
