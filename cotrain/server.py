@@ -153,8 +153,7 @@ class CoTrainingServer:
         timed_out: tuple[int, ...] = (),
         *,
         started: float,
-        broadcast: bytes | None = None,
-        bytes_down: int | None = None,
+        bytes_down: int = 0,
     ) -> tuple[RoundRecord, list[int]]:
         """Collect the uploads of round ``t``, vote, and record the round.
 
@@ -170,10 +169,7 @@ class CoTrainingServer:
             Clients that did not answer in time.
         started : float
             ``time.perf_counter()`` when the round began.
-        broadcast : bytes, optional
-            The broadcast this round's clients received (for the byte count when
-            ``bytes_down`` is not given: its size times the clients asked).
-        bytes_down : int, optional
+        bytes_down : int, default=0
             The bytes of the broadcasts sent this round (each client's own message).
 
         Returns
@@ -213,9 +209,7 @@ class CoTrainingServer:
             else float("nan"),
             changed=changed,
             bytes_up=sum(len(by_id[i].message) for i in ids),
-            bytes_down=(0 if broadcast is None else len(broadcast) * len(sampled))
-            if bytes_down is None
-            else int(bytes_down),
+            bytes_down=int(bytes_down),
             time_s=time.perf_counter() - started,
             learner_time_s=sum(u.learner_time_s for u in uploads),
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),

@@ -15,15 +15,7 @@ import torch  # noqa: E402
 from cotrain import FederatedCoTrainer  # noqa: E402
 from cotrain.checkpoint import checkpoint_blocker, estimator_types, load_model, save_model  # noqa: E402
 from learners import ClassAlignedClassifier, GPT2Classifier  # noqa: E402
-from tests.test_gpt2 import LORA, make_texts, tiny_config  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.test_gpt2 import LORA, make_texts, one_thread, tiny_config  # noqa: E402, F401
 
 
 def small(model=None, **kwargs):
