@@ -23,6 +23,7 @@ from ._params import ParamsMixin
 from .certainty import CertaintyWeighted, certainty_weighted
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
 from .noisy import NoisyArgmax
+from .quality import QualityVote, quality_vote
 from .registry import available_consensus, get_consensus, register_consensus
 from .robust import ReputationVote, TrimmedVote, client_agreement, trimmed_vote
 from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
@@ -35,6 +36,7 @@ __all__ = [
     "NoisyArgmax",
     "ParamsMixin",
     "QualifiedMajority",
+    "QualityVote",
     "ReputationVote",
     "SoftMean",
     "TrimmedVote",
@@ -45,6 +47,7 @@ __all__ = [
     "get_consensus",
     "majority_vote",
     "qualified_majority",
+    "quality_vote",
     "register_consensus",
     "soft_mean",
     "trimmed_vote",
@@ -61,6 +64,7 @@ for _names, _factory in [
     (("noisy_argmax", "gnmax"), NoisyArgmax),
     (("trimmed", "trimmed_vote"), TrimmedVote),
     (("reputation", "reputation_vote"), ReputationVote),
+    (("quality", "quality_vote"), QualityVote),
 ]:
     for _name in _names:
         register_consensus(_name, _factory)

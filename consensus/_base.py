@@ -44,6 +44,9 @@ class Consensus(ParamsMixin, ABC):
         δ at which the ε of an accountable rule is reported (None for a rule without noise).
     budget : float or None
         Total ε per client an accountable rule allows (None = no limit).
+    uses_quality : bool
+        True when `weights_for` takes ``quality=``: the server then passes each client's own
+        quality (e.g. its out-of-fold accuracy, ``(m,)`` float, NaN where not sent).
 
     Examples
     --------
@@ -60,6 +63,7 @@ class Consensus(ParamsMixin, ABC):
     """
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
+    uses_quality: ClassVar[bool] = False
     delta: float | None = None
     budget: float | None = None
 
