@@ -19,9 +19,17 @@ from typing import Any
 from cotrain.experiment.data import BUNDLED, PARTITIONS, SHARED
 from cotrain.experiment.errors import ExperimentError
 from cotrain.experiment.learners import make_learner
-from cotrain.experiment.methods import METHODS
+from cotrain.experiment.methods import CERTAINTY_CONSENSUS, METHODS, QUALITY_CONSENSUS
 
-__all__ = ["CLIENT_KEYS", "PRIVACY_KEYS", "SCHEMA", "Run", "load_experiment", "slug"]
+__all__ = [
+    "CERTAINTY_KEYS",
+    "CLIENT_KEYS",
+    "PRIVACY_KEYS",
+    "SCHEMA",
+    "Run",
+    "load_experiment",
+    "slug",
+]
 
 #: top-level keys and section keys with their types (a tuple: any of them)
 SCHEMA: dict[str, Any] = {
@@ -57,6 +65,10 @@ SCHEMA: dict[str, Any] = {
         "noise_multiplier": (int, float),
         "privacy": dict,
         "audit": bool,
+        "power": (int, float),
+        "quality_power": (int, float),
+        "top_k": int,
+        "certainty": dict,
     },
     "clients": list,
     "variant": list,
@@ -73,6 +85,14 @@ PRIVACY_KEYS = {
     "sigma": (int, float),
     "noise_multiplier": (int, float),
     "max_grad_norm": (int, float),
+    "delta": float,
+}
+#: the keys of ``[method.certainty]``: FedAUX certainty scorers fitted on each client's data
+#: (``cotrain.privacy.fedaux.fedaux_weights``) for ``consensus = "quality"`` or ``"certainty"``
+CERTAINTY_KEYS = {
+    "lam": (int, float),
+    "dp": bool,
+    "epsilon": (int, float),
     "delta": float,
 }
 
@@ -270,6 +290,9 @@ def _check_table(
     privacy = table.get("method", {}).get("privacy") if "method" in schema else None
     if privacy is not None:
         _check_table(privacy, PRIVACY_KEYS, "method.privacy", where)
+    certainty = table.get("method", {}).get("certainty") if "method" in schema else None
+    if certainty is not None:
+        _check_table(certainty, CERTAINTY_KEYS, "method.certainty", where)
 
 
 def _check_semantics(config: dict[str, Any], where: _Locator, label: str) -> None:
@@ -317,6 +340,23 @@ def _check_semantics(config: dict[str, Any], where: _Locator, label: str) -> Non
         if key not in method:
             raise ExperimentError(
                 f"{where.line('name', section='method')}: {name} needs [method.{key}]"
+            )
+    consensus = method.get("consensus", "majority")
+    for key in ("power", "quality_power", "top_k"):
+        if key in method and consensus not in QUALITY_CONSENSUS:
+            raise ExperimentError(
+                f'{where.line(key)}: method.{key} needs consensus = "quality"{context}'
+            )
+    if "certainty" in method and consensus not in CERTAINTY_CONSENSUS:
+        raise ExperimentError(
+            f'{where.line("certainty")}: [method.certainty] needs consensus = "quality" or '
+            f'"certainty"{context}'
+        )
+    if consensus in CERTAINTY_CONSENSUS and consensus not in QUALITY_CONSENSUS:
+        if "certainty" not in method:
+            raise ExperimentError(
+                f"{where.line('consensus')}: consensus = {consensus!r} needs [method.certainty] "
+                f"(its clients' certainty scores){context}"
             )
     if method.get("rounds", 1) < 1:
         raise ExperimentError(f"{where.line('rounds')}: method.rounds must be >= 1{context}")

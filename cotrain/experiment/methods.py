@@ -17,7 +17,12 @@ from typing import Any
 from cotrain.checkpoint import checkpoint_blocker
 from cotrain.experiment.errors import ExperimentError
 
-__all__ = ["METHODS", "Method", "MethodInput"]
+__all__ = ["CERTAINTY_CONSENSUS", "METHODS", "QUALITY_CONSENSUS", "Method", "MethodInput"]
+
+#: consensus names that take ``power``, ``quality_power``, ``top_k`` (``consensus.QualityVote``)
+QUALITY_CONSENSUS = ("quality", "quality_vote")
+#: consensus names whose scores come from ``[method.certainty]`` (FedAUX scorers)
+CERTAINTY_CONSENSUS = ("certainty", "certainty_weighted", "fedaux", *QUALITY_CONSENSUS)
 
 
 @dataclass
@@ -113,6 +118,8 @@ def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
         from consensus import QualifiedMajority
 
         consensus = QualifiedMajority(quorum=float(method["quorum"]))
+    elif consensus in CERTAINTY_CONSENSUS:
+        consensus = _scored_consensus(inp, consensus)
     checkpointable = all(checkpoint_blocker(est) is None for est in inp.learners)
     model = FederatedCoTrainer(
         inp.learners,
@@ -135,6 +142,52 @@ def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
         resume=resume,
     )
     return model
+
+
+def _scored_consensus(inp: MethodInput, name: str) -> Any:
+    """``QualityVote`` / ``CertaintyWeighted`` with FedAUX scores of each client's data.
+
+    ``[method.certainty]`` (optional for ``quality``): each client fits a certainty scorer on
+    its own rows against the public pool as negatives (``lam``, default 0.1) and the server
+    gets its scores on the pool once, before round 1. ``dp = true`` releases each scorer with
+    Gaussian noise, ``(epsilon, delta)``-DP for one private record of that client against the
+    server (defaults 0.5, 1e-5, noise seeded by the run's seed); the trainer's ledger adds that
+    ε to every client's record-level ε. Without ``dp`` the scores carry no guarantee.
+    """
+    from consensus import CertaintyWeighted, QualityVote
+    from cotrain.privacy.fedaux import fedaux_weights
+
+    method, spec = inp.method, inp.method.get("certainty")
+    scores, eps, delta = None, None, None
+    if spec is not None:
+        dp = bool(spec.get("dp", False))
+        eps, delta = float(spec.get("epsilon", 0.5)), float(spec.get("delta", 1e-5))
+        try:
+            scores = fedaux_weights(
+                inp.X,
+                inp.X_public,
+                inp.X_public,
+                lam=float(spec.get("lam", 0.1)),
+                epsilon=eps,
+                delta=delta,
+                random_state=inp.seed,
+                dp=dp,
+            )
+        except ValueError as err:
+            raise ExperimentError(f"method.certainty: {err}") from err
+        if not dp:
+            eps, delta = None, None
+    if name not in QUALITY_CONSENSUS:
+        return CertaintyWeighted(scores, scorer_epsilon=eps, scorer_delta=delta)
+    top_k = method.get("top_k")
+    return QualityVote(
+        scores,
+        power=float(method.get("power", 16.0)),
+        quality_power=float(method.get("quality_power", 1.0)),
+        top_k=None if top_k is None else int(top_k),
+        scorer_epsilon=eps,
+        scorer_delta=delta,
+    )
 
 
 def _dp_fedct(inp: MethodInput) -> Any:
