@@ -22,6 +22,7 @@ import numpy as np
 from cotrain.broadcast import BroadcastDecoder, Downlink, MissingReference
 from cotrain.messages import HardLabels, decode
 from cotrain.server import Upload
+from cotrain.trust import FixedTrust, PseudoLabelTrust, TrustChoice, weighted_training_set
 from cotrain.wire import WireFormat
 from learners import ClassAlignedClassifier
 
@@ -36,6 +37,8 @@ class StepResult(Upload):
 
     eval_codes: np.ndarray | None = None
     eval_proba: np.ndarray | None = None
+    #: the pool weight the client chose for this round's fit (see :mod:`cotrain.trust`)
+    trust: float | None = None
     #: the client has a privacy mechanism: its learner's warnings and fit time are
     #: data-dependent side channels outside the ε, so they stay off the upload
     private: bool = False
@@ -50,7 +53,7 @@ class StepResult(Upload):
             )  # fmt: skip
         return Upload(
             self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
-            self.dp_event, self.broadcast_version,
+            self.dp_event, self.broadcast_version, self.quality,
         )  # fmt: skip
 
 
@@ -88,6 +91,11 @@ class Client:
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
         Also return probabilities on ``X_eval`` (for a soft consensus's accuracy).
+    trust : cotrain.trust.PseudoLabelTrust or FixedTrust, optional
+        How much weight the pseudo-labelled pool gets in each fit (default: full weight,
+        the paper's FedCT). A :class:`~cotrain.trust.PseudoLabelTrust` chooses it every
+        round by cross-validation on the private rows; its out-of-fold accuracy is sent
+        as the upload's ``quality`` (not by a private client).
 
     Examples
     --------
@@ -114,6 +122,7 @@ class Client:
         privacy: Any = None,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
+        trust: FixedTrust | PseudoLabelTrust | None = None,
     ) -> None:
         self.client_id = client_id
         self.classes = classes
@@ -131,6 +140,7 @@ class Client:
         self.privacy = privacy
         self.X_eval = X_eval
         self.eval_proba = eval_proba
+        self.trust = FixedTrust(1.0) if trust is None else trust
         self._X = X
         self._y = y
 
@@ -149,6 +159,39 @@ class Client:
     ) -> tuple[np.ndarray, np.ndarray]:
         """D_i ∪ P: private data plus the public rows that carry a pseudo-label."""
         return with_pseudo_labels(self._X, self._y, X_public, pseudo, self.classes)
+
+    def pseudo_labelled_pool(self, pseudo: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The public rows that carry a pseudo-label, and their labels (values from
+        ``classes``) or soft targets."""
+        if pseudo is None:
+            return self.X_public[:0], self._y[:0]
+        if pseudo.ndim == 1:
+            keep = pseudo >= 0
+            return self.X_public[keep], self.classes[pseudo[keep]]
+        keep = ~np.isnan(pseudo).any(axis=1)
+        return self.X_public[keep], pseudo[keep].astype(np.float64)
+
+    def choose_trust(self, pseudo: np.ndarray | None) -> TrustChoice:
+        """This round's weight of the pseudo-labelled pool (see :mod:`cotrain.trust`)."""
+        if pseudo is None:
+            return TrustChoice(1.0, {})
+        X_pool, y_pool = self.pseudo_labelled_pool(pseudo)
+        return self.trust.choose(
+            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes
+        )
+
+    def weighted_training_set(
+        self, pseudo: np.ndarray | None, weight: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """D_i ∪ P with the pool rows at ``weight`` (rows of classes this client holds no
+        private row of keep weight 1), and the sample weights (None: all 1)."""
+        if pseudo is None:
+            return self._X, self._y, None
+        X_pool, y_pool = self.pseudo_labelled_pool(pseudo)
+        return weighted_training_set(
+            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes, weight,
+            getattr(self.trust, "random_state", None),
+        )  # fmt: skip
 
     def run_round(
         self,
@@ -238,9 +281,14 @@ class Client:
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
         sharing) and put the evaluation predictions and learner time in ``result``."""
-        X_train, y_train = self.training_set(self.X_public, pseudo)
-        self.model.fit(X_train, y_train)
+        start = time.perf_counter()
+        choice = self.choose_trust(pseudo)
+        X_train, y_train, weight = self.weighted_training_set(pseudo, choice.weight)
+        self.model.fit(X_train, y_train, sample_weight=weight)
         self.fitted = True
+        result.trust = None if pseudo is None else choice.weight
+        result.quality = None if self.privacy is not None else choice.quality
+        trust_time = time.perf_counter() - start - self.model.fit_time_
         start = time.perf_counter()
         soft = self.wire.share == "soft"
         on_public = (
@@ -250,7 +298,7 @@ class Client:
             result.eval_codes = self.codes(self.model.predict(self.X_eval))
             if self.eval_proba:
                 result.eval_proba = self.model.predict_proba(self.X_eval)
-        result.learner_time_s = self.model.fit_time_ + time.perf_counter() - start
+        result.learner_time_s = trust_time + self.model.fit_time_ + time.perf_counter() - start
         return on_public if soft else self.codes(on_public)
 
     def step(

@@ -64,6 +64,10 @@ class RoundRecord:
         client's data at once (DP-FedAvg's user-level DP).
     epsilon_adversary : {"server", "broadcast observers", "global model observers"} or None
         Against whom ``epsilon`` holds.
+    trust : dict of int to float
+        The weight each client gave the pseudo-labelled pool in this round's fit (see
+        :mod:`cotrain.trust`; 1.0 is the paper's FedCT); empty in round 1, before any
+        consensus. Clients of a deployment that keep it to themselves are absent.
 
     Examples
     --------
@@ -90,6 +94,7 @@ class RoundRecord:
     epsilon: float | None = None
     epsilon_unit: str | None = None
     epsilon_adversary: str | None = None
+    trust: dict[int, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON types (integer dict keys become strings).
@@ -104,6 +109,7 @@ class RoundRecord:
         out["clients"], out["timed_out"] = list(self.clients), list(self.timed_out)
         out["failed"] = {str(k): v for k, v in self.failed.items()}
         out["client_accuracy"] = {str(k): v for k, v in self.client_accuracy.items()}
+        out["trust"] = {str(k): v for k, v in self.trust.items()}
         return out
 
     @classmethod
@@ -114,6 +120,7 @@ class RoundRecord:
         data["timed_out"] = tuple(int(i) for i in data["timed_out"])
         data["failed"] = {int(k): v for k, v in data["failed"].items()}
         data["client_accuracy"] = {int(k): v for k, v in data["client_accuracy"].items()}
+        data["trust"] = {int(k): v for k, v in data.get("trust", {}).items()}
         return cls(**data)
 
 
@@ -162,6 +169,7 @@ class History:
         for record in self.records:
             row = asdict(record)
             per_client = row.pop("client_accuracy")
+            row.update({f"trust_client_{c}": w for c, w in sorted(row.pop("trust").items())})
             row["n_clients"] = len(record.clients)
             row["n_failed"] = len(record.failed)
             row["n_timed_out"] = len(record.timed_out)

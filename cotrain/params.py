@@ -299,6 +299,15 @@ PARAMS: Final[dict[str, Param]] = {
     "soft_dtype": Param("float32", options=("float32", "float16")),
     "encoding": Param("packed", options=("packed", "delta")),
     "soft_bits": Param(None, types=(Integral,), none=True, interval=Interval(1, 16)),
+    "trust": Param(
+        None,
+        types=(Real,),
+        none=True,
+        options=("auto",),
+        interval=Interval(0, 1),
+        methods=("choose",),
+        expected="'auto', None, a weight in [0, 1] or a cotrain.trust.PseudoLabelTrust",
+    ),
     "rounds": Param(20, types=(Integral,), interval=Interval(1)),
     "participation": Param(1.0, types=(Real,), interval=Interval(0, 1, closed="right")),
     "privacy": Param(

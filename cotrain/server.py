@@ -52,6 +52,11 @@ class Upload:
         The newest consensus version the client holds after this round (its
         acknowledgement, the reference of the next delta-coded broadcast; see
         :mod:`cotrain.broadcast`); None: no report, the server keeps what it had.
+    quality : float or None
+        The client's estimate of its own accuracy (out-of-fold on its private rows, from
+        :class:`cotrain.trust.PseudoLabelTrust`); a consensus with ``uses_quality``
+        weighs its votes by it. None: not sent (always, for a client with a privacy
+        mechanism).
     """
 
     client_id: int
@@ -61,6 +66,7 @@ class Upload:
     learner_time_s: float = 0.0
     dp_event: Any = None
     broadcast_version: int | None = None
+    quality: float | None = None
 
 
 class CoTrainingServer:
@@ -184,7 +190,14 @@ class CoTrainingServer:
         if self.ledger is not None:
             by_client = {u.client_id: u for u in uploads}
             self.ledger.record(ids, {int(i): by_client[int(i)].dp_event for i in ids})
-        weights = self.consensus.weights_for(ids, self.wire.n_public)
+        if getattr(self.consensus, "uses_quality", False):
+            by_client = {u.client_id: u.quality for u in uploads}
+            quality = np.array(
+                [np.nan if by_client[int(i)] is None else by_client[int(i)] for i in ids]
+            )
+            weights = self.consensus.weights_for(ids, self.wire.n_public, quality=quality)
+        else:
+            weights = self.consensus.weights_for(ids, self.wire.n_public)
         pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
         self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
         for upload in uploads:  # what each client now holds: the next delta's reference

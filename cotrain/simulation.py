@@ -113,9 +113,11 @@ class SimulatedFederation:
             for (category, message), n in r.warnings.items():
                 self.local_warnings[(r.client_id, category, message)] += n
         local_time = sum(r.learner_time_s for r in private)
+        trust = {r.client_id: r.trust for r in results if r.trust is not None}
         return replace(
-            record, learner_time_s=record.learner_time_s + local_time, **self.evaluate()
-        )
+            record, learner_time_s=record.learner_time_s + local_time, trust=trust,
+            **self.evaluate(),
+        )  # fmt: skip
 
     @property
     def learner_warnings(self) -> Counter:

@@ -36,6 +36,7 @@ from cotrain.flower.site import Site, load_site
 from cotrain.flower.site_state import SiteState
 from cotrain.privacy.ledger import event_to_json
 from cotrain.seeding import seeded_clone
+from cotrain.trust import client_trust
 from cotrain.wire import WireFormat
 from learners import continues_training
 
@@ -138,6 +139,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         X_eval=site.X_eval,
         eval_proba=site.share_eval and bool(config.get("eval-proba", False)),
         privacy=site.privacy,  # its noise comes from this site's own entropy
+        trust=client_trust(site.trust, site.privacy, int(config["seed"])),
     )
     broadcast = content.get("arrays", {}).get(protocol.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
@@ -176,6 +178,10 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             "handler-end": time.time(),
             "broadcast-version": int(result.broadcast_version or 0),
         }
+        if result.trust is not None and not result.private:  # the pool weight it chose
+            stats["trust"] = float(result.trust)
+        if result.quality is not None:  # its out-of-fold accuracy (never from a private site)
+            stats["quality"] = float(result.quality)
         if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
             stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
         reply["metrics"][protocol.STATS] = stats

@@ -356,6 +356,8 @@ class FlowerCoTraining:
                 self._site_accuracy[i] = accuracy
             self._eval.update(i, replies[i])  # its predictions on the shared evaluation set
         fields = self._accuracy_fields() | self._eval.fields(self._server.consensus)
+        trust = {i: _reported_trust(replies[i]) for i in answered}
+        fields["trust"] = {i: w for i, w in trust.items() if w is not None}
         return replace(record, **fields)
 
     def _accuracy_fields(self) -> dict[str, Any]:
@@ -420,6 +422,10 @@ class FlowerCoTraining:
             upload.learner_time_s = float(stats["learner-time-s"])
             if "broadcast-version" in stats:  # the consensus the site now holds
                 upload.broadcast_version = int(stats["broadcast-version"])
+            if "quality" in stats:  # the site's own out-of-fold accuracy, for the consensus
+                upload.quality = float(stats["quality"])
+                if not 0.0 <= upload.quality <= 1.0:
+                    raise ValueError(f"quality must be in [0, 1], got {upload.quality!r}")
             if protocol.PRIVACY in content.config_records:  # a DP-trained site's round
                 reported = content.config_records[protocol.PRIVACY]["dp-event"]
                 upload.dp_event = event_from_json(json.loads(str(reported)))
@@ -579,5 +585,14 @@ def _eval_accuracy(reply: Any) -> float | None:
     try:
         value = float(reply.content.metric_records[protocol.STATS]["eval-accuracy"])
     except Exception:  # no evaluation data at that site, or a broken reply
+        return None
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _reported_trust(reply: Any) -> float | None:
+    """The pool weight a site reported for its fit (see :mod:`cotrain.trust`), if valid."""
+    try:
+        value = float(reply.content.metric_records[protocol.STATS]["trust"])
+    except Exception:  # a private site, round 1, or a broken reply
         return None
     return value if 0.0 <= value <= 1.0 else None

@@ -14,6 +14,10 @@ imports no Flower code, so sites can be prepared anywhere.
     share-eval = true                  # optional: send predictions and labels on eval-data
                                        # for the consensus accuracy (default: true unless
                                        # [privacy]; only for a public, shared test set)
+    trust = "auto"                     # optional: the pool's weight in the site's fits:
+                                       # "auto" (chosen by CV on the private rows, see
+                                       # cotrain.trust), "none" (full weight) or a number
+                                       # in [0, 1]; default: the trainer's default
 
     [estimator]
     class = "sklearn.tree.DecisionTreeClassifier"
@@ -35,6 +39,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import is_classifier
+
+from cotrain.trust import DEFAULT_TRUST, get_trust
 
 SITE_FILE = "site.toml"
 
@@ -62,6 +68,10 @@ class Site:
         Whether the site shares its evaluation data's labels and its predictions there
         with the server, for the consensus accuracy (:mod:`cotrain.flower.evaluation`):
         only for a public test set, never at a private site.
+    trust : "auto", None or float
+        How much the site's fits weigh the pseudo-labelled pool (``trust``, see
+        :mod:`cotrain.trust`); a non-private site reports its choice and its out-of-fold
+        accuracy each round.
     privacy : cotrain.privacy mechanism or None
         Applied at the site before anything leaves it (``[privacy]``), with the site's own
         entropy; the ServerApp refuses a site whose mechanism differs from the run's.
@@ -77,6 +87,7 @@ class Site:
     y_eval: np.ndarray | None = None
     privacy: Any = None
     share_eval: bool = False
+    trust: Any = DEFAULT_TRUST
 
     @property
     def declared_privacy(self) -> str:
@@ -116,12 +127,14 @@ def write_site(
     eval_set: tuple[Any, Any] | None = None,
     privacy: Any = None,
     share_eval: bool | None = None,
+    trust: Any = DEFAULT_TRUST,
 ) -> Path:
     """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
 
     ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``); ``privacy``
     the site's privacy mechanism (stored like the estimator); ``share_eval`` sets
-    ``share-eval`` (default: the site shares its evaluation data unless it is private).
+    ``share-eval`` (default: the site shares its evaluation data unless it is private);
+    ``trust`` the site's ``trust`` ("auto", None or a weight in [0, 1]).
 
     The estimator is stored as its class path and its ``get_params(deep=False)``; every
     parameter must be a TOML value (numbers, strings, booleans, lists of those).
@@ -154,6 +167,8 @@ def write_site(
         config["eval-data"] = "eval.npz"
     if share_eval is not None:
         config["share-eval"] = bool(share_eval)
+    if trust != DEFAULT_TRUST:
+        config["trust"] = "none" if trust is None else trust
     if client_id is not None:
         config = {"client-id": int(client_id), **config}
     config["estimator"] = _spec(estimator)
@@ -243,6 +258,15 @@ def load_site(path: str | Path) -> Site:
             f"site config {path}: share-eval must be true or false, and false at a site "
             f"with [privacy] (its evaluation predictions are outside its ε), got {share_eval!r}"
         )
+    trust = config.get("trust", DEFAULT_TRUST)
+    trust = None if trust == "none" else trust
+    try:
+        get_trust(trust)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f'site config {path}: trust must be "auto", "none" or a number in [0, 1], '
+            f"got {config.get('trust')!r}"
+        ) from err
     return Site(
         client_id=client_id,
         X=data["X"],
@@ -254,6 +278,7 @@ def load_site(path: str | Path) -> Site:
         y_eval=y_eval,
         privacy=privacy,
         share_eval=share_eval and X_eval is not None,
+        trust=trust,
     )
 
 
@@ -316,9 +341,11 @@ def write_sites(
     X_public: Any,
     estimators: list[Any],
     eval_set: tuple[Any, Any] | None = None,
+    trust: Any = DEFAULT_TRUST,
 ) -> list[Path]:
     """Write ``site-0 … site-(n-1)`` folders, one per client, with ``client-id`` set
-    (and, with ``eval_set``, the same evaluation data at every site).
+    (and, with ``eval_set``, the same evaluation data at every site; ``trust`` the same
+    ``trust`` at every site).
 
     The layout is what a SuperNode's ``site`` node config, or the simulation engine's
     ``partition-id`` with the run config's ``sites-dir``, expects.
@@ -339,7 +366,14 @@ def write_sites(
         )
     return [
         write_site(
-            Path(directory) / f"site-{i}", Xi, yi, X_public, est, client_id=i, eval_set=eval_set
+            Path(directory) / f"site-{i}",
+            Xi,
+            yi,
+            X_public,
+            est,
+            client_id=i,
+            eval_set=eval_set,
+            trust=trust,
         )
         for i, (Xi, yi, est) in enumerate(zip(X_clients, y_clients, estimators, strict=True))
     ]

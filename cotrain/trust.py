@@ -1,0 +1,386 @@
+"""How much a client trusts the pseudo-labelled pool, chosen from its own data.
+
+A consensus of weak clients can be worse than a strong client's own labels: trained on
+``D_i ∪ P`` with every pseudo-label at full weight, a strong client can end up worse than
+it would be alone. :class:`PseudoLabelTrust` lets each client choose, every round, the
+sample weight ``w`` of the pool rows in its next fit by K-fold cross-validation on its
+private rows only — the one thing it knows to be true. Candidates ``w`` are compared on
+the same folds (paired); the best mean out-of-fold accuracy wins, ties going to the larger
+weight (trust the federation where it does not hurt).
+
+Pool rows whose pseudo-label is a class the client holds no private row of always keep
+weight 1: the client's validation folds cannot tell whether they help (they hold no such
+class), and without them the client could never learn that class — under label skew the
+federation is its only source for it.
+
+What a client *sends* is unchanged: its honest prediction on the pool, so the federation
+still benefits from strong clients.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.utils.validation import has_fit_parameter
+
+from learners import ClassAlignedClassifier
+
+#: the trainer's (and a deployment site's) default ``trust``
+DEFAULT_TRUST: Any = None
+
+__all__ = ["FixedTrust", "PseudoLabelTrust", "TrustChoice", "client_trust", "get_trust"]
+
+
+@dataclass(frozen=True)
+class TrustChoice:
+    """A client's trust in the pseudo-labelled pool for one fit.
+
+    Attributes
+    ----------
+    weight : float
+        Sample weight of the pool rows of classes the client holds (0: its own data only,
+        1: plain FedCT).
+    scores : dict of float to float
+        Mean out-of-fold accuracy on the private rows of every candidate weight (empty
+        when the weight was not chosen by cross-validation).
+    quality : float or None
+        Out-of-fold accuracy of the chosen weight: the client's estimate of its own
+        accuracy on data like its own (None when not measured).
+    """
+
+    weight: float
+    scores: dict[float, float]
+    quality: float | None = None
+
+
+class FixedTrust:
+    """The same pool weight in every round (``trust=None`` is ``FixedTrust(1.0)``: FedCT).
+
+    Parameters
+    ----------
+    weight : float
+        Sample weight of the pool rows, in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> FixedTrust(0.5).choose(None, None, None, None, None, None).weight
+    0.5
+    """
+
+    def __init__(self, weight: float = 1.0) -> None:
+        self.weight = check_weight(weight, "trust")
+
+    def choose(self, *args: Any, **kwargs: Any) -> TrustChoice:
+        """The fixed weight (no fit is made)."""
+        return TrustChoice(self.weight, {})
+
+    @property
+    def fits_per_round(self) -> int:
+        """Extra fits this trust costs per round on top of the client's own fit."""
+        return 0
+
+    def __repr__(self) -> str:
+        return f"FixedTrust({self.weight!r})"
+
+
+class PseudoLabelTrust:
+    """Choose the pool's sample weight by K-fold cross-validation on the private rows.
+
+    Every round, for each candidate weight ``w``, the client fits a fresh copy of its
+    learner on each training fold of its private rows plus the pseudo-labelled pool at
+    weight ``w`` and scores it on the held-out private fold; the weight with the best mean
+    out-of-fold accuracy is used for the real fit (on all private rows). Learners whose
+    ``fit`` takes no ``sample_weight`` get row selection instead: a fraction ``w`` of the
+    pool rows (a seeded, nested subset).
+
+    Cost: ``cv × len(weights)`` extra fits per round on fold-sized private data plus the
+    pool (default 3 × 2 = 6), i.e. about 7× one fit; a learner that continues training
+    (``warm_start``) pays its first-fit cost for each. A client with fewer than
+    ``2 × cv`` private rows, or before the first consensus, makes no extra fit.
+
+    Parameters
+    ----------
+    weights : sequence of float, default=(0.0, 1.0)
+        Candidate pool weights, each in ``[0, 1]``.
+    cv : int, default=3
+        Folds (stratified when every class held has at least ``cv`` rows).
+    tolerance : float, default=0.0
+        The largest weight whose out-of-fold accuracy is within ``tolerance`` of the best
+        is chosen (0: the best, ties to the larger weight).
+    random_state : int, optional
+        Seeds the folds and row selection; the trainer derives it from its
+        ``random_state`` and the client.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> U = rng.normal(size=(100, 2))
+    >>> wrong = (U[:, 0] < 0).astype(int)  # a consensus that is always wrong
+    >>> trust = PseudoLabelTrust(random_state=0)
+    >>> choice = trust.choose(DecisionTreeClassifier(random_state=0), X, y, U, wrong,
+    ...                       classes=np.array([0, 1]))
+    >>> choice.weight, choice.scores[1.0] < choice.scores[0.0]
+    (0.0, True)
+    """
+
+    def __init__(
+        self,
+        weights: tuple[float, ...] = (0.0, 1.0),
+        cv: int = 3,
+        tolerance: float = 0.0,
+        random_state: int | None = None,
+    ) -> None:
+        self.weights = weights
+        self.cv = cv
+        self.tolerance = tolerance
+        self.random_state = random_state
+
+    @property
+    def fits_per_round(self) -> int:
+        """Extra fits this trust costs per round on top of the client's own fit."""
+        return self.cv * len(self.weights)
+
+    def __repr__(self) -> str:
+        return (
+            f"PseudoLabelTrust(weights={tuple(self.weights)!r}, cv={self.cv!r}, "
+            f"tolerance={self.tolerance!r}, random_state={self.random_state!r})"
+        )
+
+    def check(self) -> PseudoLabelTrust:
+        """Validate the parameters; returns self."""
+        weights = self.weights
+        if isinstance(weights, str | bytes) or not hasattr(weights, "__len__") or not weights:
+            raise ValueError(f"trust weights must be a non-empty sequence, got {weights!r}")
+        for w in weights:
+            check_weight(w, "trust weights")
+        if not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2:
+            raise ValueError(f"trust cv must be an int >= 2, got {self.cv!r}")
+        check_weight(self.tolerance, "trust tolerance")
+        return self
+
+    def choose(
+        self,
+        estimator: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        X_pool: np.ndarray,
+        y_pool: np.ndarray,
+        classes: np.ndarray,
+    ) -> TrustChoice:
+        """The pool weight for the next fit, by cross-validation on ``X``, ``y``.
+
+        Parameters
+        ----------
+        estimator : classifier
+            The client's learner (unfitted prototype; cloned for every fit).
+        X, y : ndarray
+            The private rows and their labels (values from ``classes``).
+        X_pool, y_pool : ndarray
+            The pseudo-labelled pool rows (abstentions removed): labels, or soft targets
+            ``(n_pool, n_classes)``.
+        classes : ndarray
+            The global classes.
+
+        Returns
+        -------
+        TrustChoice
+        """
+        weights = sorted({float(w) for w in self.weights})
+        if len(weights) == 1 or len(X_pool) == 0 or len(y) < 2 * self.cv:
+            return TrustChoice(max(weights), {})
+        folds = list(self._folds(y))
+        scores = {}
+        for w in weights:
+            accuracies = []
+            for train, test in folds:
+                Xt, yt, wt = weighted_training_set(
+                    estimator, X[train], y[train], X_pool, y_pool, classes, w, self.random_state
+                )
+                model = ClassAlignedClassifier(clone(estimator), classes=classes)
+                model.fit(Xt, yt, sample_weight=wt)
+                accuracies.append(np.mean(model.predict(X[test]) == y[test]))
+            scores[w] = float(np.mean(accuracies))
+        best = max(scores.values())
+        weight = max(w for w, s in scores.items() if s >= best - self.tolerance - 1e-12)
+        return TrustChoice(weight, scores, scores[weight])
+
+    def _folds(self, y: np.ndarray):
+        _, counts = np.unique(y, return_counts=True)
+        stratified = counts.min() >= self.cv
+        splitter = (StratifiedKFold if stratified else KFold)(
+            self.cv, shuffle=True, random_state=self.random_state
+        )
+        return splitter.split(np.zeros(len(y)), y)
+
+
+def weighted_training_set(
+    estimator: Any,
+    X: np.ndarray,
+    y: np.ndarray,
+    X_pool: np.ndarray,
+    y_pool: np.ndarray,
+    classes: np.ndarray,
+    weight: float,
+    random_state: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``D ∪ P`` with the pool rows at ``weight`` — except those of classes ``y`` lacks,
+    which keep weight 1.
+
+    A learner whose ``fit`` takes ``sample_weight`` gets all rows and a weight vector
+    (None when every weight is 1); any other learner gets the private rows and a seeded
+    subset of ``weight`` of the pool rows (nested: a larger weight keeps a superset).
+
+    Parameters
+    ----------
+    estimator : classifier
+        Decides between sample weights and row selection.
+    X, y : ndarray
+        Private rows; ``y`` labels, or one-hot soft targets when ``y_pool`` is soft.
+    X_pool, y_pool : ndarray
+        Pseudo-labelled pool rows: labels, or soft targets ``(n_pool, n_classes)``.
+    classes : ndarray
+        The global classes.
+    weight : float
+        In ``[0, 1]``.
+    random_state : int, optional
+        Seeds the row selection.
+
+    Returns
+    -------
+    X, y : ndarray
+        The training set.
+    sample_weight : ndarray or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = np.zeros((2, 1)), np.array(["a", "a"])
+    >>> U, pseudo = np.ones((2, 1)), np.array(["a", "b"])
+    >>> _, yt, w = weighted_training_set(DecisionTreeClassifier(), X, y, U, pseudo,
+    ...                                   np.array(["a", "b"]), 0.25)
+    >>> yt.tolist(), w.tolist()  # "b" is a class the client holds no row of: weight 1
+    (['a', 'a', 'a', 'b'], [1.0, 1.0, 0.25, 1.0])
+    """
+    soft = y_pool.ndim == 2
+    held = np.isin(classes, _label_values(y, classes))
+    pool_codes = y_pool.argmax(axis=1) if soft else np.searchsorted(classes, y_pool)
+    pool_w = np.where(held[pool_codes], weight, 1.0)
+    if soft and y.ndim == 1:
+        y = (y[:, None] == classes[None, :]).astype(np.float64)
+    if np.all(pool_w == 1.0):
+        return np.concatenate([X, X_pool]), np.concatenate([y, y_pool]), None
+    if has_fit_parameter(estimator, "sample_weight"):
+        keep = pool_w > 0
+        w = np.concatenate([np.ones(len(y)), pool_w[keep]])
+        return np.concatenate([X, X_pool[keep]]), np.concatenate([y, y_pool[keep]]), w
+    rank = np.random.default_rng(random_state).permutation(len(pool_w)) / max(len(pool_w), 1)
+    keep = rank < pool_w  # nested subsets: a row kept at weight w is kept at any w' > w
+    return np.concatenate([X, X_pool[keep]]), np.concatenate([y, y_pool[keep]]), None
+
+
+def _label_values(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """The classes present in ``y`` (labels or soft targets)."""
+    if y.ndim == 2:
+        return classes[y.sum(axis=0) > 0]
+    return np.unique(y)
+
+
+def check_weight(weight: Any, name: str) -> float:
+    """``weight`` as a float in ``[0, 1]``, or a ValueError naming ``name``."""
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1], got {weight!r}")
+    if not 0.0 <= float(weight) <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {weight!r}")
+    return float(weight)
+
+
+def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | PseudoLabelTrust:
+    """The trust object for a ``trust`` parameter.
+
+    Parameters
+    ----------
+    trust : "auto", None, float or PseudoLabelTrust
+        ``"auto"``: :class:`PseudoLabelTrust` with its defaults; None: every pseudo-label at
+        full weight (the paper's FedCT); a float: that fixed pool weight; an object: used
+        as it is (its ``random_state`` filled in when None).
+    random_state : int, optional
+        Seed for a cross-validated trust without its own.
+
+    Returns
+    -------
+    FixedTrust or PseudoLabelTrust
+
+    Examples
+    --------
+    >>> get_trust(None)
+    FixedTrust(1.0)
+    >>> get_trust("auto", random_state=3)
+    PseudoLabelTrust(weights=(0.0, 1.0), cv=3, tolerance=0.0, random_state=3)
+    """
+    if trust is None:
+        return FixedTrust(1.0)
+    if isinstance(trust, str):
+        if trust != "auto":
+            raise ValueError(
+                f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, "
+                f"got {trust!r}"
+            )
+        return PseudoLabelTrust(random_state=random_state)
+    if isinstance(trust, numbers.Real) and not isinstance(trust, bool):
+        return FixedTrust(trust)
+    if isinstance(trust, FixedTrust):
+        return trust
+    if isinstance(trust, PseudoLabelTrust):
+        trust.check()
+        if trust.random_state is None:
+            return PseudoLabelTrust(trust.weights, trust.cv, trust.tolerance, random_state)
+        return trust
+    raise TypeError(
+        f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, got "
+        f"{type(trust).__name__}"
+    )
+
+
+def client_trust(
+    trust: Any, privacy: Any, seed: np.random.SeedSequence | int | None
+) -> FixedTrust | PseudoLabelTrust:
+    """One client's trust object: :func:`get_trust` seeded from the client's seed (a
+    seed sequence as the trainer holds it, or its int as a Flower site receives it: the
+    same trust either way).
+
+    A client whose model is trained privately (``privacy.applies_to == "model"``, e.g.
+    DP-SGD) gets ``FixedTrust(1.0)`` for ``"auto"``: choosing the weight by
+    cross-validation would look at its private records outside the accounted ε. An
+    explicit :class:`PseudoLabelTrust` with such a mechanism is refused.
+
+    Examples
+    --------
+    >>> seed = np.random.SeedSequence(1)
+    >>> client_trust("auto", None, seed).random_state == client_trust(
+    ...     "auto", None, int(seed.generate_state(1)[0])).random_state
+    True
+    """
+    if getattr(privacy, "applies_to", None) == "model":
+        if isinstance(trust, PseudoLabelTrust):
+            raise ValueError(
+                "trust: a PseudoLabelTrust cannot be combined with a privacy mechanism that "
+                f"trains the model privately ({type(privacy).__name__}): its cross-validation "
+                "would use the private records outside the accounted ε; use trust=None or a "
+                "fixed weight"
+            )
+        if trust == "auto":
+            return FixedTrust(1.0)
+    if seed is not None:  # the client's seed (an int, as a Flower site gets it) -> its own
+        if isinstance(seed, np.random.SeedSequence):
+            seed = int(seed.generate_state(1)[0])
+        seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
+    return get_trust(trust, seed)
