@@ -199,7 +199,7 @@ def test_experiment_file_accepts_quality_and_refuses_misplaced_keys(tmp_path):
 def test_pathological_digits_quality_beats_majority():
     """Digits, 10 logistic-regression clients, Dir(0.01, 0.01), 3 rounds, seed 0.
 
-    Measured: majority 0.79, quality (FedAUX scores, power 16) 0.90.
+    Measured: majority 0.798, quality (FedAUX scores, power 16) 0.907.
     """
     from sklearn.linear_model import LogisticRegression
 
