@@ -175,7 +175,7 @@ def _write(tmp_path, method):
     path = tmp_path / "exp.toml"
     path.write_text(
         'name = "q"\nseeds = [0]\n[data]\ndataset = "digits"\n[split]\nn_clients = 2\n'
-        f"[method]\n{method}\n[[clients]]\nlearner = \"DT\"\n"
+        f'[method]\n{method}\n[[clients]]\nlearner = "DT"\n'
     )
     return path
 
@@ -227,3 +227,39 @@ def test_pathological_digits_quality_beats_majority():
         acc[name] = model.history_[-1].mean_accuracy
     assert acc["quality"] >= 0.85
     assert acc["quality"] >= acc["majority"] + 0.05
+
+
+def test_trainer_passes_the_clients_quality_when_they_send_it():
+    """With per-client trust on, each upload carries its out-of-fold accuracy (quality)."""
+    from sklearn.datasets import make_classification
+    from sklearn.tree import DecisionTreeClassifier
+
+    from cotrain import FederatedCoTrainer
+    from cotrain.trust import PseudoLabelTrust
+
+    seen = []
+
+    class Spy(QualityVote):
+        def weights_for(self, client_ids, n_public, quality=None):
+            seen.append(quality)
+            return super().weights_for(client_ids, n_public, quality=quality)
+
+    X, y = make_classification(n_samples=200, n_features=5, random_state=0)
+    X_parts, y_parts = [X[:40], X[40:80], X[80:120]], [y[:40], y[40:80], y[80:120]]
+    for trust, sent in [(None, False), (PseudoLabelTrust(), True)]:
+        seen.clear()
+        FederatedCoTrainer(
+            [DecisionTreeClassifier(random_state=0) for _ in range(3)],
+            consensus=Spy(),
+            rounds=2,
+            trust=trust,
+            random_state=0,
+        ).fit(X_parts, y_parts, X_public=X[120:])
+        rounds = [q for q in seen if q is not None]  # the trainer's dry run passes none
+        assert len(rounds) == 2 and all(q.shape == (3,) for q in rounds)
+        # round 1 fits without a pool: nobody has chosen a trust yet, so nobody sends quality
+        assert np.isnan(rounds[0]).all()
+        if sent:
+            assert ((rounds[1] >= 0) & (rounds[1] <= 1)).all()
+        else:
+            assert np.isnan(rounds[1]).all()
