@@ -13,9 +13,11 @@ Four clients — decision tree, random forest, XGBoost, logistic regression — 
   5 % label noise.
 
 For each seed and dataset it trains every client alone (local-only), and runs
-``FederatedCoTrainer`` with ``trust=None`` (the paper's FedCT) and ``trust="auto"``
-(each client picks the pool weight by 3-fold CV on its own rows), ``--rounds`` rounds,
-majority vote. It reports each client's mean test accuracy over the seeds, the
+``FederatedCoTrainer`` for ``--rounds`` rounds with ``trust=None`` and a majority vote (the
+paper's FedCT), ``trust="auto"`` (the default: each client picks the pool weight by 3-fold
+CV on its own rows) with a majority vote, and ``trust="auto"`` with
+``consensus="quality"`` (votes weighted by the clients' out-of-fold accuracy). It reports
+each client's mean test accuracy over the seeds, the
 mean over clients, and the wall time of the runs.
 
     python benchmarks/trust_mixed.py --seeds 3
@@ -42,6 +44,13 @@ from cotrain.datasets import load_adult, load_wine_quality
 from learners import XGBoostClassifier
 
 CLIENTS = ("DT", "RF", "XGB", "LR")
+#: (name, trust, consensus) of the federated runs
+METHODS = (
+    ("fedct", None, "majority"),
+    ("trust", "auto", "majority"),
+    ("trust+quality", "auto", "quality"),
+)
+NAMES = ("local", "fedct", "trust", "trust+quality")
 
 
 def learners() -> list:
@@ -99,9 +108,11 @@ def run(name: str, seed: int, rows: int, rounds: int) -> list[dict]:
     for c, model in zip(CLIENTS, local, strict=True):
         out.append(dict(dataset=name, seed=seed, method="local", client=c,
                         accuracy=float(np.mean(model.predict(X_test) == y_test))))  # fmt: skip
-    for method, trust in (("fedct", None), ("trust", "auto")):
+    for method, trust, consensus in METHODS:
         start = time.perf_counter()
-        trainer = FederatedCoTrainer(learners(), trust=trust, rounds=rounds, random_state=seed)
+        trainer = FederatedCoTrainer(
+            learners(), trust=trust, consensus=consensus, rounds=rounds, random_state=seed
+        )
         trainer.fit(Xc, yc, X_public=U)
         seconds = time.perf_counter() - start
         weights = [trainer.history_[-1].trust.get(i) for i in range(4)]
@@ -144,30 +155,45 @@ def report(df: pd.DataFrame, args) -> str:
     gains = []
     for name in args.datasets:
         lines.append(f"## {name}")
-        lines.append("| client | local only | FedCT (trust=None) | FedCT trust='auto' | "
-                     "trust − local | last-round pool weight |")  # fmt: skip
-        lines.append("| --- | --- | --- | --- | --- | --- |")
+        lines.append("| client | local only | FedCT (trust=None) | trust='auto' | "
+                     "trust='auto', quality vote | trust − local | quality − local | "
+                     "last-round pool weight |")  # fmt: skip
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for c in [*CLIENTS, "mean"]:
             if c == "mean":
                 sub = df[df.dataset == name].groupby(["method", "seed"]).accuracy.mean()
-                cell = {m: (sub[m].mean(), sub[m].std()) for m in ("local", "fedct", "trust")}
+                cell = {m: (sub[m].mean(), sub[m].std()) for m in NAMES}
                 w = ""
             else:
-                cell = {m: tuple(table.loc[(name, c, m)]) for m in ("local", "fedct", "trust")}
+                cell = {m: tuple(table.loc[(name, c, m)]) for m in NAMES}
                 ws = df[(df.dataset == name) & (df.client == c) & (df.method == "trust")]
                 w = ", ".join(f"{v:g}" for v in ws.last_trust)
             diff = cell["trust"][0] - cell["local"][0]
+            qdiff = cell["trust+quality"][0] - cell["local"][0]
             if c == "mean":
-                gains.append(diff)
+                gains.append((cell["fedct"][0] - cell["local"][0], diff, qdiff))
             lines.append(
-                f"| {c} | " + " | ".join(f"{cell[m][0]:.3f} ± {cell[m][1]:.3f}"
-                                         for m in ("local", "fedct", "trust"))
-                + f" | {diff:+.3f} | {w} |"
+                f"| {c} | " + " | ".join(f"{cell[m][0]:.3f} ± {cell[m][1]:.3f}" for m in NAMES)
+                + f" | {diff:+.3f} | {qdiff:+.3f} | {w} |"
             )  # fmt: skip
         secs = df[df.dataset == name].groupby("method").seconds.mean()
         lines.append(f"\nwall time per run: FedCT {secs['fedct']:.1f} s, trust "
                      f"{secs['trust']:.1f} s ({secs['trust'] / secs['fedct']:.1f}×)\n")  # fmt: skip
-    lines.append(f"mean over clients, trust − local, averaged over datasets: {np.mean(gains):+.4f}")
+    fedct, trust, quality = np.mean(gains, axis=0)
+    lines.append(
+        f"mean over clients minus local-only, averaged over datasets: FedCT {fedct:+.4f}, "
+        f"trust {trust:+.4f}, trust + quality vote {quality:+.4f}"
+    )
+    worst = (
+        df[df.method != "local"].groupby(["method", "dataset", "client"]).accuracy.mean()
+        - df[df.method == "local"].groupby(["dataset", "client"]).accuracy.mean()
+    )
+    for method in NAMES[1:]:
+        lowest = worst[method]
+        lines.append(
+            f"worst client (mean over seeds) minus its local-only, {method}: "
+            f"{lowest.min():+.4f} ({' '.join(map(str, lowest.idxmin()))})"
+        )
     return "\n".join(lines)
 
 

@@ -340,7 +340,9 @@ class QualityVote(CertaintyWeighted):
     def __call__(
         self, labels: ArrayLike, *, n_classes: int, weights: ArrayLike | None = None
     ) -> NDArray[np.int64]:
-        if weights is None and self.scores is not None:
+        if weights is not None:  # the caller's weights: refused as every rule refuses them
+            check_inputs(labels, n_classes, weights)
+        elif self.scores is not None:
             weights = self._checked_scores()
             m = np.shape(labels)[0] if np.ndim(labels) else 0
             if weights.shape[0] != m:

@@ -141,6 +141,8 @@ class Client:
         self.X_eval = X_eval
         self.eval_proba = eval_proba
         self.trust = FixedTrust(1.0) if trust is None else trust
+        #: what the trust keeps between rounds (out-of-fold accuracy of private-only fits)
+        self.trust_cache: dict[Any, np.ndarray] = {}
         self._X = X
         self._y = y
 
@@ -177,8 +179,9 @@ class Client:
             return TrustChoice(1.0, {})
         X_pool, y_pool = self.pseudo_labelled_pool(pseudo)
         return self.trust.choose(
-            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes
-        )
+            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+            cache=self.trust_cache,
+        )  # fmt: skip
 
     def weighted_training_set(
         self, pseudo: np.ndarray | None, weight: float

@@ -300,7 +300,7 @@ PARAMS: Final[dict[str, Param]] = {
     "encoding": Param("packed", options=("packed", "delta")),
     "soft_bits": Param(None, types=(Integral,), none=True, interval=Interval(1, 16)),
     "trust": Param(
-        None,
+        "auto",
         types=(Real,),
         none=True,
         options=("auto",),

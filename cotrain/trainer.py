@@ -36,7 +36,7 @@ from cotrain.sampling import ClientSampler
 from cotrain.seeding import client_seed, seeded_clone, spawn_seeds
 from cotrain.server import CoTrainingServer
 from cotrain.simulation import SimulatedFederation, aggregate
-from cotrain.trust import client_trust
+from cotrain.trust import DEFAULT_TRUST, client_trust
 from cotrain.wire import WireFormat
 from learners import ClassAlignedClassifier
 
@@ -75,17 +75,20 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
         per class, rows kept summing to one (largest-remainder rounding); None sends
         ``soft_dtype`` floats.
-    trust : "auto", None, float or cotrain.trust.PseudoLabelTrust, default=None
+    trust : "auto", None, float or cotrain.trust.PseudoLabelTrust, default="auto"
         How much each client trusts the pseudo-labelled pool in its own fit. "auto": every
         round each client picks the pool's sample weight (0 or 1) by 3-fold
-        cross-validation on its private rows (:class:`cotrain.trust.PseudoLabelTrust`,
-        about 7× the cost of one fit per round), so that joining does not make its model
-        worse than its local-only model beyond noise; pool rows of classes a client holds
-        none of always count. None: every pseudo-label at full weight (the paper's FedCT);
-        a float in [0, 1]: that fixed weight. What a client sends is unchanged (its own
-        predictions); the choice is recorded in ``history_[t].trust``. A client whose
-        model is trained privately (DP-SGD) cannot use "auto" (the choice would look at
-        its data outside the ε): it gets weight 1.
+        cross-validation on its private rows (:class:`cotrain.trust.PseudoLabelTrust`: 6
+        extra fits per round on fold-sized data plus the pool; a run takes about 4–5× as
+        long), so that joining does not make its model worse than its local-only model
+        beyond noise; pool rows of classes a client holds none of always count. Its
+        out-of-fold accuracy goes with its upload as ``quality`` (used by
+        ``consensus="quality"``), except from a client with a privacy mechanism. Torch and
+        GPT-2 learners, and a client whose model is trained privately (DP-SGD: the choice
+        would look at its data outside the ε), get weight 1 under "auto". None: every
+        pseudo-label at full weight (the paper's FedCT); a float in [0, 1]: that fixed
+        weight. What a client sends is always its own honest prediction; the choice is
+        recorded in ``history_[t].trust``.
     rounds : int, default=20
         Communication rounds.
     participation : float, default=1.0
@@ -190,7 +193,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,
-        trust: Any = None,
+        trust: Any = DEFAULT_TRUST,
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
@@ -313,7 +316,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         clients = [
             Client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
                    wire=wire, privacy=self.privacy, X_eval=data.X_eval, eval_proba=eval_proba,
-                   trust=client_trust(self.trust, self.privacy, s))
+                   trust=client_trust(self.trust, self.privacy, s, est))
             for i, (est, s, Xi, yi) in enumerate(
                 zip(estimators, client_seeds, data.X_clients, data.y_clients, strict=True)
             )

@@ -31,9 +31,17 @@ from sklearn.utils.validation import has_fit_parameter
 from learners import ClassAlignedClassifier
 
 #: the trainer's (and a deployment site's) default ``trust``
-DEFAULT_TRUST: Any = None
+DEFAULT_TRUST: Any = "auto"
 
-__all__ = ["FixedTrust", "PseudoLabelTrust", "TrustChoice", "client_trust", "get_trust"]
+__all__ = [
+    "FixedTrust",
+    "PseudoLabelTrust",
+    "TrustChoice",
+    "client_trust",
+    "get_trust",
+    "pick_weight",
+    "weighted_training_set",
+]
 
 
 @dataclass(frozen=True)
@@ -94,14 +102,20 @@ class PseudoLabelTrust:
     Every round, for each candidate weight ``w``, the client fits a fresh copy of its
     learner on each training fold of its private rows plus the pseudo-labelled pool at
     weight ``w`` and scores it on the held-out private fold; the weight with the best mean
-    out-of-fold accuracy is used for the real fit (on all private rows). Learners whose
+    out-of-fold accuracy is used for the real fit (on all private rows) — but a weight
+    below the largest is chosen only if it beats the largest by more than ``z`` standard
+    errors of the paired per-row difference: the client keeps trusting the federation
+    unless its own rows show, beyond noise, that the pool hurts. Learners whose
     ``fit`` takes no ``sample_weight`` get row selection instead: a fraction ``w`` of the
     pool rows (a seeded, nested subset).
 
     Cost: ``cv × len(weights)`` extra fits per round on fold-sized private data plus the
-    pool (default 3 × 2 = 6), i.e. about 7× one fit; a learner that continues training
-    (``warm_start``) pays its first-fit cost for each. A client with fewer than
-    ``2 × cv`` private rows, or before the first consensus, makes no extra fit.
+    pool (default 3 × 2 = 6). Given a ``cache`` (the client keeps one), the fold fits on
+    private rows alone (weight 0, when the client holds every pseudo-labelled class) are
+    made once and reused, so from the third round on a default client makes 3 extra fits
+    (the weight-1 ones) per round. A learner that continues training (``warm_start``)
+    pays its first-fit cost for each. A client with fewer than ``2 × cv`` private rows,
+    or before the first consensus, makes no extra fit.
 
     Parameters
     ----------
@@ -109,9 +123,10 @@ class PseudoLabelTrust:
         Candidate pool weights, each in ``[0, 1]``.
     cv : int, default=3
         Folds (stratified when every class held has at least ``cv`` rows).
-    tolerance : float, default=0.0
-        The largest weight whose out-of-fold accuracy is within ``tolerance`` of the best
-        is chosen (0: the best, ties to the larger weight).
+    z : float, default=2.0
+        How many standard errors (of the mean per-row difference in out-of-fold
+        correctness, paired over the same rows) a smaller weight must win by to replace
+        the largest; 0: the best mean wins (ties to the larger weight).
     random_state : int, optional
         Seeds the folds and row selection; the trainer derives it from its
         ``random_state`` and the client.
@@ -135,12 +150,12 @@ class PseudoLabelTrust:
         self,
         weights: tuple[float, ...] = (0.0, 1.0),
         cv: int = 3,
-        tolerance: float = 0.0,
+        z: float = 2.0,
         random_state: int | None = None,
     ) -> None:
         self.weights = weights
         self.cv = cv
-        self.tolerance = tolerance
+        self.z = z
         self.random_state = random_state
 
     @property
@@ -151,7 +166,7 @@ class PseudoLabelTrust:
     def __repr__(self) -> str:
         return (
             f"PseudoLabelTrust(weights={tuple(self.weights)!r}, cv={self.cv!r}, "
-            f"tolerance={self.tolerance!r}, random_state={self.random_state!r})"
+            f"z={self.z!r}, random_state={self.random_state!r})"
         )
 
     def check(self) -> PseudoLabelTrust:
@@ -163,7 +178,8 @@ class PseudoLabelTrust:
             check_weight(w, "trust weights")
         if not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2:
             raise ValueError(f"trust cv must be an int >= 2, got {self.cv!r}")
-        check_weight(self.tolerance, "trust tolerance")
+        if isinstance(self.z, bool) or not isinstance(self.z, numbers.Real) or self.z < 0:
+            raise ValueError(f"trust z must be a number >= 0, got {self.z!r}")
         return self
 
     def choose(
@@ -174,6 +190,7 @@ class PseudoLabelTrust:
         X_pool: np.ndarray,
         y_pool: np.ndarray,
         classes: np.ndarray,
+        cache: dict[Any, np.ndarray] | None = None,
     ) -> TrustChoice:
         """The pool weight for the next fit, by cross-validation on ``X``, ``y``.
 
@@ -188,6 +205,10 @@ class PseudoLabelTrust:
             ``(n_pool, n_classes)``.
         classes : ndarray
             The global classes.
+        cache : dict, optional
+            Keeps the out-of-fold correctness of the private-rows-only fits between calls
+            for the same client (same rows, learner and folds), which do not depend on
+            the pool.
 
         Returns
         -------
@@ -197,19 +218,27 @@ class PseudoLabelTrust:
         if len(weights) == 1 or len(X_pool) == 0 or len(y) < 2 * self.cv:
             return TrustChoice(max(weights), {})
         folds = list(self._folds(y))
-        scores = {}
+        correct: dict[float, np.ndarray] = {}  # out-of-fold correctness of every row
+        y_pool_codes = y_pool.argmax(axis=1) if y_pool.ndim == 2 else None
         for w in weights:
-            accuracies = []
+            # with no pool row left (weight 0, every pool class held) the fits see only
+            # private rows: the same every round
+            private_only = w == 0.0 and _holds_every_class(y, y_pool, y_pool_codes, classes)
+            if private_only and cache is not None and "private-only" in cache:
+                correct[w] = cache["private-only"]
+                continue
+            correct[w] = np.zeros(len(y))
             for train, test in folds:
                 Xt, yt, wt = weighted_training_set(
                     estimator, X[train], y[train], X_pool, y_pool, classes, w, self.random_state
                 )
                 model = ClassAlignedClassifier(clone(estimator), classes=classes)
                 model.fit(Xt, yt, sample_weight=wt)
-                accuracies.append(np.mean(model.predict(X[test]) == y[test]))
-            scores[w] = float(np.mean(accuracies))
-        best = max(scores.values())
-        weight = max(w for w, s in scores.items() if s >= best - self.tolerance - 1e-12)
+                correct[w][test] = model.predict(X[test]) == y[test]
+            if private_only and cache is not None:
+                cache["private-only"] = correct[w]
+        scores = {w: float(c.mean()) for w, c in correct.items()}
+        weight = pick_weight(correct, self.z)
         return TrustChoice(weight, scores, scores[weight])
 
     def _folds(self, y: np.ndarray):
@@ -219,6 +248,45 @@ class PseudoLabelTrust:
             self.cv, shuffle=True, random_state=self.random_state
         )
         return splitter.split(np.zeros(len(y)), y)
+
+
+def pick_weight(correct: dict[float, np.ndarray], z: float) -> float:
+    """The pool weight to use, from each candidate's out-of-fold correctness per row.
+
+    The largest weight (most trust in the federation) stays unless a smaller one has a
+    higher mean correctness by more than ``z`` standard errors of the paired per-row
+    difference; among those that do, the best mean wins (ties to the larger weight).
+
+    Parameters
+    ----------
+    correct : dict of float to ndarray of shape (n,)
+        Candidate weight -> 1/0 per private row: its held-out prediction was right.
+    z : float
+        Standard errors a smaller weight must win by.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pool = np.array([1, 1, 1, 1, 0, 0, 1, 1])
+    >>> own = np.array([1, 1, 1, 1, 1, 1, 1, 0])  # +2 -1 over 8 rows: mean 0.125, se 0.227
+    >>> pick_weight({0.0: own, 1.0: pool}, z=0.5), pick_weight({0.0: own, 1.0: pool}, z=1.0)
+    (0.0, 1.0)
+    """
+    weights = sorted(correct)
+    top = weights[-1]
+    winners = {top: float(np.mean(correct[top]))}
+    for w in weights[:-1]:
+        diff = np.asarray(correct[w], dtype=np.float64) - correct[top]
+        mean = diff.mean()
+        se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        if mean > 0 and mean > z * se:
+            winners[w] = float(np.mean(correct[w]))
+    best = max(winners.values())
+    return max(w for w, s in winners.items() if s >= best - 1e-12)
 
 
 def weighted_training_set(
@@ -287,6 +355,14 @@ def weighted_training_set(
     return np.concatenate([X, X_pool[keep]]), np.concatenate([y, y_pool[keep]]), None
 
 
+def _holds_every_class(
+    y: np.ndarray, y_pool: np.ndarray, pool_codes: np.ndarray | None, classes: np.ndarray
+) -> bool:
+    """Whether every pseudo-labelled class is among the private labels ``y``."""
+    pool_values = classes[pool_codes] if pool_codes is not None else y_pool
+    return bool(np.isin(np.unique(pool_values), np.unique(y)).all())
+
+
 def _label_values(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """The classes present in ``y`` (labels or soft targets)."""
     if y.ndim == 2:
@@ -303,17 +379,23 @@ def check_weight(weight: Any, name: str) -> float:
     return float(weight)
 
 
-def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | PseudoLabelTrust:
+def get_trust(
+    trust: Any, random_state: int | None = None, estimator: Any = None
+) -> FixedTrust | PseudoLabelTrust:
     """The trust object for a ``trust`` parameter.
 
     Parameters
     ----------
     trust : "auto", None, float or PseudoLabelTrust
-        ``"auto"``: :class:`PseudoLabelTrust` with its defaults; None: every pseudo-label at
-        full weight (the paper's FedCT); a float: that fixed pool weight; an object: used
-        as it is (its ``random_state`` filled in when None).
+        ``"auto"``: :class:`PseudoLabelTrust` with its defaults — except for a learner
+        whose class sets ``cross_validated_trust = False`` (torch and GPT-2 learners: each
+        cross-validation fit would be a full first training), which gets full weight;
+        None: every pseudo-label at full weight (the paper's FedCT); a float: that fixed
+        pool weight; an object: used as it is (its ``random_state`` filled in when None).
     random_state : int, optional
         Seed for a cross-validated trust without its own.
+    estimator : classifier, optional
+        The client's learner (for ``"auto"``).
 
     Returns
     -------
@@ -324,7 +406,7 @@ def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | Pseud
     >>> get_trust(None)
     FixedTrust(1.0)
     >>> get_trust("auto", random_state=3)
-    PseudoLabelTrust(weights=(0.0, 1.0), cv=3, tolerance=0.0, random_state=3)
+    PseudoLabelTrust(weights=(0.0, 1.0), cv=3, z=2.0, random_state=3)
     """
     if trust is None:
         return FixedTrust(1.0)
@@ -334,6 +416,8 @@ def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | Pseud
                 f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, "
                 f"got {trust!r}"
             )
+        if not getattr(estimator, "cross_validated_trust", True):
+            return FixedTrust(1.0)
         return PseudoLabelTrust(random_state=random_state)
     if isinstance(trust, numbers.Real) and not isinstance(trust, bool):
         return FixedTrust(trust)
@@ -342,7 +426,7 @@ def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | Pseud
     if isinstance(trust, PseudoLabelTrust):
         trust.check()
         if trust.random_state is None:
-            return PseudoLabelTrust(trust.weights, trust.cv, trust.tolerance, random_state)
+            return PseudoLabelTrust(trust.weights, trust.cv, trust.z, random_state)
         return trust
     raise TypeError(
         f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, got "
@@ -351,7 +435,10 @@ def get_trust(trust: Any, random_state: int | None = None) -> FixedTrust | Pseud
 
 
 def client_trust(
-    trust: Any, privacy: Any, seed: np.random.SeedSequence | int | None
+    trust: Any,
+    privacy: Any,
+    seed: np.random.SeedSequence | int | None,
+    estimator: Any = None,
 ) -> FixedTrust | PseudoLabelTrust:
     """One client's trust object: :func:`get_trust` seeded from the client's seed (a
     seed sequence as the trainer holds it, or its int as a Flower site receives it: the
@@ -383,4 +470,4 @@ def client_trust(
         if isinstance(seed, np.random.SeedSequence):
             seed = int(seed.generate_state(1)[0])
         seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
-    return get_trust(trust, seed)
+    return get_trust(trust, seed, estimator)

@@ -177,6 +177,9 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
     """
 
     accepts_soft_targets: ClassVar[bool] = True
+    #: trust="auto" gives this learner's pool full weight instead of cross-validating it
+    #: (every cross-validation fit would be a full first training; see cotrain.trust)
+    cross_validated_trust: ClassVar[bool] = False
 
     #: attributes that :func:`cotrain.checkpoint.save_model` stores with ``torch.save`` (read
     #: back with ``weights_only=True``, see :meth:`_checkpoint_tensors`) instead of skops

@@ -203,6 +203,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     """
 
     accepts_soft_targets = True
+    #: trust="auto" gives this learner's pool full weight instead of cross-validating it
+    #: (every cross-validation fit would be a full first training; see cotrain.trust)
+    cross_validated_trust = False
 
     def __init__(
         self,

@@ -48,7 +48,8 @@ def test_federation_beats_a_lone_client_on_breast_cancer(cancer):
 
 def test_pseudo_labels_replace_previous_round(cancer, recording_tree):
     # Each round a client trains on D_i plus the covered public rows -- never more.
-    fit(cancer, [recording_tree(), recording_tree(), recording_tree()], rounds=4)
+    # trust=None: the paper's FedCT, one fit per round (trust="auto" adds its CV fits)
+    fit(cancer, [recording_tree(), recording_tree(), recording_tree()], rounds=4, trust=None)
     n_private = [len(x) for x in cancer["X"]]
     n_public = len(cancer["X_public"])
     assert recording_tree.sizes == n_private + [n + n_public for n in n_private] * 3
@@ -60,6 +61,7 @@ def test_qualified_majority_trains_only_on_covered_rows(cancer, recording_tree):
         [recording_tree(), GaussianNB(), LogisticRegression(max_iter=500)],
         consensus=QualifiedMajority(quorum=1.0),
         rounds=2,
+        trust=None,  # one fit per round (trust="auto" adds its CV fits)
     )
     covered = round(trainer.history_[0].coverage * len(cancer["X_public"]))
     assert recording_tree.sizes == [len(cancer["X"][0]), len(cancer["X"][0]) + covered]
@@ -195,7 +197,7 @@ def test_too_few_clients_fails_the_round(cancer):
 def test_learner_warnings_are_summarised_once(cancer):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer = fit(cancer, [WarningTree()] * 3, rounds=2)
+        trainer = fit(cancer, [WarningTree()] * 3, rounds=2, trust=None)  # no CV fits
     summary = [w for w in caught if "chatty" in str(w.message)]
     assert len(summary) == 1
     assert "300 times by clients [0, 1, 2]" in str(summary[0].message)

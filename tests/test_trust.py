@@ -20,6 +20,7 @@ from cotrain.trust import (
     PseudoLabelTrust,
     client_trust,
     get_trust,
+    pick_weight,
     weighted_training_set,
 )
 from cotrain.wire import WireFormat
@@ -90,16 +91,14 @@ def test_a_wrong_consensus_gets_weight_zero_and_a_right_one_weight_one():
     assert right.weight == 1.0 and right.scores[1.0] >= right.scores[0.0]
 
 
-def test_tolerance_prefers_the_larger_weight_within_it():
-    rng = np.random.default_rng(1)
-    X, y = _two_blobs(rng, 60)
-    U, truth = _two_blobs(rng, 200)
-    noisy = np.where(rng.random(200) < 0.1, 1 - truth, truth)
-    tree = DecisionTreeClassifier(random_state=0)
-    strict = PseudoLabelTrust(random_state=0).choose(tree, X, y, U, noisy, np.array([0, 1]))
-    gap = strict.scores[0.0] - strict.scores[1.0]
-    loose = PseudoLabelTrust(tolerance=max(gap, 0) + 0.01, random_state=0)
-    assert loose.choose(tree, X, y, U, noisy, np.array([0, 1])).weight == 1.0
+def test_a_smaller_weight_must_win_beyond_noise():
+    pool = np.array([1, 1, 1, 1, 0, 0, 1, 1])
+    own = np.array([1, 1, 1, 1, 1, 1, 1, 0])  # diffs 0,0,0,0,1,1,0,-1: mean 0.125, se 0.2266
+    assert pick_weight({0.0: own, 1.0: pool}, z=0.55) == 0.0
+    assert pick_weight({0.0: own, 1.0: pool}, z=0.56) == 1.0
+    half = np.array([1, 1, 1, 1, 1, 1, 1, 1])  # beats the pool by 0.25, se 0.1637
+    assert pick_weight({0.0: own, 0.5: half, 1.0: pool}, z=1.0) == 0.5
+    assert pick_weight({0.0: own, 1.0: own.copy()}, z=0.0) == 1.0  # a tie keeps trust
 
 
 def test_too_few_rows_or_one_candidate_makes_no_extra_fit():
@@ -119,7 +118,7 @@ def test_too_few_rows_or_one_candidate_makes_no_extra_fit():
         (PseudoLabelTrust(weights=()), ValueError, "trust weights must be a non-empty"),
         (PseudoLabelTrust(weights=(0.0, 2.0)), ValueError, "trust weights must be in"),
         (PseudoLabelTrust(cv=1), ValueError, "trust cv must be an int >= 2"),
-        (PseudoLabelTrust(tolerance=-0.1), ValueError, "trust tolerance must be in"),
+        (PseudoLabelTrust(z=-1.0), ValueError, "trust z must be a number >= 0"),
     ],
 )
 def test_bad_trust_is_refused(trust, error, text):
@@ -323,3 +322,28 @@ def test_a_resumed_run_with_trust_equals_an_uninterrupted_one(cancer, tmp_path, 
             [DecisionTreeClassifier()] * 3, trust=0.5, rounds=4, random_state=0,
             checkpoint_dir=tmp_path,
         ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"], resume=True)  # fmt: skip
+
+
+def test_auto_gives_torch_and_gpt2_learners_full_weight():
+    pytest.importorskip("torch")
+    from learners import MLP, GPT2Classifier, TorchClassifier
+
+    assert get_trust("auto", 0, TorchClassifier(MLP)).weight == 1.0
+    assert GPT2Classifier.cross_validated_trust is False
+    assert isinstance(get_trust("auto", 0, DecisionTreeClassifier()), PseudoLabelTrust)
+
+
+def test_private_only_fold_scores_are_computed_once_per_client():
+    rng = np.random.default_rng(0)
+    X, y = _two_blobs(rng, 60)
+    U, truth = _two_blobs(rng, 200)
+    tree, classes = DecisionTreeClassifier(random_state=0), np.array([0, 1])
+    trust, cache = PseudoLabelTrust(random_state=0), {}
+    first = trust.choose(tree, X, y, U, truth, classes, cache=cache)
+    assert list(cache) == ["private-only"] and cache["private-only"].mean() == first.scores[0.0]
+    assert first == trust.choose(tree, X, y, U, truth, classes)  # the same without a cache
+    cache["private-only"] = np.full(60, 0.5)  # reused, not refitted
+    assert trust.choose(tree, X, y, U, truth, classes, cache=cache).scores[0.0] == 0.5
+    # a pool class the client lacks stays in every fit: nothing to reuse
+    three = trust.choose(tree, X, y, U, np.where(truth == 1, 2, 0), CLASSES, cache=cache)
+    assert three.scores[0.0] != 0.5

@@ -69,6 +69,7 @@ SCHEMA: dict[str, Any] = {
         "quality_power": (int, float),
         "top_k": int,
         "certainty": dict,
+        "trust": (str, int, float),
     },
     "clients": list,
     "variant": list,

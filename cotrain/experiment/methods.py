@@ -128,6 +128,8 @@ def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
         participation=float(method.get("participation", 1.0)),
         early_stopping=method.get("early_stopping"),
         privacy=privacy,
+        # the paper's FedCT unless the file asks for trust ("auto" or a weight)
+        trust=None if method.get("trust", "none") == "none" else method["trust"],
         # a learner that cannot be checkpointed restarts its run when resumed
         checkpoint_dir=inp.folder / "checkpoint" if checkpointable else None,
         **inp.common,

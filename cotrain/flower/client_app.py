@@ -139,7 +139,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         X_eval=site.X_eval,
         eval_proba=site.share_eval and bool(config.get("eval-proba", False)),
         privacy=site.privacy,  # its noise comes from this site's own entropy
-        trust=client_trust(site.trust, site.privacy, int(config["seed"])),
+        trust=client_trust(site.trust, site.privacy, int(config["seed"]), site.estimator),
     )
     broadcast = content.get("arrays", {}).get(protocol.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
