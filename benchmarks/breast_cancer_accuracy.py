@@ -5,6 +5,11 @@ seeds. Reports the mean local-model test accuracy (what the paper reports), the
 consensus accuracy, local-only (round-1 clients: no communication yet) and centralised.
 
     python benchmarks/breast_cancer_accuracy.py --seeds 5
+    python benchmarks/breast_cancer_accuracy.py --seeds 5 --trust none  # the paper's FedCT
+
+``--trust`` is the trainer's ``trust`` ("auto", the default, or "none"); the result file
+is ``breast_cancer_accuracy.txt`` for the default and ``breast_cancer_accuracy_trust_none.txt``
+otherwise.
 """
 
 from __future__ import annotations
@@ -34,12 +39,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--configs", nargs="*", default=list(CONFIGS))
+    parser.add_argument("--trust", choices=("auto", "none"), default="auto")
     args = parser.parse_args()
+    trust = None if args.trust == "none" else args.trust
     rows = []
     for name in args.configs:
         make, paper = CONFIGS[name]
         start = time.perf_counter()
-        runs = pd.DataFrame([run_seed(make, s, rounds=args.rounds)[0] for s in range(args.seeds)])
+        runs = pd.DataFrame(
+            [run_seed(make, s, rounds=args.rounds, trust=trust)[0] for s in range(args.seeds)]
+        )
 
         def cell(col: str, runs: pd.DataFrame = runs) -> str:
             return f"{runs[col].mean():.3f} ± {runs[col].std(ddof=0):.3f}"
@@ -59,7 +68,9 @@ def main() -> None:
             }
         )
     table = pd.DataFrame(rows).to_string(index=False)
-    record("breast_cancer_accuracy", f"seeds 0..{args.seeds - 1}, {args.rounds} rounds\n\n{table}")
+    name = "breast_cancer_accuracy" + ("" if args.trust == "auto" else "_trust_none")
+    text = f"seeds 0..{args.seeds - 1}, {args.rounds} rounds, trust={args.trust}\n\n{table}"
+    record(name, text)
 
 
 if __name__ == "__main__":

@@ -211,11 +211,16 @@ class CertaintyWeighted(Consensus):
                     "scores=(n_clients,) or (n_clients, n_public) array, or pass weights= "
                     "when calling it"
                 )
-            weights = self._checked_scores()
-            m = np.shape(labels)[0] if np.ndim(labels) else 0
-            if weights.shape[0] != m:
-                raise ValueError(
-                    f"CertaintyWeighted has scores for {weights.shape[0]} clients but labels has "
-                    f"{m} rows; pass weights=rule.weights_for(client_ids, n_public)"
-                )
+            weights = self._scores_for_rows(labels)
         return certainty_weighted(labels, n_classes, weights)
+
+    def _scores_for_rows(self, labels: ArrayLike) -> NDArray[np.float64]:
+        """The scores as the weights of a call without ``weights``: one row per vote row."""
+        weights = self._checked_scores()
+        m = np.shape(labels)[0] if np.ndim(labels) else 0
+        if weights.shape[0] != m:
+            raise ValueError(
+                f"{type(self).__name__} has scores for {weights.shape[0]} clients but labels "
+                f"has {m} rows; pass weights=rule.weights_for(client_ids, n_public)"
+            )
+        return weights

@@ -343,13 +343,7 @@ class QualityVote(CertaintyWeighted):
         if weights is not None:  # the caller's weights: refused as every rule refuses them
             check_inputs(labels, n_classes, weights)
         elif self.scores is not None:
-            weights = self._checked_scores()
-            m = np.shape(labels)[0] if np.ndim(labels) else 0
-            if weights.shape[0] != m:
-                raise ValueError(
-                    f"QualityVote has scores for {weights.shape[0]} clients but labels has "
-                    f"{m} rows; pass weights=rule.weights_for(client_ids, n_public)"
-                )
+            weights = self._scores_for_rows(labels)
         return quality_vote(
             labels,
             n_classes,

@@ -20,6 +20,7 @@ from sklearn.tree import DecisionTreeClassifier
 from cotrain import partition
 from cotrain.datasets import load_breast_cancer_split
 from cotrain.trainer import FederatedCoTrainer
+from cotrain.trust import DEFAULT_TRUST
 
 
 def mixed_estimators() -> list[Any]:
@@ -42,6 +43,7 @@ def run_seed(
     consensus: str = "majority",
     n_jobs: int | None = None,
     verbose: int = 0,
+    trust: Any = DEFAULT_TRUST,
 ) -> tuple[dict[str, float], FederatedCoTrainer]:
     """One seed of the breast-cancer protocol: FedCT, local-only and centralised.
 
@@ -67,6 +69,7 @@ def run_seed(
         random_state=seed,
         n_jobs=n_jobs,
         verbose=verbose,
+        trust=trust,
     ).fit(
         [data.X_labeled[p] for p in parts],
         [data.y_labeled[p] for p in parts],

@@ -347,3 +347,32 @@ def test_private_only_fold_scores_are_computed_once_per_client():
     # a pool class the client lacks stays in every fit: nothing to reuse
     three = trust.choose(tree, X, y, U, np.where(truth == 1, 2, 0), CLASSES, cache=cache)
     assert three.scores[0.0] != 0.5
+
+
+def test_a_site_reporting_an_impossible_quality_is_that_sites_failure(tmp_path):
+    pytest.importorskip("flwr")
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from cotrain.flower import protocol
+    from cotrain.flower.server_app import FlowerCoTraining
+    from cotrain.flower.site import write_sites
+    from tests.test_flower_strategy import InMemoryGrid, _tamper, mixed
+
+    def inflate(reply):
+        reply.content.metric_records[protocol.STATS]["quality"] = 1e9
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    try:
+        rng = np.random.default_rng(2)
+        X, y = _two_blobs(rng, 90)
+        U, _ = _two_blobs(rng, 80)
+        paths = write_sites(tmp_path / "s", np.array_split(X, 3), np.array_split(y, 3), U, mixed())
+        np.save(tmp_path / "public.npy", U)
+        grid = InMemoryGrid(paths)
+        _tamper(grid, list(grid.sites)[1], inflate)
+        run = FlowerCoTraining(tmp_path / "public.npy", rounds=2, consensus="quality")
+        run.run(grid)
+    finally:
+        TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
+    assert "quality must be in [0, 1]" in run.history_[-1].failed[1]
+    assert run.history_[-1].clients == (0, 1, 2) and run.n_rounds_ == 2
