@@ -22,11 +22,18 @@ import numpy as np
 from cotrain.broadcast import BroadcastDecoder, Downlink, MissingReference
 from cotrain.messages import HardLabels, decode
 from cotrain.server import Upload
-from cotrain.trust import FixedTrust, PseudoLabelTrust, TrustChoice, weighted_training_set
+from cotrain.trust import FixedTrust, PseudoLabelTrust, weighted_training_set
 from cotrain.wire import WireFormat
 from learners import ClassAlignedClassifier
 
-__all__ = ["Client", "StepResult", "decode_labels", "run_client_step", "with_pseudo_labels"]
+__all__ = [
+    "Client",
+    "StepResult",
+    "decode_labels",
+    "pseudo_labelled_rows",
+    "run_client_step",
+    "with_pseudo_labels",
+]
 
 
 @dataclass
@@ -162,40 +169,6 @@ class Client:
         """D_i ∪ P: private data plus the public rows that carry a pseudo-label."""
         return with_pseudo_labels(self._X, self._y, X_public, pseudo, self.classes)
 
-    def pseudo_labelled_pool(self, pseudo: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """The public rows that carry a pseudo-label, and their labels (values from
-        ``classes``) or soft targets."""
-        if pseudo is None:
-            return self.X_public[:0], self._y[:0]
-        if pseudo.ndim == 1:
-            keep = pseudo >= 0
-            return self.X_public[keep], self.classes[pseudo[keep]]
-        keep = ~np.isnan(pseudo).any(axis=1)
-        return self.X_public[keep], pseudo[keep].astype(np.float64)
-
-    def choose_trust(self, pseudo: np.ndarray | None) -> TrustChoice:
-        """This round's weight of the pseudo-labelled pool (see :mod:`cotrain.trust`)."""
-        if pseudo is None:
-            return TrustChoice(1.0, {})
-        X_pool, y_pool = self.pseudo_labelled_pool(pseudo)
-        return self.trust.choose(
-            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
-            cache=self.trust_cache,
-        )  # fmt: skip
-
-    def weighted_training_set(
-        self, pseudo: np.ndarray | None, weight: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """D_i ∪ P with the pool rows at ``weight`` (rows of classes this client holds no
-        private row of keep weight 1), and the sample weights (None: all 1)."""
-        if pseudo is None:
-            return self._X, self._y, None
-        X_pool, y_pool = self.pseudo_labelled_pool(pseudo)
-        return weighted_training_set(
-            self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes, weight,
-            getattr(self.trust, "random_state", None),
-        )  # fmt: skip
-
     def run_round(
         self,
         t: int,
@@ -285,12 +258,21 @@ class Client:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
         sharing) and put the evaluation predictions and learner time in ``result``."""
         start = time.perf_counter()
-        choice = self.choose_trust(pseudo)
-        X_train, y_train, weight = self.weighted_training_set(pseudo, choice.weight)
+        X_train, y_train, weight = self._X, self._y, None
+        if pseudo is not None:  # how much the pool counts: see cotrain.trust
+            X_pool, y_pool = pseudo_labelled_rows(self.X_public, pseudo, self.classes)
+            choice = self.trust.choose(
+                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+                cache=self.trust_cache,
+            )  # fmt: skip
+            X_train, y_train, weight = weighted_training_set(
+                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+                choice.weight, getattr(self.trust, "random_state", None),
+            )  # fmt: skip
+            result.trust = choice.weight
+            result.quality = None if self.privacy is not None else choice.quality
         self.model.fit(X_train, y_train, sample_weight=weight)
         self.fitted = True
-        result.trust = None if pseudo is None else choice.weight
-        result.quality = None if self.privacy is not None else choice.quality
         trust_time = time.perf_counter() - start - self.model.fit_time_
         start = time.perf_counter()
         soft = self.wire.share == "soft"
@@ -390,15 +372,31 @@ def with_pseudo_labels(
     """
     if pseudo is None:
         return X, y
+    X_pool, y_pool = pseudo_labelled_rows(X_public, pseudo, classes)
+    if y_pool.ndim == 2:  # soft targets: the labelled rows one-hot
+        y = (y[:, None] == classes[None, :]).astype(np.float64)
+    return np.concatenate([X, X_pool]), np.concatenate([y, y_pool])
+
+
+def pseudo_labelled_rows(
+    X_public: np.ndarray, pseudo: np.ndarray, classes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The public rows that carry a pseudo-label (P), with their labels in ``classes``'
+    values, or their soft targets as float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> U = np.arange(3.0).reshape(3, 1)
+    >>> rows, labels = pseudo_labelled_rows(U, np.array([1, -1, 0]), np.array(["a", "b"]))
+    >>> rows.ravel().tolist(), labels.tolist()
+    ([0.0, 2.0], ['b', 'a'])
+    """
     if pseudo.ndim == 1:
         keep = pseudo >= 0
-        return np.concatenate([X, X_public[keep]]), np.concatenate([y, classes[pseudo[keep]]])
+        return X_public[keep], classes[pseudo[keep]]
     keep = ~np.isnan(pseudo).any(axis=1)
-    own = (y[:, None] == classes[None, :]).astype(np.float64)
-    return (
-        np.concatenate([X, X_public[keep]]),
-        np.concatenate([own, pseudo[keep].astype(np.float64)]),
-    )
+    return X_public[keep], pseudo[keep].astype(np.float64)
 
 
 def decode_labels(data: bytes) -> np.ndarray:
