@@ -5,8 +5,9 @@ A consensus of weak clients can be worse than a strong client's own labels: trai
 it would be alone. :class:`PseudoLabelTrust` lets each client choose, every round, the
 sample weight ``w`` of the pool rows in its next fit by K-fold cross-validation on its
 private rows only — the one thing it knows to be true. Candidates ``w`` are compared on
-the same folds (paired); the best mean out-of-fold accuracy wins, ties going to the larger
-weight (trust the federation where it does not hurt).
+the same rows (paired); the client keeps the largest weight (trusts the federation)
+unless a smaller one wins by more than ``z`` standard errors (:func:`pick_weight`): it
+drops the pool only when its own rows show, beyond noise, that the pool makes it worse.
 
 Pool rows whose pseudo-label is a class the client holds no private row of always keep
 weight 1: the client's validation folds cannot tell whether they help (they hold no such
