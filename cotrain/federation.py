@@ -23,10 +23,12 @@ __all__ = [
 
 
 def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public: int) -> Any:
-    """A privacy ledger over the accounted ``mechanisms``, or None if none is.
+    """A privacy ledger over the accounted ``mechanisms`` (``[privacy, consensus]``), or
+    None if none is.
 
     Warns (``UserWarning``) when a mechanism's ε protects one released label rather than a
-    private record (``unit="label"``).
+    private record (``unit="label"``), and when only the consensus's certainty scores are
+    private (no client-side mechanism): the labels then leave the clients without noise.
 
     Raises
     ------
@@ -53,6 +55,17 @@ def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public:
                 UserWarning,
                 stacklevel=3,
             )
+    # mechanisms = [the clients' privacy mechanism, the consensus]: a consensus accounted
+    # for its certainty scores alone leaves the labels themselves unprotected
+    if mechanisms[0] is None and any(guarantee_of(m) == ("record", "server") for m in accounted):
+        warnings.warn(
+            "only the certainty scores are differentially private: the clients' labels are "
+            "released to the server without noise, so the reported ε (one private record, "
+            "against the server) covers the release of the scores alone, not the labels; "
+            "add a client-side mechanism (privacy=...) for a guarantee that covers both",
+            UserWarning,
+            stacklevel=3,
+        )
     ledger = PrivacyLedger(accounted, n_clients, n_classes, n_public)
     if ledger.would_exceed_budget(np.arange(n_clients)):
         raise ValueError(

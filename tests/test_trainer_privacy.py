@@ -168,7 +168,8 @@ def test_fedaux_scorer_budget_enters_the_ledger(cancer):
 
     scores = np.abs(np.random.default_rng(0).normal(size=(3, 300)))
     rule = CertaintyWeighted(scores, scorer_epsilon=0.5, scorer_delta=1e-6)
-    alone = fit(cancer, None, consensus=rule, rounds=2)
+    with pytest.warns(UserWarning, match="labels are released to the server without noise"):
+        alone = fit(cancer, None, consensus=rule, rounds=2)
     report = alone.privacy_report()
     assert report["max_epsilon"] == pytest.approx(0.5)
     assert report["delta"] == pytest.approx(1e-6)
