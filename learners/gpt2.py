@@ -273,6 +273,15 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
             config.num_labels = n_classes
             model = cls(config)
         elif isinstance(self.model, str | os.PathLike):
+            # transformers would build a *randomly initialised* GPT-2 from another family's
+            # checkpoint (it only warns): refuse that before loading
+            model_type = transformers.AutoConfig.from_pretrained(self.model).model_type
+            if model_type != "gpt2":
+                raise ValueError(
+                    f"model: {str(self.model)!r} holds a {model_type!r} model, not GPT-2; "
+                    "GPT2Classifier loads GPT-2 checkpoints only (transformers would build a "
+                    "randomly initialised GPT-2 from it)"
+                )
             model = cls.from_pretrained(
                 self.model, num_labels=n_classes, ignore_mismatched_sizes=True
             )

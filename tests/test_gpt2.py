@@ -313,3 +313,22 @@ def test_load_movie_reviews_missing(tmp_path):
         load_movie_reviews(tmp_path)
     with pytest.raises(FileNotFoundError, match="data folder"):
         load_movie_reviews(tmp_path / "absent")
+
+
+def test_a_checkpoint_of_another_family_is_refused_not_rebuilt_at_random(
+    data, tmp_path, no_network
+):
+    """transformers builds a random GPT-2 from a BERT folder (with a warning only):
+    GPT2Classifier refuses such a folder before training."""
+    import transformers
+
+    X, y, _, _ = data
+    config = transformers.BertConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=64,
+    )  # fmt: skip
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path)
+    clf = tiny(max_epochs=1).fit(X[:8], y[:8])
+    clf.tokenizer_.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="holds a 'bert' model, not GPT-2"):
+        GPT2Classifier(str(tmp_path), max_epochs=1, random_state=0).fit(X[:8], y[:8])
