@@ -98,7 +98,8 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         must share one tokenizer: build it once and pass it to every client.
         A tokenizer without a padding token pads with its end-of-text token.
     max_length : int, default=128
-        Texts are truncated to this many tokens (and to the model's ``n_positions``).
+        Texts are truncated to this many tokens (and to the model's ``n_positions``), on
+        the side ``truncation_side`` says.
     lora : bool or dict, default=False
         ``False``: fine-tune every weight. A dict: keyword arguments of
         ``peft.LoraConfig`` (e.g. ``{"r": 8, "lora_alpha": 16, "target_modules":
@@ -123,6 +124,10 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState or None, default=None
         Seeds the head (or model) initialisation, the shuffling and dropout. The global
         torch random state is restored after every fit.
+    truncation_side : {"left", "right"}, default="left"
+        Which end of a text longer than ``max_length`` tokens is cut: ``"left"`` keeps its
+        last tokens (for classifying reviews, where the verdict usually comes at the end),
+        ``"right"`` its first.
 
     Attributes
     ----------
@@ -200,6 +205,7 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         device: str = "cpu",
         warm_start: bool = True,
         random_state: int | np.random.RandomState | None = None,
+        truncation_side: str = "left",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -213,6 +219,7 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.device = device
         self.warm_start = warm_start
+        self.truncation_side = truncation_side
         self.random_state = random_state
 
     @property
@@ -260,9 +267,8 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
                 raise ValueError("the tokenizer has neither a padding nor an end-of-text token")
             tok.pad_token = tok.eos_token
         # the head reads the last non-padding token; right padding keeps GPT-2's absolute
-        # positions intact
+        # positions intact (truncation follows `truncation_side` at every encoding)
         tok.padding_side = "right"
-        tok.truncation_side = "right"
         return tok
 
     def _make_model(self, n_classes: int, tokenizer: Any) -> Any:
@@ -388,6 +394,7 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
         if n_pos is not None:
             max_len = min(max_len, int(n_pos))
         texts = [t if t else tok.eos_token for t in texts]
+        tok.truncation_side = self.truncation_side
         enc = tok(texts, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
         return {
             "input_ids": enc["input_ids"].to(self.device),
@@ -420,6 +427,10 @@ class GPT2Classifier(ClassifierMixin, BaseEstimator):
             low = 0 if name == "epochs_per_fit" else 1
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.truncation_side not in ("left", "right"):
+            raise ValueError(
+                f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}"
+            )
         texts = _as_texts(X)
         n = len(texts)
         y_arr = np.asarray(y)

@@ -145,6 +145,19 @@ def test_max_length_truncates(fitted):
     assert clf._encode([long])["input_ids"].shape[1] == 128
 
 
+def test_truncation_keeps_the_end_of_a_long_text_by_default(fitted):
+    clf = copy.deepcopy(fitted)
+    clf.max_length = 8
+    text = " ".join(["good"] * 50 + ["bad"] * 3)
+    ids = clf.tokenizer_(text)["input_ids"]
+    np.testing.assert_array_equal(clf._encode([text])["input_ids"][0].numpy(), ids[-8:])
+    clf.truncation_side = "right"
+    np.testing.assert_array_equal(clf._encode([text])["input_ids"][0].numpy(), ids[:8])
+    clf.truncation_side = "middle"
+    with pytest.raises(ValueError, match="truncation_side must be 'left' or 'right'"):
+        clf.fit([text], [0])
+
+
 def test_lora_trains_only_adapter_and_head(data):
     X, y, X_test, y_test = data
     clf = tiny(lora=LORA).fit(X, y)
