@@ -10,11 +10,13 @@
 - :class:`TorchClassifier` makes any torch module an estimator that keeps training, with
   ready-made :class:`MLP` and :class:`SmallCNN` modules (:mod:`learners.modules`);
   :class:`DPTorchClassifier` trains it with DP-SGD (Opacus);
-- :class:`GPT2Classifier` fine-tunes a GPT-2 sequence-classification head (optionally LoRA)
-  on raw text.
+- :class:`LMClassifier` fine-tunes a pretrained language model's sequence-classification
+  head (GPT-2, Llama, BERT, ...; optionally LoRA) on raw text, and :class:`GPT2Classifier`
+  is its GPT-2 preset.
 
 xgboost and imodels are imported only when a model is fitted, and torch only when
-``TorchClassifier``, ``MLP``, ``SmallCNN`` or ``GPT2Classifier`` is first accessed, so
+``TorchClassifier``, ``MLP``, ``SmallCNN``, ``LMClassifier`` or ``GPT2Classifier`` is first
+accessed, so
 ``import learners`` is fast and works without them.
 
 Examples
@@ -38,6 +40,7 @@ __all__ = [
     "ClassAlignedClassifier",
     "DPTorchClassifier",
     "GPT2Classifier",
+    "LMClassifier",
     "RuleFitClassifier",
     "SmallCNN",
     "TorchClassifier",
@@ -53,6 +56,7 @@ _LAZY = {
     "MLP": "modules",
     "SmallCNN": "modules",
     "GPT2Classifier": "gpt2",
+    "LMClassifier": "lm",
 }
 
 

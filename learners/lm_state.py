@@ -1,18 +1,22 @@
-"""The state of a fitted GPT2Classifier as plain data, for checkpoints and pickles.
+"""The state of a fitted LMClassifier as plain data, for checkpoints and pickles.
 
-A fitted :class:`learners.GPT2Classifier` holds objects that neither skops nor
-``torch.load(weights_only=True)`` can rebuild safely: the transformers model (possibly
-wrapped by peft), its optimizer, the tokenizer, and perhaps a ``GPT2Config`` or tokenizer
-object as a constructor parameter. The functions here turn them into plain data — the
-model's configuration as a JSON string, tensors, the tokenizer's files as bytes — and
-build them back without downloading anything and without pickle:
+A fitted :class:`learners.LMClassifier` (or its preset :class:`learners.GPT2Classifier`)
+holds objects that neither skops nor ``torch.load(weights_only=True)`` can rebuild safely:
+the transformers model (possibly wrapped by peft), its optimizer, the tokenizer, and
+perhaps a model configuration or tokenizer object as a constructor parameter. The
+functions here turn them into plain data — the model's configuration as a JSON string,
+tensors, the tokenizer's files as bytes — and build them back without downloading
+anything and without pickle:
 
 - :func:`model_state` / :func:`build_model`: the configuration, weights (LoRA adapters
   included), optimizer state, training flag and parameter dtype;
 - :func:`tokenizer_files` / :func:`tokenizer_from_files`: a tokenizer as the files
   ``save_pretrained`` writes, read back from a temporary local directory;
 - :func:`param_to_plain` / :func:`param_from_plain`: the ``model`` and ``tokenizer``
-  constructor parameters (a name, a path, a ``GPT2Config`` or a tokenizer object).
+  constructor parameters (a name, a path, a model configuration or a tokenizer object).
+
+The model is rebuilt from its own configuration type (``config.model_type``: GPT-2, BERT,
+Llama, ...) with ``AutoModelForSequenceClassification``.
 
 torch and transformers are imported only when a function needs them.
 """
@@ -29,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "build_model",
+    "config_from_json",
     "model_state",
     "no_init_weights",
     "param_from_plain",
@@ -44,7 +49,7 @@ def no_init_weights() -> Any:
     Examples
     --------
     >>> with no_init_weights():  # doctest: +SKIP
-    ...     model = GPT2ForSequenceClassification(config)
+    ...     model = AutoModelForSequenceClassification.from_config(config)
     """
     try:
         from transformers.initialization import no_init_weights as context
@@ -70,11 +75,11 @@ def _to_cpu(value: Any) -> Any:
 
 
 def model_state(model: Any, optimizer: Any) -> dict[str, Any]:
-    """A GPT-2 classification model (peft-wrapped or not) and its optimizer as plain data.
+    """A sequence-classification model (peft-wrapped or not) and its optimizer as plain data.
 
     Parameters
     ----------
-    model : transformers.GPT2ForSequenceClassification or peft.PeftModel
+    model : transformers.PreTrainedModel or peft.PeftModel
         The model.
     optimizer : torch.optim.Optimizer or None
         Its optimizer.
@@ -132,15 +137,45 @@ def build_model(state: dict[str, Any], wrap: Callable[[Any], Any]) -> Any:
     import torch
     import transformers
 
-    config = transformers.GPT2Config.from_dict(json.loads(state["config"]))
+    config = config_from_json(state["config"])
     with torch.random.fork_rng(devices=[]), no_init_weights():
-        model = wrap(transformers.GPT2ForSequenceClassification(config))
+        base = transformers.AutoModelForSequenceClassification.from_config(config)
+        model = wrap(base)
     dtype = getattr(torch, str(state.get("dtype", "float32")))
     if dtype != next(iter(model.parameters())).dtype:
         model = model.to(dtype)
     model.load_state_dict(state["weights"])
     model.train(bool(state["training"]))
     return model
+
+
+def config_from_json(text: str) -> Any:
+    """A transformers configuration of the right type (``model_type``) from its JSON.
+
+    Parameters
+    ----------
+    text : str
+        ``config.to_json_string(use_diff=False)``.
+
+    Returns
+    -------
+    transformers.PretrainedConfig
+        E.g. a ``GPT2Config``, ``BertConfig`` or ``LlamaConfig``.
+
+    Examples
+    --------
+    >>> from transformers import BertConfig
+    >>> text = BertConfig(hidden_size=32, num_hidden_layers=1).to_json_string()
+    >>> type(config_from_json(text)).__name__
+    'BertConfig'
+    """
+    import transformers
+
+    values = json.loads(text)
+    model_type = values.pop("model_type", None)
+    if not model_type:
+        raise ValueError("the stored model configuration has no model_type")
+    return transformers.AutoConfig.for_model(model_type, **values)
 
 
 def _file_name(name: str) -> str:
@@ -164,7 +199,7 @@ def tokenizer_files(tokenizer: Any) -> dict[str, bytes]:
 
     Examples
     --------
-    >>> from learners.gpt2 import train_bpe_tokenizer
+    >>> from learners.gpt2_tokenizer import train_bpe_tokenizer
     >>> tok = train_bpe_tokenizer(["a good film", "a bad film"] * 5, vocab_size=300)
     >>> sorted(tokenizer_files(tok))
     ['tokenizer.json', 'tokenizer_config.json']
@@ -191,7 +226,7 @@ def tokenizer_from_files(files: dict[str, bytes]) -> Any:
 
 
 def param_to_plain(value: Any) -> dict[str, Any]:
-    """The ``model`` or ``tokenizer`` parameter of a GPT2Classifier as plain data.
+    """The ``model`` or ``tokenizer`` parameter of an LMClassifier as plain data.
 
     Parameters
     ----------
@@ -225,14 +260,12 @@ def param_to_plain(value: Any) -> dict[str, Any]:
     if isinstance(value, os.PathLike):
         return {"kind": "str", "value": os.fspath(value)}
     if hasattr(value, "to_json_string") and hasattr(value, "model_type"):
-        if value.model_type != "gpt2":
-            raise TypeError(f"model must be a GPT2Config, got {type(value).__name__}")
-        return {"kind": "gpt2-config", "value": value.to_json_string(use_diff=False)}
+        return {"kind": "config", "value": value.to_json_string(use_diff=False)}
     if hasattr(value, "save_pretrained") and callable(value):
         return {"kind": "tokenizer", "value": tokenizer_files(value)}
     raise TypeError(
-        f"cannot store a GPT2Classifier parameter of type {type(value).__name__} in a "
-        "checkpoint: give a name, a local directory, a GPT2Config or a tokenizer"
+        f"cannot store an LMClassifier parameter of type {type(value).__name__} in a "
+        "checkpoint: give a name, a local directory, a model configuration or a tokenizer"
     )
 
 
@@ -245,10 +278,8 @@ def param_from_plain(plain: dict[str, Any]) -> Any:
         return str(value)
     if kind == "path":
         return Path(value)
-    if kind == "gpt2-config":
-        import transformers
-
-        return transformers.GPT2Config.from_dict(json.loads(value))
+    if kind in ("config", "gpt2-config"):  # "gpt2-config": checkpoints of cotrain <= 0.1
+        return config_from_json(value)
     if kind == "tokenizer":
         return tokenizer_from_files(value)
-    raise ValueError(f"unknown stored GPT2Classifier parameter kind {kind!r}")
+    raise ValueError(f"unknown stored LMClassifier parameter kind {kind!r}")
