@@ -260,6 +260,12 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
+        # before anything is loaded: another value would reach from_pretrained as a hub name
+        if not (isinstance(self.model, str | os.PathLike) or _is_config(self.model)):
+            raise TypeError(
+                "model must be a hub name, a local directory or a transformers configuration, "
+                f"got {type(self.model).__name__}"
+            )
         for name in ("max_epochs", "epochs_per_fit", "batch_size", "max_length"):
             value = getattr(self, name)
             low = 0 if name == "epochs_per_fit" else 1
