@@ -57,6 +57,23 @@ def _import_torch() -> Any:
     return torch, transformers
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' logging at ERROR and its progress bars off, then as they were."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _is_config(value: Any) -> bool:
     return hasattr(value, "to_json_string") and hasattr(value, "model_type")
 
@@ -369,7 +386,9 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         self._check_model_type(
             transformers.AutoConfig.from_pretrained(self.model, **kwargs).model_type
         )
-        with warnings.catch_warnings():  # "some weights were newly initialised": the head
+        # transformers reports the new head's weights as missing (expected: it is trained
+        # here) and draws a loading bar, once per client: both off while loading
+        with _quiet_transformers(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*newly initialized.*")
             return auto.from_pretrained(
                 self.model, num_labels=n_classes, ignore_mismatched_sizes=True, **kwargs
