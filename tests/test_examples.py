@@ -76,6 +76,9 @@ def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
             "--max-epochs",
             "1",
             "--lora",
+            "--threads",
+            "1",
+            "--no-progress",
         ]
     )
     assert table["method"].tolist() == ["FedCT", "FedAvg"]

