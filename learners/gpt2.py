@@ -41,7 +41,7 @@ class GPT2Classifier(LMClassifier):
         offline.
     tokenizer, max_length, lora, classes, max_epochs, epochs_per_fit, batch_size, lr, \
 weight_decay, device, warm_start, random_state, truncation_side, gradient_checkpointing, \
-n_threads, cache_encodings, gguf_file
+n_threads, cache_encodings, gguf_file, dtype
         As in :class:`~learners.LMClassifier`. ``lora=True`` adapts ``c_attn`` (stored
         transposed: ``fan_in_fan_out=True``).
 
@@ -88,6 +88,7 @@ n_threads, cache_encodings, gguf_file
         n_threads: int | None = None,
         cache_encodings: bool = True,
         gguf_file: str | None = None,
+        dtype: str | None = "float32",
     ) -> None:
         super().__init__(
             model=model,
@@ -108,4 +109,5 @@ n_threads, cache_encodings, gguf_file
             gradient_checkpointing=gradient_checkpointing,
             n_threads=n_threads,
             cache_encodings=cache_encodings,
+            dtype=dtype,
         )

@@ -17,10 +17,7 @@ downloaded then.
 from __future__ import annotations
 
 import contextlib
-import copy
-import io
 import os
-import warnings
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -31,54 +28,22 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._alignment import check_classes, label_indices
 from ._soft_targets import check_soft_targets
-from .gpt2_tokenizer import train_bpe_tokenizer
 from .lm_encoding import TokenCache, as_texts, batches, length_order, pad_batch
-from .lm_families import LMFamily, family_of, lora_defaults
-from .lm_state import (
-    build_model,
-    model_state,
-    param_from_plain,
-    param_to_plain,
-    tokenizer_files,
-    tokenizer_from_files,
+from .lm_families import LMFamily, family_of
+from .lm_loading import (
+    DTYPES,
+    import_torch,
+    is_config,
+    load_base_model,
+    load_tokenizer,
+    wrap_model,
 )
+from .lm_persistence import LMStateMixin
 
 __all__ = ["LMClassifier"]
 
 
-def _import_torch() -> Any:
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "LMClassifier needs torch and transformers: pip install 'cotrain[llm]'"
-        ) from exc
-    return torch, transformers
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """transformers' logging at ERROR and its progress bars off, then as they were."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _is_config(value: Any) -> bool:
-    return hasattr(value, "to_json_string") and hasattr(value, "model_type")
-
-
-class LMClassifier(ClassifierMixin, BaseEstimator):
+class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
     """A pretrained language model (optionally LoRA) fine-tuned to classify raw text.
 
     ``X`` is a sequence of strings. The model is transformers'
@@ -151,6 +116,10 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
     cache_encodings : bool, default=True
         Tokenise each distinct text once and keep its token ids (a client sees its data
         and the public pool every round); ``False`` tokenises at every batch.
+    dtype : {"float32", "float64", "bfloat16", "float16"} or None, default="float32"
+        The dtype the model is fine-tuned in. ``None`` keeps the checkpoint's own: many
+        hub checkpoints are stored in bfloat16, where AdamW's small updates are rounded
+        away (on a CPU, train in float32).
 
     Attributes
     ----------
@@ -219,11 +188,6 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
     _model_types: ClassVar[tuple[str, ...] | None] = None
     _family_label: ClassVar[str] = "any family"
 
-    #: attributes that :func:`cotrain.checkpoint.save_model` stores with ``torch.save`` (read
-    #: back with ``weights_only=True``, see :meth:`_checkpoint_tensors`) instead of skops;
-    #: the token cache is dropped by ``__getstate__``, which copies and skops use
-    _checkpoint_tensor_attrs = ("model", "tokenizer", "model_", "optimizer_", "tokenizer_")
-
     def __init__(
         self,
         model: Any,
@@ -244,6 +208,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         gradient_checkpointing: bool = False,
         n_threads: int | None = None,
         cache_encodings: bool = True,
+        dtype: str | None = "float32",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -263,6 +228,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         self.gradient_checkpointing = gradient_checkpointing
         self.n_threads = n_threads
         self.cache_encodings = cache_encodings
+        self.dtype = dtype
 
     @property
     def continues_training(self) -> bool:
@@ -278,7 +244,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
         # before anything is loaded: another value would reach from_pretrained as a hub name
-        if not (isinstance(self.model, str | os.PathLike) or _is_config(self.model)):
+        if not (isinstance(self.model, str | os.PathLike) or is_config(self.model)):
             raise TypeError(
                 "model must be a hub name, a local directory or a transformers configuration, "
                 f"got {type(self.model).__name__}"
@@ -297,6 +263,8 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
             isinstance(nt, bool) or not isinstance(nt, int | np.integer) or nt < 1
         ):
             raise ValueError(f"n_threads must be None or an integer >= 1, got {nt!r}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
         if self.gguf_file is not None and not isinstance(self.gguf_file, str | os.PathLike):
             raise TypeError(f"gguf_file must be a file name or None, got {self.gguf_file!r}")
         if self.lora not in (True, False, None) and not isinstance(self.lora, dict):
@@ -320,7 +288,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
     @contextlib.contextmanager
     def _seeded(self, seed: int) -> Iterator[None]:
         """Seed torch's global generator(s) for dropout and initialisation, then restore."""
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         dev = torch.device(self.device)
         devices = [dev.index or 0] if dev.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
@@ -333,7 +301,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         if self.n_threads is None:
             yield
             return
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         before = torch.get_num_threads()
         torch.set_num_threads(int(self.n_threads))
         try:
@@ -341,61 +309,13 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         finally:
             torch.set_num_threads(before)
 
-    def _pretrained_kwargs(self) -> dict[str, Any]:
-        return {} if self.gguf_file is None else {"gguf_file": os.fspath(self.gguf_file)}
-
     def _make_tokenizer(self, texts: list[str]) -> Any:
-        _, transformers = _import_torch()
-        tok = self.tokenizer
-        if tok is None:
-            if _is_config(self.model):
-                tok = train_bpe_tokenizer(texts, vocab_size=self.model.vocab_size)
-            else:
-                tok = transformers.AutoTokenizer.from_pretrained(
-                    self.model, **self._pretrained_kwargs()
-                )
-        elif isinstance(tok, str | os.PathLike):
-            tok = transformers.AutoTokenizer.from_pretrained(tok)
-        else:
-            tok = copy.deepcopy(tok)
-        if tok.pad_token is None:
-            if tok.eos_token is None:
-                raise ValueError("the tokenizer has neither a padding nor an end-of-text token")
-            tok.pad_token = tok.eos_token
-        # right padding keeps absolute and rotary positions intact; the head finds the last
-        # non-padding token (decoders) or reads the first token (encoders)
-        tok.padding_side = "right"
-        return tok
-
-    def _load_base_model(self, n_classes: int) -> Any:
-        _, transformers = _import_torch()
-        auto = transformers.AutoModelForSequenceClassification
-        if _is_config(self.model):
-            self._check_model_type(self.model.model_type)
-            config = copy.deepcopy(self.model)
-            config.num_labels = n_classes
-            return auto.from_config(config)
-        if not isinstance(self.model, str | os.PathLike):
-            raise TypeError(
-                "model must be a hub name, a local directory or a transformers configuration, "
-                f"got {type(self.model).__name__}"
-            )
-        kwargs = self._pretrained_kwargs()
-        # transformers would build a *randomly initialised* model of the asked class from
-        # another family's checkpoint (it only warns): the Auto class reads the family
-        self._check_model_type(
-            transformers.AutoConfig.from_pretrained(self.model, **kwargs).model_type
-        )
-        # transformers reports the new head's weights as missing (expected: it is trained
-        # here) and draws a loading bar, once per client: both off while loading
-        with _quiet_transformers(), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*newly initialized.*")
-            return auto.from_pretrained(
-                self.model, num_labels=n_classes, ignore_mismatched_sizes=True, **kwargs
-            )
+        return load_tokenizer(self.model, self.tokenizer, self.gguf_file, texts)
 
     def _make_model(self, n_classes: int, tokenizer: Any) -> Any:
-        model = self._load_base_model(n_classes)
+        model = load_base_model(
+            self.model, n_classes, self.gguf_file, self._check_model_type, self.dtype
+        )
         if len(tokenizer) > model.config.vocab_size:
             raise ValueError(
                 f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has "
@@ -408,54 +328,12 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
             model.config.bos_token_id = tokenizer.eos_token_id if bos is None else bos
         return self._wrap(model)
 
-    def _head_modules(self, model: Any, family: LMFamily) -> list[str]:
-        children = dict(model.named_children())
-        heads = [name for name in family.head if name in children]
-        if not heads:
-            heads = [name for name in ("score", "classifier") if name in children]
-        if not heads:
-            raise ValueError(
-                f"cannot find the classification head of a {family.name!r} model; give "
-                "lora={'modules_to_save': [...], ...} naming it"
-            )
-        return heads
-
-    def _lora_kwargs(self, model: Any, family: LMFamily) -> dict[str, Any] | None:
-        if self.lora is False or self.lora is None:
-            return None
-        kwargs = lora_defaults(family)
-        if isinstance(self.lora, dict):
-            kwargs.update(self.lora)
-        heads = self._head_modules(model, family)
-        saved = list(kwargs.get("modules_to_save") or [])
-        kwargs["modules_to_save"] = saved + [h for h in heads if h not in saved]
-        return kwargs
-
     def _wrap(self, model: Any) -> Any:
         """Gradient checkpointing and LoRA, as configured, on a freshly built base model."""
-        family = family_of(model.config)
-        if self.gradient_checkpointing:
-            if not getattr(model, "supports_gradient_checkpointing", False):
-                raise ValueError(
-                    f"gradient_checkpointing: a {family.name!r} model does not support it"
-                )
-            model.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
-        kwargs = self._lora_kwargs(model, family)
-        if kwargs is None:
-            return model
-        try:
-            import peft
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("LMClassifier(lora=...) needs peft: pip install peft") from exc
-        kwargs.setdefault("task_type", peft.TaskType.SEQ_CLS)
-        with warnings.catch_warnings():  # peft calls a deprecated transformers helper
-            warnings.filterwarnings("ignore", category=FutureWarning)
-            return peft.get_peft_model(model, peft.LoraConfig(**kwargs))
+        return wrap_model(model, self.lora, self.gradient_checkpointing)
 
     def _make_optimizer(self) -> Any:
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         return torch.optim.AdamW(
             [p for p in self.model_.parameters() if p.requires_grad],
             lr=self.lr,
@@ -611,7 +489,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
         weights: NDArray[np.float32],
         epochs: int,
     ) -> None:
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         for group in self.optimizer_.param_groups:  # hyper-parameters set since the last fit
             group["lr"] = self.lr
             group["weight_decay"] = self.weight_decay
@@ -660,7 +538,7 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
             Probabilities (float64); rows sum to 1.
         """
         check_is_fitted(self)
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         texts = as_texts(X)
         out = np.empty((len(texts), self.n_classes_), dtype=np.float64)
         model = self.model_
@@ -692,134 +570,3 @@ class LMClassifier(ClassifierMixin, BaseEstimator):
             Labels from ``classes_``.
         """
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
-
-    # ------------------------------------------------------------------ weights (FedAvg)
-    def _named_parameters(self, trainable_only: bool) -> Iterator[tuple[str, Any]]:
-        check_is_fitted(self)
-        for name, p in self.model_.named_parameters():
-            if p.requires_grad or not trainable_only:
-                yield name, p
-
-    def get_weights(self, trainable_only: bool = True) -> dict[str, NDArray[np.float32]]:
-        """Named parameters as float32 arrays (copies).
-
-        Parameters
-        ----------
-        trainable_only : bool, default=True
-            Only the trained parameters (with LoRA: the adapters and the head).
-
-        Returns
-        -------
-        dict of str to ndarray
-            Parameter name (as in ``model_.named_parameters()``) to its values.
-        """
-        return {
-            name: p.detach().to("cpu", dtype=p.dtype).float().numpy().copy()
-            for name, p in self._named_parameters(trainable_only)
-        }
-
-    def set_weights(self, weights: dict[str, ArrayLike]) -> LMClassifier:
-        """Overwrite named parameters (any subset of ``model_.named_parameters()``).
-
-        Parameters
-        ----------
-        weights : dict of str to array-like
-            As returned by :meth:`get_weights` (e.g. averaged over clients).
-
-        Returns
-        -------
-        self : LMClassifier
-        """
-        torch, _ = _import_torch()
-        params = dict(self._named_parameters(trainable_only=False))
-        unknown = sorted(set(weights) - set(params))
-        if unknown:
-            raise KeyError(f"unknown parameter names: {unknown[:5]}")
-        with torch.no_grad():
-            for name, value in weights.items():
-                p = params[name]
-                arr = torch.as_tensor(np.asarray(value))
-                if tuple(arr.shape) != tuple(p.shape):
-                    raise ValueError(
-                        f"{name}: expected shape {tuple(p.shape)}, got {tuple(arr.shape)}"
-                    )
-                p.copy_(arr.to(device=p.device, dtype=p.dtype))
-        return self
-
-    def n_parameters(self, trainable_only: bool = True) -> int:
-        """Number of (trainable) parameters of the model.
-
-        Parameters
-        ----------
-        trainable_only : bool, default=True
-            Count only the trained parameters.
-
-        Returns
-        -------
-        int
-        """
-        return int(sum(p.numel() for _, p in self._named_parameters(trainable_only)))
-
-    # ------------------------------------------------------------------ checkpoints
-    def _checkpoint_tensors(self) -> dict[str, Any]:
-        """Everything skops cannot store, as plain data that ``torch.load(weights_only=True)``
-        reads: the `model` and `tokenizer` parameters, and once fitted the model (its
-        configuration as JSON, weights with any LoRA adapter, training flag), the optimizer
-        state and the tokenizer's files (see :mod:`learners.lm_state`)."""
-        saved: dict[str, Any] = {
-            "model": param_to_plain(self.model),
-            "tokenizer": param_to_plain(self.tokenizer),
-        }
-        if hasattr(self, "model_"):
-            saved["model_"] = model_state(self.model_, self.optimizer_)
-            saved["tokenizer_"] = tokenizer_files(self.tokenizer_)
-        return saved
-
-    def _restore_tensors(self, saved: dict[str, Any]) -> None:
-        """Rebuild what :meth:`_checkpoint_tensors` stored (offline, no pickle)."""
-        self.model = param_from_plain(saved["model"])
-        self.tokenizer = param_from_plain(saved["tokenizer"])
-        if "model_" in saved:
-            self._restore_model(saved["model_"])
-            tok = tokenizer_from_files(saved["tokenizer_"])
-            tok.padding_side = "right"
-            self.tokenizer_ = tok
-
-    def _restore_model(self, state: dict[str, Any]) -> None:
-        self.model_ = build_model(state, self._wrap).to(self.device)
-        self.optimizer_ = self._make_optimizer()
-        if state["optimizer"] is not None:
-            self.optimizer_.load_state_dict(state["optimizer"])
-
-    # ------------------------------------------------------------------ copying, pickling
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_token_cache", None)  # rebuilt on demand
-        model = state.pop("model_", None)
-        optimizer = state.pop("optimizer_", None)
-        if model is not None:
-            torch, _ = _import_torch()
-            buffer = io.BytesIO()
-            torch.save(model_state(model, optimizer), buffer)
-            state["_model_bytes"] = buffer.getvalue()
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        blob = state.pop("_model_bytes", None)
-        self.__dict__.update(state)
-        if blob is not None:
-            torch, _ = _import_torch()
-            self._restore_model(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> LMClassifier:
-        # native deep copies of the model and optimizer (one memo keeps the optimizer
-        # pointing at the copied parameters); faster than a pickle round trip. The token
-        # cache is shared: its entries never change.
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            if key == "_token_cache":
-                new.__dict__[key] = value
-            else:
-                new.__dict__[key] = copy.deepcopy(value, memo)
-        return new

@@ -131,6 +131,23 @@ def test_a_save_pretrained_folder_of_each_family_loads_by_path(data, fitted, fam
 
 
 @pytest.mark.usefixtures("no_network")
+def test_a_bfloat16_checkpoint_is_fine_tuned_in_float32_unless_dtype_is_none(data, tmp_path):
+    # most hub checkpoints of Llama-family models are stored in bfloat16, where AdamW's
+    # small updates round away; the default dtype="float32" trains in full precision
+    X, y, _, _ = data
+    model = tiny("llama", max_epochs=1).fit(X, y).model_.to(torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    train_bpe_tokenizer(X, vocab_size=300).save_pretrained(tmp_path)
+    default = LMClassifier(str(tmp_path), random_state=0).initialize(X, y)
+    kept = LMClassifier(str(tmp_path), dtype=None, random_state=0).initialize(X, y)
+    assert {p.dtype for p in default.model_.parameters()} == {torch.float32}
+    assert {p.dtype for p in kept.model_.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in pickle.loads(pickle.dumps(default)).model_.parameters()} == {
+        torch.float32
+    }
+
+
+@pytest.mark.usefixtures("no_network")
 @pytest.mark.parametrize("family", ["bert", "llama"])
 def test_gpt2_classifier_refuses_another_familys_folder_or_config(data, fitted, family, tmp_path):
     """transformers would build a random GPT-2 from such a folder, with a warning only."""
@@ -403,8 +420,18 @@ def test_left_truncation_keeps_an_encoders_leading_cls_token(data, tmp_path):
         ({"max_length": 0}, ValueError, "max_length must be an integer >= 1"),
         ({"batch_size": 2.5}, ValueError, "batch_size must be an integer >= 1"),
         ({"model": 3}, TypeError, "model must be a hub name, a local directory or a transformers"),
+        ({"dtype": "float8"}, ValueError, "dtype must be None or one of"),
     ],
-    ids=["n_threads", "truncation_side", "gguf_file", "lora", "max_length", "batch_size", "model"],
+    ids=[
+        "n_threads",
+        "truncation_side",
+        "gguf_file",
+        "lora",
+        "max_length",
+        "batch_size",
+        "model",
+        "dtype",
+    ],
 )
 @pytest.mark.usefixtures("no_network")
 def test_bad_parameters_are_refused_before_anything_is_loaded(data, params, error, match):
