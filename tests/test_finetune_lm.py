@@ -62,6 +62,23 @@ def test_quick_sets_small_defaults_that_options_override(finetune_lm):
         finetune_lm.parse_args(["--model", "tiny-gpt2", "--methods", "fedct,fedprox"])
 
 
+def test_tracked_learner_clones_and_pickles_as_itself(finetune_lm):
+    import pickle
+
+    from sklearn.base import clone
+
+    from learners import LMClassifier
+
+    args = finetune_lm.parse_args(["--model", "tiny-gpt2", "--max-epochs", "3"])
+    model = finetune_lm.make_learner(args, None, 7)
+    assert isinstance(model, LMClassifier) and type(model).__name__ == "TrackedLMClassifier"
+    assert type(clone(model)) is type(model)
+    assert clone(model).get_params()["max_epochs"] == 3
+    # worker processes find the class by name in the module (see its __getattr__)
+    assert type(pickle.loads(pickle.dumps(model))) is type(model)
+    assert finetune_lm.TrackedLMClassifier is type(model)
+
+
 def test_split_is_disjoint_and_sized(finetune_lm):
     texts = [f"review {i}" for i in range(40)]
     y = np.array(["neg", "pos"] * 20)
