@@ -389,8 +389,9 @@ def get_trust(
     ----------
     trust : "auto", None, float or PseudoLabelTrust
         ``"auto"``: :class:`PseudoLabelTrust` with its defaults — except for a learner
-        whose class sets ``cross_validated_trust = False`` (torch and language-model learners: each
-        cross-validation fit would be a full first training), which gets full weight;
+        whose class sets ``cross_validated_trust = False`` (torch and language-model
+        learners: each cross-validation fit would be a full first training), which gets
+        full weight;
         None: every pseudo-label at full weight (the paper's FedCT); a float: that fixed
         pool weight; an object: used as it is (its ``random_state`` filled in when None).
     random_state : int, optional
