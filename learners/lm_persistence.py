@@ -171,12 +171,11 @@ class LMStateMixin:
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         # native deep copies of the model and optimizer (one memo keeps the optimizer
         # pointing at the copied parameters); faster than a pickle round trip. The token
-        # cache is shared: its entries never change.
+        # cache is left out: it belongs to the original's tokenizer object, and the copy
+        # would discard it at its first encoding anyway (rebuilt on demand).
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for key, value in self.__dict__.items():
-            if key == "_token_cache":
-                new.__dict__[key] = value
-            else:
+            if key != "_token_cache":  # keyed to this tokenizer object; the copy has its own
                 new.__dict__[key] = copy.deepcopy(value, memo)
         return new
