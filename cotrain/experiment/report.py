@@ -1,5 +1,15 @@
 """Summaries of a results folder (``summary.csv``, ``summary.md``, ``accuracy.png``) and
-``cotrain report``: several results folders side by side."""
+``cotrain report``: results folders and published tables side by side, in one table.
+
+``accuracy.png`` draws every variant that ran several rounds (FedCT, DD, FedAvg, ...) as
+its mean curve over the seeds (with a ±1 std band when there are several seeds), and
+every variant that ran one round (local-only, centralised, PATE) as a dashed horizontal
+reference line at its mean accuracy, named in the legend. Round ticks are integers. The
+y-axis spans at least :data:`MIN_ACCURACY_SPAN` (0.1) of accuracy, centred on the data
+and kept inside [0, 1], so a 0.007 difference fills at most 7 % of the height instead of
+all of it; data spread wider than that get a 10 % margin on each side
+(:func:`accuracy_limits`).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +20,17 @@ import numpy as np
 
 from cotrain.experiment.config import slug
 from cotrain.experiment.errors import ExperimentError
+from cotrain.experiment.methods import METHODS
+from cotrain.experiment.published import read_summary_markdown
 
-__all__ = ["markdown_table", "report", "write_summary"]
+__all__ = [
+    "MIN_ACCURACY_SPAN",
+    "accuracy_figure",
+    "accuracy_limits",
+    "markdown_table",
+    "report",
+    "write_summary",
+]
 
 
 def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wall: float) -> None:
@@ -78,7 +97,7 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
         markdown_table(summary),
     ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
-    _plot(folder, order)
+    _plot(folder, summary)
 
 
 #: the summary column of each ε unit (see ``RoundRecord.epsilon_unit``)
@@ -130,7 +149,7 @@ def markdown_table(summary: Any) -> str:
     for _, r in summary.iterrows():
         paper = r["paper"]
         has_paper = paper is not None and not (isinstance(paper, float) and np.isnan(paper))
-        gap = f"{r['accuracy'] - paper:+.3f}" if has_paper else "—"
+        gap = _signed(r["accuracy"] - paper) if has_paper else "—"
         cells = [
             str(r["variant"]).replace("|", "\\|"),
             str(r["method"]),
@@ -145,75 +164,306 @@ def markdown_table(summary: Any) -> str:
     return "\n".join(lines)
 
 
-def _plot(folder: Path, order: list[str]) -> None:
-    try:
-        import matplotlib
+#: the least accuracy range the y-axis of ``accuracy.png`` spans (see :func:`accuracy_limits`)
+MIN_ACCURACY_SPAN = 0.1
+#: methods that fit once: their single-round variants are named "one-shot" in the legend
+ONE_SHOT = ("local", "centralised", "pate")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import pandas as pd
+
+def accuracy_limits(
+    values: Any, min_span: float = MIN_ACCURACY_SPAN, margin: float = 0.1
+) -> tuple[float, float]:
+    """The y-limits of an accuracy plot: at least ``min_span`` wide, inside [0, 1].
+
+    The range is centred on the data. Data spread wider than ``min_span`` get ``margin``
+    of their spread on each side; narrower data get ``min_span``, so a small difference
+    (0.007) is drawn as small. A range that would leave [0, 1] is shifted back into it.
+
+    Parameters
+    ----------
+    values : array-like
+        The accuracies drawn; NaN is ignored.
+    min_span : float
+        The least width of the range.
+    margin : float
+        The share of the data's spread added above and below it.
+
+    Returns
+    -------
+    (bottom, top) : tuple of float
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in accuracy_limits([0.841, 0.848])]  # 0.007 apart: 0.1 wide
+    [0.7945, 0.8945]
+    >>> [round(v, 4) for v in accuracy_limits([0.5, 0.9])]  # wide data: 10 % margins
+    [0.46, 0.94]
+    >>> accuracy_limits([0.97, 0.99])  # kept inside [0, 1]
+    (0.9, 1.0)
+    >>> accuracy_limits([])
+    (0.0, 1.0)
+    """
+    data = np.asarray(values, dtype=float).ravel()
+    data = data[np.isfinite(data)]
+    if data.size == 0:
+        return 0.0, 1.0
+    low, high = float(data.min()), float(data.max())
+    span = min(1.0, max(min_span, (high - low) * (1 + 2 * margin)))
+    bottom = (low + high - span) / 2
+    bottom = min(max(bottom, 0.0), 1.0 - span)
+    return bottom, bottom + span
+
+
+def _curves(folder: Path, variant: str, method: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The rounds and each seed's accuracy per round of one variant (as long as the shortest)."""
+    import pandas as pd
+
+    column = METHODS[method].accuracy if method in METHODS else "mean_accuracy"
+    frames = [
+        pd.read_csv(h) for h in sorted((folder / "runs" / slug(variant)).glob("seed-*/history.csv"))
+    ]
+    frames = [f for f in frames if column in f and len(f)]
+    if not frames:
+        return np.arange(0), []
+    length = min(len(f) for f in frames)
+    first = frames[0]
+    rounds = first["round"] if "round" in first else np.arange(1, len(first) + 1)
+    curves = [f[column].to_numpy(dtype=float)[:length] for f in frames]
+    return np.asarray(rounds, dtype=float)[:length], curves
+
+
+def accuracy_figure(folder: str | Path, summary: Any) -> Any:
+    """The figure of ``accuracy.png``: curves over rounds and one-shot reference lines.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The results folder; the curves come from its ``runs/*/seed-*/history.csv``.
+    summary : DataFrame
+        The rows of its ``summary.csv`` (``variant``, ``method``, ``accuracy``): one line
+        per row, in their order. A variant whose runs recorded one round is a dashed
+        horizontal line at its summary accuracy; the others are mean curves over seeds.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not saved and not closed (``matplotlib.pyplot.close(fig)`` when done).
+
+    Raises
+    ------
+    ImportError
+        matplotlib is not installed (the ``plot`` extra).
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> run = folder / "runs" / "FedCT" / "seed-0"
+    >>> run.mkdir(parents=True)
+    >>> _ = (run / "history.csv").write_text("round,mean_accuracy\\n1,0.80\\n2,0.84\\n3,0.85\\n")
+    >>> summary = pd.DataFrame({"variant": ["FedCT", "local"], "method": ["fedct", "local"],
+    ...                         "accuracy": [0.85, 0.78]})
+    >>> fig = accuracy_figure(folder, summary)
+    >>> ax = fig.axes[0]
+    >>> [line.get_label() for line in ax.lines]
+    ['FedCT', 'local (one-shot)']
+    >>> [float(t) for t in ax.get_xticks() if 1 <= t <= 3]
+    [1.0, 2.0, 3.0]
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    folder = Path(folder)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    colours = plt.get_cmap("tab10" if len(summary) <= 10 else "tab20")
+    ncolours = 10 if len(summary) <= 10 else 20
+    drawn: list[float] = []
+    last_round = 0.0
+    for index, row in enumerate(summary.itertuples(index=False)):
+        variant, method = str(row.variant), str(row.method)
+        colour = colours(index % ncolours)
+        style = ("-", "-.", ":")[index // ncolours % 3]
+        rounds, curves = _curves(folder, variant, method)
+        if len(rounds) > 1:
+            mean = np.mean(curves, axis=0)
+            ax.plot(rounds, mean, style, color=colour, marker=".", label=variant)
+            if len(curves) > 1:
+                std = np.std(curves, axis=0)
+                ax.fill_between(rounds, mean - std, mean + std, color=colour, alpha=0.15, lw=0)
+            drawn += list(mean)
+            last_round = max(last_round, float(rounds[-1]))
+        elif np.isfinite(float(row.accuracy)):
+            suffix = "one-shot" if method in ONE_SHOT else "one round"
+            ax.axhline(
+                float(row.accuracy), color=colour, ls="--", lw=1.2, label=f"{variant} ({suffix})"
+            )
+            drawn.append(float(row.accuracy))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if last_round > 1:
+        ax.set_xlim(1, last_round)
+        ax.set_xlabel("round")
+    else:
+        ax.set_xticks([])
+        ax.set_xlabel("(one-shot methods only: no rounds)")
+    ax.set_ylim(*accuracy_limits(drawn))
+    ax.set_ylabel("test accuracy (mean over seeds)")
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+        # outside the axes, so it never hides a line
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    return fig
+
+
+def _plot(folder: Path, summary: Any) -> None:
+    """Write ``accuracy.png`` (nothing without matplotlib)."""
+    try:
+        fig = accuracy_figure(folder, summary)
     except ImportError:
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    colours = plt.get_cmap("tab20")
-    for index, variant in enumerate(order):
-        curves = [
-            pd.read_csv(h)["mean_accuracy"].to_numpy(dtype=float)
-            for h in sorted((folder / "runs" / slug(variant)).glob("seed-*/history.csv"))
-        ]
-        length = min(len(c) for c in curves)
-        if length > 1:
-            mean = np.mean([c[:length] for c in curves], axis=0)
-            style = ("-", "--", ":")[index // 20 % 3]  # 20 colours, then other line styles
-            ax.plot(np.arange(1, length + 1), mean, style, color=colours(index % 20), label=variant)
-    ax.set_xlabel("round")
-    ax.set_ylabel("mean test accuracy of the clients")
-    if ax.lines:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(folder / "accuracy.png", dpi=100)
+    import matplotlib.pyplot as plt
+
+    fig.savefig(folder / "accuracy.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
+def _source(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The column name and the rows of one ``cotrain report`` argument."""
+    import pandas as pd
+
+    if not path.exists():
+        raise ExperimentError(f"{path}: no such results folder or file")
+    if path.is_dir() or path.name == "summary.csv":
+        summary_file = path / "summary.csv" if path.is_dir() else path
+        if not summary_file.is_file():
+            raise ExperimentError(
+                f"{path} has no summary.csv: is it a `cotrain run` results folder?"
+            )
+        frame = pd.read_csv(summary_file)
+        frame["paper"] = frame["paper"].astype(float) if "paper" in frame else np.nan
+        if "accuracy_std" not in frame:
+            frame["accuracy_std"] = np.nan
+        columns = ["variant", "method", "accuracy", "accuracy_std", "paper"]
+        rows = frame[columns].to_dict("records")
+        return (path.name if path.is_dir() else path.parent.name), rows
+    if path.suffix.lower() == ".md":
+        rows = read_summary_markdown(path)
+        return (path.parent.name if path.name == "summary.md" else path.name), rows
+    raise ExperimentError(
+        f"{path} is neither a results folder of `cotrain run` (with summary.csv) nor a "
+        "Markdown results table such as docs/results/<name>.md"
+    )
+
+
+def _labels(paths: list[Path], names: list[str]) -> list[str]:
+    """Column names: a name shared by several sources becomes their path, then path #n."""
+    labels = [
+        name if names.count(name) == 1 else str(path)
+        for path, name in zip(paths, names, strict=True)
+    ]
+    return [
+        label if labels.count(label) == 1 else f"{label} #{index}"
+        for index, label in enumerate(labels, start=1)
+    ]
+
+
+def _signed(difference: float) -> str:
+    """``+0.012``; a difference that rounds to nothing is ``0.000``, never ``-0.000``."""
+    text = f"{difference:+.3f}"
+    return "0.000" if text in ("+0.000", "-0.000") else text
+
+
+def _accuracy_cell(row: dict[str, Any] | None) -> str:
+    if row is None or not np.isfinite(row["accuracy"]):
+        return "—"
+    std = row["accuracy_std"]
+    return f"{row['accuracy']:.3f}" + (f" ± {std:.3f}" if np.isfinite(std) else "")
+
+
 def report(folders: list[str | Path]) -> str:
-    """Several results folders side by side, as one Markdown document.
+    """Results folders and published tables side by side: one table, a column per source.
+
+    A row per (variant, method), in the order they first appear; a cell is the mean ±
+    std accuracy over the seeds, ``—`` where that source has no such row. With exactly two
+    sources a difference column (first − second) follows; a ``paper`` column follows
+    where a source has the paper's number (the first source that has it). The full table
+    of one folder (consensus, time, ε) is its ``summary.md``.
 
     Parameters
     ----------
     folders : list of str or Path
-        Results folders written by ``cotrain run``.
+        Results folders written by ``cotrain run`` (or their ``summary.csv``), and
+        Markdown files holding a results table: a published ``docs/results/<name>.md``
+        or a folder's ``summary.md``. A folder's column is named after the folder, a
+        Markdown file's after the file (``table3_adult.md``); sources with the same name
+        are named by their path.
+
+    Returns
+    -------
+    str
+        The Markdown table, a blank line and a line saying which path each column is.
 
     Raises
     ------
     ExperimentError
-        A folder without ``summary.csv``.
+        No source, a folder without ``summary.csv``, or a file without a results table.
 
     Examples
     --------
     >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp()) / "table3"
+    >>> root = Path(tempfile.mkdtemp())
+    >>> folder = root / "table3"
     >>> folder.mkdir()
     >>> _ = (folder / "summary.csv").write_text(
     ...     "variant,method,seeds,accuracy,accuracy_std,consensus_accuracy,paper,wall_s\\n"
-    ...     "5xDT,fedct,5,0.9,0.01,0.91,0.89,12\\n")
-    >>> print(report([folder]))
-    ## table3
+    ...     "5xDT,fedct,5,0.9,0.01,0.91,0.89,12\\n"
+    ...     "local,local,5,0.8,0.02,0.85,,1\\n")
+    >>> published = root / "table3_adult.md"
+    >>> _ = published.write_text(
+    ...     "# table3\\n\\n| variant | method | accuracy | paper |\\n| --- | --- | --- | --- |\\n"
+    ...     "| 5xDT | fedct | 0.895 ± 0.004 | 0.890 |\\n")
+    >>> print(report([folder, published]))  # doctest: +ELLIPSIS
+    | variant | method | table3 | table3_adult.md | table3 − table3_adult.md | paper |
+    | --- | --- | --- | --- | --- | --- |
+    | 5xDT | fedct | 0.900 ± 0.010 | 0.895 ± 0.004 | +0.005 | 0.890 |
+    | local | local | 0.800 ± 0.020 | — | — | — |
     <BLANKLINE>
-    | variant | method | accuracy | consensus | paper | gap | time s (all seeds) |
-    | --- | --- | --- | --- | --- | --- | --- |
-    | 5xDT | fedct | 0.900 ± 0.010 | 0.910 | 0.890 | +0.010 | 12 |
-    <BLANKLINE>
+    columns: `table3` = .../table3; `table3_adult.md` = .../table3_adult.md
     """
-    import pandas as pd
-
-    parts = []
-    for folder in map(Path, folders):
-        summary_file = folder / "summary.csv"
-        if not summary_file.is_file():
-            raise ExperimentError(
-                f"{folder} has no summary.csv: is it a `cotrain run` results folder?"
-            )
-        summary = pd.read_csv(summary_file)
-        summary["paper"] = summary["paper"].astype(float)
-        parts += [f"## {folder.name}", "", markdown_table(summary), ""]
-    return "\n".join(parts)
+    paths = [Path(folder) for folder in folders]
+    if not paths:
+        raise ExperimentError("no results folder or results table to report")
+    loaded = [_source(path) for path in paths]
+    labels = _labels(paths, [name for name, _ in loaded])
+    tables = [{(str(r["variant"]), str(r["method"])): r for r in rows} for _, rows in loaded]
+    keys = list(dict.fromkeys(key for table in tables for key in table))
+    papers = {
+        key: next(
+            (float(t[key]["paper"]) for t in tables if key in t and np.isfinite(t[key]["paper"])),
+            np.nan,
+        )
+        for key in keys
+    }
+    difference = len(tables) == 2
+    has_paper = any(np.isfinite(p) for p in papers.values())
+    head = ["variant", "method", *labels]
+    head += [f"{labels[0]} − {labels[1]}"] if difference else []
+    head += ["paper"] if has_paper else []
+    lines = [
+        "| " + " | ".join(h.replace("|", "\\|") for h in head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    for key in keys:
+        found = [table.get(key) for table in tables]
+        cells = [key[0].replace("|", "\\|"), key[1], *map(_accuracy_cell, found)]
+        if difference:
+            both = all(r is not None and np.isfinite(r["accuracy"]) for r in found)
+            cells.append(_signed(found[0]["accuracy"] - found[1]["accuracy"]) if both else "—")
+        if has_paper:
+            cells.append(f"{papers[key]:.3f}" if np.isfinite(papers[key]) else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    legend = "; ".join(f"`{label}` = {path}" for label, path in zip(labels, paths, strict=True))
+    return "\n".join([*lines, "", f"columns: {legend}"])
