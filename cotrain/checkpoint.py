@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -375,8 +376,7 @@ def open_checkpointer(
     for est in estimators:
         if (reason := checkpoint_blocker(est)) is not None:
             raise NotImplementedError(
-                f"checkpoint_dir: {type(est).__name__} models cannot be checkpointed yet "
-                f"({reason})"
+                f"checkpoint_dir: {type(est).__name__} models cannot be checkpointed yet ({reason})"
             )
     checkpointer = Checkpointer(
         directory,
@@ -451,8 +451,7 @@ def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
     import skops.io as sio
 
     path = folder / f"{name}.skops"
-    untrusted = sio.get_untrusted_types(file=path)
-    refused = [t for t in untrusted if not (t.startswith(TRUSTED_MODULES) or t in trusted_types)]
+    untrusted, refused = untrusted_types(path, trusted_types)
     if refused:
         raise CheckpointError(
             f"{path} holds types this trainer's estimators do not use: {refused}; refusing "
@@ -466,6 +465,33 @@ def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
 
             getattr(model, attr)._restore_tensors(torch.load(tensors, weights_only=True))
     return model
+
+
+def untrusted_types(
+    path: Path, trusted_types: Collection[str], trusted_modules: tuple[str, ...] = TRUSTED_MODULES
+) -> tuple[list[str], list[str]]:
+    """The trusted-type rule of every skops file cotrain reads (checkpoints, saved
+    federations): ``(needed, refused)``, the types skops must be told to trust to load
+    ``path``, and those among them neither under ``trusted_modules`` nor in
+    ``trusted_types`` (exact dotted names), which must be refused.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import skops.io as sio
+    >>> from collections import Counter
+    >>> path = Path(tempfile.mkdtemp()) / "counts.skops"
+    >>> sio.dump(Counter(a=1), path)
+    >>> untrusted_types(path, set())
+    (['collections.Counter'], ['collections.Counter'])
+    >>> untrusted_types(path, {"collections.Counter"})[1]
+    []
+    """
+    import skops.io as sio
+
+    needed = sio.get_untrusted_types(file=path)
+    refused = [t for t in needed if not (t.startswith(trusted_modules) or t in trusted_types)]
+    return needed, refused
 
 
 def checkpoint_blocker(estimator: Any) -> str | None:
