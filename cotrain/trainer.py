@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from cotrain.pools import host_objects
 from cotrain.rounds import RoundLoop
 from cotrain.runtime import make_runtime
 from cotrain.sampling import ClientSampler
+from cotrain.saving import load_federation, save_federation
 from cotrain.seeding import client_seed, seeded_clone, spawn_seeds
 from cotrain.server import CoTrainingServer
 from cotrain.simulation import SimulatedFederation, aggregate
@@ -401,6 +404,51 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
                 "this run used no privacy mechanism (privacy=None and a noiseless consensus)"
             )
         return self._federation.ledger.report()
+
+    # -------------------------------------------------------------- saving
+    def save(self, path: str | os.PathLike, *, drop_data: bool = True) -> Path:
+        """Write the fitted federation to the folder ``path`` with skops (no pickle).
+
+        A fitted trainer holds, in a simulation, every client's training data, the public
+        pool and the evaluation set; by default none of it is written. The folder holds
+        the fitted client models, the consensus, ``history_``, ``pseudo_labels_``, the
+        learner warnings and the privacy report (see :mod:`cotrain.saving`).
+
+        Parameters
+        ----------
+        path : str or path
+            A folder; one written by an earlier ``save`` is replaced.
+        drop_data : bool, default=True
+            Leave out every row of data; False keeps them so that :meth:`distill` works
+            after :meth:`load`.
+
+        Returns
+        -------
+        Path
+            The folder.
+        """
+        return save_federation(self, path, drop_data=drop_data)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, trusted: Any = None) -> FederatedCoTrainer:
+        """Read a federation written by :meth:`save`: a fitted trainer that predicts and
+        has ``history_``, ``pseudo_labels_`` and ``clients_``.
+
+        Parameters
+        ----------
+        path : str or path
+            The folder.
+        trusted : list of str or type, optional
+            Types skops may build besides scikit-learn's, XGBoost's, numpy's, scipy's,
+            the ``learners`` adapters' and this library's own (e.g. your own learner
+            class); any other type in the files is refused with a
+            :class:`cotrain.saving.SavedFederationError`.
+
+        Returns
+        -------
+        FederatedCoTrainer
+        """
+        return load_federation(path, cls, trusted=trusted)
 
     # ------------------------------------------------------------- predict
     @property

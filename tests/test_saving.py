@@ -1,0 +1,144 @@
+"""Saving a trained federation and loading it back (issue 16): skops, trusted types only,
+the run's data left out by default."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
+
+from cotrain import FederatedCoTrainer
+from cotrain.saving import DroppedDataError, SavedFederationError, load_federation
+from tests.conftest import RecordingTree
+
+
+def fit(cancer, estimators, **params):
+    params.setdefault("rounds", 3)
+    params.setdefault("random_state", 0)
+    params.setdefault("trust", None)
+    return FederatedCoTrainer(estimators, **params).fit(
+        cancer["X"],
+        cancer["y"],
+        X_public=cancer["X_public"],
+        eval_set=(cancer["X_test"], cancer["y_test"]),
+        y_public=cancer["y_public"],
+    )
+
+
+MIXED = [
+    DecisionTreeClassifier(random_state=0),
+    LogisticRegression(max_iter=1000),
+    DecisionTreeClassifier(max_depth=3, random_state=1),
+]
+
+
+@pytest.fixture(scope="module")
+def mixed(cancer):
+    return fit(cancer, MIXED)
+
+
+def assert_same_federation(loaded, trainer, X_test):
+    np.testing.assert_array_equal(loaded.predict(X_test), trainer.predict(X_test))
+    np.testing.assert_array_equal(loaded.predict_proba(X_test), trainer.predict_proba(X_test))
+    np.testing.assert_array_equal(loaded.classes_, trainer.classes_)
+    assert list(loaded.history_) == list(trainer.history_)
+    np.testing.assert_array_equal(loaded.pseudo_labels_, trainer.pseudo_labels_)
+    np.testing.assert_array_equal(loaded.pseudo_labels_.mask, trainer.pseudo_labels_.mask)
+    np.testing.assert_array_equal(loaded.pseudo_label_codes_, trainer.pseudo_label_codes_)
+    assert [type(m) for m in loaded.clients_] == [type(m) for m in trainer.clients_]
+    assert loaded.n_rounds_ == trainer.n_rounds_
+    assert loaded.learner_warnings_ == trainer.learner_warnings_
+
+
+def test_round_trip_of_a_mixed_federation(mixed, cancer, tmp_path):
+    folder = mixed.save(tmp_path / "fed")
+    loaded = FederatedCoTrainer.load(folder)
+    assert_same_federation(loaded, mixed, cancer["X_test"])
+    assert loaded.score(cancer["X_test"], cancer["y_test"]) > 0.85
+    assert loaded.get_params()["consensus"] == "majority"
+    assert loaded.n_features_in_ == cancer["X_test"].shape[1]
+
+
+def test_drop_data_is_the_default_and_leaves_every_row_out(mixed, cancer, tmp_path):
+    folder = mixed.save(tmp_path / "fed")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["drop_data"] is True
+    assert "data.skops" not in manifest["files"]
+    # no client's training rows and no public row is anywhere in the folder
+    blob = b"".join(p.read_bytes() for p in folder.iterdir())
+    for rows in [cancer["X"][0], cancer["X_public"], cancer["X_test"]]:
+        assert rows[:3].tobytes() not in blob
+    loaded = FederatedCoTrainer.load(folder)
+    with pytest.raises(DroppedDataError, match="drop_data=True"):
+        loaded.distill(DecisionTreeClassifier())
+    # a live trainer holds the data: its pickle has the clients' rows
+    assert cancer["X"][0][:3].tobytes() in pickle.dumps(mixed)
+
+
+def test_keeping_the_data_lets_the_loaded_trainer_distill(mixed, cancer, tmp_path):
+    loaded = FederatedCoTrainer.load(mixed.save(tmp_path / "fed", drop_data=False))
+    assert_same_federation(loaded, mixed, cancer["X_test"])
+    student = loaded.distill(DecisionTreeClassifier(random_state=0))
+    expected = mixed.distill(DecisionTreeClassifier(random_state=0))
+    np.testing.assert_array_equal(
+        student.predict(cancer["X_test"]), expected.predict(cancer["X_test"])
+    )
+    # a trainer loaded without data cannot be saved with it
+    dropped = FederatedCoTrainer.load(mixed.save(tmp_path / "dropped"))
+    with pytest.raises(DroppedDataError):
+        dropped.save(tmp_path / "again", drop_data=False)
+    assert_same_federation(FederatedCoTrainer.load(dropped.save(tmp_path / "again")), mixed,
+                           cancer["X_test"])  # fmt: skip
+
+
+def test_soft_consensus_and_string_labels_round_trip(cancer, tmp_path):
+    names = np.array(["benign", "malignant"])
+    data = {**cancer, "y": [names[y] for y in cancer["y"]], "y_test": names[cancer["y_test"]],
+            "y_public": names[cancer["y_public"]]}  # fmt: skip
+    trainer = fit(data, MIXED, share="soft", consensus="mean", rounds=2)
+    loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
+    np.testing.assert_array_equal(
+        loaded.predict(cancer["X_test"]), trainer.predict(cancer["X_test"])
+    )
+    np.testing.assert_array_equal(loaded.pseudo_labels_, trainer.pseudo_labels_)
+    assert loaded.pseudo_labels_.shape == (300, 2)
+    assert list(loaded.history_) == list(trainer.history_)
+
+
+def test_an_untrusted_type_is_refused_until_trusted(cancer, tmp_path):
+    trainer = fit(cancer, [RecordingTree(random_state=0)] * 3, rounds=1)
+    folder = trainer.save(tmp_path / "fed")
+    with pytest.raises(SavedFederationError, match=r"tests\.conftest\.RecordingTree"):
+        FederatedCoTrainer.load(folder)
+    loaded = FederatedCoTrainer.load(folder, trusted=[RecordingTree])
+    np.testing.assert_array_equal(
+        loaded.predict(cancer["X_test"]), trainer.predict(cancer["X_test"])
+    )
+    assert (
+        load_federation(
+            folder, FederatedCoTrainer, trusted=["tests.conftest.RecordingTree"]
+        ).n_rounds_
+        == 1
+    )
+
+
+def test_an_altered_file_or_foreign_folder_is_refused(mixed, tmp_path):
+    folder = mixed.save(tmp_path / "fed")
+    state = folder / "state.json"
+    state.write_text(state.read_text().replace('"n_rounds": 3', '"n_rounds": 4'))
+    with pytest.raises(SavedFederationError, match="altered"):
+        FederatedCoTrainer.load(folder)
+    mixed.save(folder)  # a saved federation is replaced
+    FederatedCoTrainer.load(folder)
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not a saved federation"):
+        mixed.save(other)
+    assert (other / "notes.txt").read_text() == "keep me"
+    with pytest.raises(SavedFederationError, match="not a saved federation"):
+        FederatedCoTrainer.load(other)
