@@ -1,67 +1,138 @@
-"""The ``cotrain`` command line."""
+"""The cotrain command line: the demo, experiment files, reports, Flower site services."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from typing import Any
+
+DESCRIPTION = (
+    "Federated co-training (FedCT): clients share predicted labels on a public pool "
+    "instead of model weights. Run 'cotrain COMMAND --help' for a command's options."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``cotrain`` argument parser, with its subcommands (every option has a help text).
+
+    Examples
+    --------
+    >>> parser = build_parser()
+    >>> parser.parse_args(["run", "exp.toml", "--variant", "a", "--seeds", "0,1"]).seeds
+    [0, 1]
+    """
+    from cotrain import __version__
+
+    parser = argparse.ArgumentParser(prog="cotrain", description=DESCRIPTION)
+    parser.add_argument(
+        "--version", action="version", version=f"cotrain {__version__}", help="print the version"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="one of these commands:"
+    )
+    demo = sub.add_parser(
+        "demo",
+        help="mixed-model federated co-training on bundled breast-cancer data",
+        description="FedCT with mixed learners on breast-cancer data, against local-only "
+        "and centralised training; prints a comparison table.",
+    )
+    demo.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    demo.add_argument("--rounds", type=int, default=10, help="rounds per run (default 10)")
+    demo.add_argument(
+        "--n-jobs", type=int, default=None, help="parallel workers for the clients (joblib)"
+    )
+    demo.add_argument("--plot", metavar="FILE", help="save the convergence plot (PNG/PDF)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment file (TOML) and write a results folder",
+        description="Run every variant and seed of an experiment file. The whole file is "
+        "checked first; an error names the file, the line and the reason, and nothing "
+        "is written (exit status 2).",
+    )
+    run.add_argument("experiment", help="the experiment file, e.g. experiments/table3.toml")
+    run.add_argument("--out", metavar="DIR", help="results folder (default results/<name>)")
+    run.add_argument(
+        "--resume", action="store_true", help="keep finished runs, continue interrupted ones"
+    )
+    run.add_argument(
+        "--variant",
+        action="append",
+        metavar="LABEL",
+        help="run only this variant (its label in the file); repeat for several",
+    )
+    run.add_argument(
+        "--seeds",
+        type=_seed_list,
+        metavar="S,S,...",
+        help="run only these seeds, e.g. --seeds 0,1 (of those the file gives)",
+    )
+    run.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="keep each finished FedCT run's last checkpoint (to add rounds later); by "
+        "default a finished run keeps only history.csv and result.json",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument(
+        "--traceback", action="store_true", help="show the full traceback of a failed run"
+    )
+    rep = sub.add_parser(
+        "report",
+        help="tabulate results folders side by side (Markdown)",
+        description="Print the summaries of results folders written by 'cotrain run'.",
+    )
+    rep.add_argument("folders", nargs="+", help="results folders written by 'cotrain run'")
+    site = sub.add_parser(
+        "site",
+        help="a Flower site's services",
+        description="Services of a Flower deployment site (see docs/deployment.md).",
+    ).add_subparsers(
+        dest="site_command", required=True, metavar="SERVICE", help="one of these services:"
+    )
+    serve = site.add_parser(
+        "serve",
+        help="run the site's warm worker (docs/deployment.md)",
+        description="Run the site's warm worker, which keeps its clients' models loaded.",
+    )
+    serve.add_argument("site", help="the site's site.toml (or its folder)")
+    serve.add_argument(
+        "--socket", metavar="PATH", help="Unix socket path (default: <site folder>/worker.sock)"
+    )
+    return parser
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, e.g. 0,1, got {text!r}"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0,1")
+    return seeds
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``cotrain`` console script.
+    """Entry point of the ``cotrain`` console script; returns the exit status.
+
+    0: done; 2: a user error (an invalid experiment file, unknown variant, ...), printed
+    as one line without a traceback; 1: a run that failed while training.
 
     Examples
     --------
     >>> main(["--version"])  # doctest: +SKIP
     """
-    from cotrain import __version__
-
-    parser = argparse.ArgumentParser(prog="cotrain", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"cotrain {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo", help="mixed-model federated co-training on bundled breast-cancer data"
-    )
-    demo.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    demo.add_argument("--rounds", type=int, default=10, help="rounds per run (default 10)")
-    demo.add_argument("--n-jobs", type=int, default=None, help="joblib workers for clients")
-    demo.add_argument("--plot", metavar="FILE", help="save the convergence plot (PNG/PDF)")
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
-    run = sub.add_parser("run", help="run an experiment file (TOML) and write a results folder")
-    run.add_argument("experiment", help="the experiment file, e.g. experiments/table3.toml")
-    run.add_argument("--out", help="results folder (default results/<name>)")
-    run.add_argument(
-        "--resume", action="store_true", help="keep finished runs, continue interrupted ones"
-    )
-    run.add_argument("--quiet", action="store_true", help="no progress output")
-    rep = sub.add_parser("report", help="tabulate results folders side by side (Markdown)")
-    rep.add_argument("folders", nargs="+", help="results folders written by `cotrain run`")
-    site = sub.add_parser("site", help="a Flower site's services").add_subparsers(
-        dest="site_command", required=True
-    )
-    serve = site.add_parser("serve", help="run the site's warm worker (docs/deployment.md)")
-    serve.add_argument("site", help="the site's site.toml (or its folder)")
-    serve.add_argument("--socket", help="Unix socket path (default: <site folder>/worker.sock)")
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "site":
         from cotrain.flower.worker import main as serve_site
 
         return serve_site([args.site] + (["--socket", args.socket] if args.socket else []))
     if args.command in ("run", "report"):
-        from cotrain.experiment import ExperimentError, report, run_experiment
-
-        try:
-            if args.command == "run":
-                folder = run_experiment(
-                    args.experiment, args.out, resume=args.resume, verbose=0 if args.quiet else 1
-                )
-                print((folder / "summary.md").read_text())
-                print(f"results: {folder}")
-            else:
-                print(report(args.folders))
-        except ExperimentError as err:
-            print(f"cotrain {args.command}: {err}", file=sys.stderr)
-            return 2
-        return 0
+        return _experiment_command(args)
     if args.command == "demo":
         from cotrain.demo import run_demo
 
@@ -74,6 +145,53 @@ def main(argv: list[str] | None = None) -> int:
             plot=args.plot,
             verbose=0 if args.quiet else 1,
         )
+    return 0
+
+
+def _experiment_command(args: Any) -> int:
+    from cotrain.experiment import (
+        ExperimentError,
+        ExperimentWarning,
+        RunFailed,
+        report,
+        run_experiment,
+    )
+
+    prefix = f"cotrain {args.command}"
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
+        if issubclass(category, ExperimentWarning):
+            print(f"{prefix}: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **kw)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.simplefilter("always", ExperimentWarning)
+        try:
+            if args.command == "run":
+                folder = run_experiment(
+                    args.experiment,
+                    args.out,
+                    resume=args.resume,
+                    verbose=0 if args.quiet else 1,
+                    variants=args.variant,
+                    seeds=args.seeds,
+                    keep_checkpoints=args.keep_checkpoints,
+                )
+                print((folder / "summary.md").read_text())
+                print(f"results: {folder}")
+            else:
+                print(report(args.folders))
+        except RunFailed as err:
+            if getattr(args, "traceback", False):
+                raise
+            print(f"{prefix}: {err} (--traceback shows where)", file=sys.stderr)
+            return 1
+        except ExperimentError as err:
+            print(f"{prefix}: {err}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -11,6 +11,8 @@ variant: the columns of a paper's table). Example::
     [data]
     dataset = "breast_cancer"     # bundled: breast_cancer, digits; ../shared/data:
                                   # wine_quality, adult; or path = "my.csv" + target = "y"
+                                  # (a relative path is read from this file's folder; a
+                                  # CSV without a header row: header = false, target = 0)
     [split]
     n_public = 370                # |U|
     n_labeled = 85                # labelled rows over all clients
@@ -20,8 +22,9 @@ variant: the columns of a paper's table). Example::
 
     [method]
     name = "fedct"                # fedct | dp-fedct | dd | fedavg | dp-fedavg | pate | local
-                                  # | centralised
-    consensus = "majority"
+                                  # | centralised (one model per distinct learner of the
+                                  # clients, on their pooled rows: a row "<label> (RF)" each)
+    consensus = "majority"        # a name of consensus.available_consensus()
     rounds = 10
 
     [[clients]]
@@ -37,12 +40,17 @@ variant: the columns of a paper's table). Example::
 ``run`` writes a results folder: ``runs/<variant>/seed-<s>/`` with ``history.csv``
 and ``result.json`` (and a checkpoint while a FedCT run is going), ``summary.csv``,
 ``summary.md`` and ``accuracy.png``; with ``resume`` it skips finished runs and
-continues an interrupted FedCT run from its last round. An invalid file is refused
-before anything runs, with the line and the reason.
+continues an interrupted FedCT run from its last round (a finished run keeps only its
+``history.csv`` and ``result.json``). ``variants`` and ``seeds`` (``--variant``,
+``--seeds``) run a subset. An invalid file is refused before anything is written or
+runs, with the line and the reason: keys and types, consensus names and parameters,
+learners and their parameters in every ``[[clients]]`` block, and split sizes against
+the rows of the data.
 
 One module per job:
 
 - :mod:`~cotrain.experiment.config`: the schema, validation and ``file:line: reason``;
+- :mod:`~cotrain.experiment.locate`: the line of a key in the file;
 - :mod:`~cotrain.experiment.learners`: learners by short name or class path;
 - :mod:`~cotrain.experiment.data`: the dataset, its split and the clients' shares;
 - :mod:`~cotrain.experiment.methods`: the registry of methods (one entry each);
@@ -68,11 +76,11 @@ from cotrain.experiment.config import (
     slug,
 )
 from cotrain.experiment.data import BUNDLED, PARTITIONS, SHARED, client_parts, load_data
-from cotrain.experiment.errors import ExperimentError
+from cotrain.experiment.errors import ExperimentError, ExperimentWarning, RunFailed
 from cotrain.experiment.learners import LEARNERS, client_learners, make_learner
 from cotrain.experiment.methods import METHODS, Method, MethodInput
 from cotrain.experiment.report import markdown_table, report, write_summary
-from cotrain.experiment.run import run_experiment, run_fingerprint, run_one
+from cotrain.experiment.run import run_experiment, run_fingerprint, run_one, select_runs
 
 __all__ = [
     "BUNDLED",
@@ -84,9 +92,11 @@ __all__ = [
     "SCHEMA",
     "SHARED",
     "ExperimentError",
+    "ExperimentWarning",
     "Method",
     "MethodInput",
     "Run",
+    "RunFailed",
     "client_learners",
     "client_parts",
     "load_data",
@@ -97,6 +107,7 @@ __all__ = [
     "run_experiment",
     "run_fingerprint",
     "run_one",
+    "select_runs",
     "slug",
     "write_summary",
 ]

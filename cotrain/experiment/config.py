@@ -3,23 +3,33 @@
 :func:`load_experiment` reads a file, checks every key and type against :data:`SCHEMA`,
 resolves each ``[[variant]]`` over the base configuration, checks what the values mean
 (datasets, partitions, methods, learners, sizes) and returns one :class:`Run` per
-(variant, seed). tomllib gives no positions, so a locator finds the line of the key an
-error is about.
+(variant, seed). tomllib gives no positions, so a :class:`~cotrain.experiment.locate.Locator`
+finds the line of the key an error is about. Nothing is written and nothing runs before
+every variant has passed, including ``[[clients]]`` blocks that every variant overrides
+(a warning says that no run uses them).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import tomllib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotrain.experiment.data import BUNDLED, PARTITIONS, SHARED
-from cotrain.experiment.errors import ExperimentError
-from cotrain.experiment.learners import make_learner
-from cotrain.experiment.methods import CERTAINTY_CONSENSUS, METHODS, QUALITY_CONSENSUS
+from cotrain.experiment.data import BUNDLED, PARTITIONS, SHARED, check_split
+from cotrain.experiment.errors import ExperimentError, ExperimentWarning, InvalidValue
+from cotrain.experiment.learners import check_learner
+from cotrain.experiment.locate import Locator
+from cotrain.experiment.methods import (
+    CERTAINTY_CONSENSUS,
+    METHODS,
+    QUALITY_CONSENSUS,
+    check_method,
+)
 
 __all__ = [
     "CERTAINTY_KEYS",
@@ -39,7 +49,8 @@ SCHEMA: dict[str, Any] = {
     "data": {
         "dataset": str,
         "path": str,
-        "target": str,
+        "target": (str, int),
+        "header": bool,
         "standardize": bool,
         "data_home": str,
     },
@@ -113,17 +124,39 @@ def slug(label: str) -> str:
 class Run:
     """One (variant, seed) of an experiment, with its fully resolved configuration.
 
+    Attributes
+    ----------
+    variant : str
+        The label of its results row (a centralised variant over mixed clients becomes
+        one row per learner: ``"<label> (<learner>)"``).
+    seed : int
+    config : dict
+        The resolved configuration.
+    paper : float, optional
+        The paper's number for the row.
+    origin : str, optional
+        The ``[[variant]]`` label it comes from, where it differs from ``variant``.
+    base : Path, optional
+        The experiment file's folder: a relative ``[data] path`` is read from there.
+
     Examples
     --------
     >>> run = Run("FedCT trees", 3, {"method": {"name": "fedct"}}, paper=0.89)
-    >>> run.key
-    'FedCT_trees/seed-3'
+    >>> run.key, run.group
+    ('FedCT_trees/seed-3', 'FedCT trees')
     """
 
     variant: str
     seed: int
     config: dict[str, Any]
     paper: float | None = None
+    origin: str | None = None
+    base: Path | None = None
+
+    @property
+    def group(self) -> str:
+        """The ``[[variant]]`` label this run comes from (what ``--variant`` selects)."""
+        return self.origin or self.variant
 
     @property
     def key(self) -> str:
@@ -131,26 +164,39 @@ class Run:
         return f"{slug(self.variant)}/seed-{self.seed}"
 
 
-def load_experiment(path: str | Path) -> tuple[dict[str, Any], list[Run]]:
+def load_experiment(
+    path: str | Path, *, check_data: bool = True
+) -> tuple[dict[str, Any], list[Run]]:
     """Read and validate an experiment file; returns the config and its runs.
+
+    Every value is checked before anything runs: keys and types, datasets, partitions,
+    methods, consensus names and their parameters, privacy mechanisms, learners and
+    their parameters (in every ``[[clients]]`` block, also one that every variant
+    overrides: it warns with :class:`ExperimentWarning` that no run uses it) and the split
+    sizes against the rows of the data.
 
     Parameters
     ----------
     path : str or Path
         The experiment file (TOML).
+    check_data : bool, default=True
+        Read the data to check the split sizes (a relative ``[data] path`` is read from
+        the file's folder); False checks the file alone.
 
     Returns
     -------
     config : dict
         The file as read.
     runs : list of Run
-        One per (variant, seed), in the file's order.
+        One per (variant, seed), in the file's order; a ``centralised`` variant whose
+        clients use several learners gives one run per distinct learner.
 
     Raises
     ------
     ExperimentError
         ``path:line: reason`` for TOML syntax errors, unknown keys, wrong types, unknown
-        datasets, learners, methods or partitions, and inconsistent sizes.
+        datasets, learners, methods, consensus names or partitions, and sizes the data
+        cannot give.
 
     Examples
     --------
@@ -185,195 +231,248 @@ def load_experiment(path: str | Path) -> tuple[dict[str, Any], list[Run]]:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ExperimentError(f"{path}: {err}") from None
-    where = _Locator(path, text)
-    _check_table(config, SCHEMA, "", where)
+    where = Locator(path, text)
+    base = path.resolve().parent
+    _check_table(config, SCHEMA, (), where)
+    given = config.get("variant")
+    everywhere = bool(given) and all(isinstance(v, dict) and "clients" in v for v in given)
     for key in ("name", "seeds", "data", "split", "method", "clients"):
-        if key not in config:
-            raise ExperimentError(f"{path}:1: missing required key '{key}'")
+        if key not in config and not (key == "clients" and everywhere):
+            what = " (a [[clients]] block, or clients in every [[variant]])" * (key == "clients")
+            raise ExperimentError(f"{path}:1: missing required key '{key}'{what}")
     seeds = config["seeds"]
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ExperimentError(f"{where.line('seeds')}: seeds must be a non-empty list of integers")
-    variants = config.get("variant", [{"label": config["name"]}])
-    runs = []
+    variants = given if given else [{"label": config["name"]}]
+    if "clients" in config:
+        _check_clients(config["clients"], (), where, "")
+    if everywhere and "clients" in config:
+        warnings.warn(
+            f"{where.line('clients', 0)}: every [[variant]] sets its own clients, so no run "
+            "uses the top-level [[clients]] blocks (remove them)",
+            ExperimentWarning,
+            stacklevel=2,
+        )
+    runs: list[Run] = []
+    checked: set[str] = set()  # (data, split) pairs already checked against the data
     for v_index, variant in enumerate(variants):
+        at = ("variant", v_index) if given else ()
         if not isinstance(variant, dict) or "label" not in variant:
-            raise ExperimentError(
-                f"{where.line('label', section='variant', occurrence=v_index)}: every "
-                "[[variant]] needs a label"
-            )
+            raise ExperimentError(f"{where.line(*at, 'label')}: every [[variant]] needs a label")
         for key in ("name", "description", "variant"):
             if key in variant:
                 raise ExperimentError(
-                    f"{where.line(key, section='variant', occurrence=v_index)}: '{key}' cannot "
-                    "be set inside a [[variant]]"
+                    f"{where.line(*at, key)}: '{key}' cannot be set inside a [[variant]]"
                 )
+        label = str(variant["label"])
+        context = f" (variant {label!r})"
         overrides = {k: v for k, v in variant.items() if k not in ("label", "paper", "seeds")}
-        _check_table(overrides, SCHEMA, "variant", where)
+        _check_table(overrides, SCHEMA, at, where, context)
+        if "clients" in overrides:
+            _check_clients(overrides["clients"], at, where, context)
         resolved = _merge(copy.deepcopy(config), overrides)
         resolved.pop("variant", None)
-        _check_semantics(resolved, where, str(variant["label"]))
-        paper = variant.get("paper")
+        try:
+            _check_semantics(resolved)
+            pair = json.dumps([resolved["data"], resolved["split"]], sort_keys=True)
+            if check_data and pair not in checked:
+                check_split(resolved, base)
+                checked.add(pair)
+        except InvalidValue as err:
+            keys = _origin(err.keys, variant, at)
+            raise ExperimentError(f"{where.line(*keys)}: {err}{context}") from None
         variant_seeds = variant.get("seeds", seeds)  # e.g. fewer seeds for a slow learner
         if not variant_seeds or not all(
             isinstance(s, int) and not isinstance(s, bool) for s in variant_seeds
         ):
             raise ExperimentError(
-                f"{where.line('seeds', section='variant', occurrence=v_index)}: a variant's "
-                "seeds must be a non-empty list of integers"
+                f"{where.line(*at, 'seeds')}: a variant's seeds must be a non-empty list of "
+                "integers"
             )
         resolved["seeds"] = list(variant_seeds)
-        for seed in variant_seeds:
-            runs.append(Run(str(variant["label"]), seed, resolved, paper))
-    labels = [str(v["label"]) for v in variants]
+        for row_label, row_config in _rows(label, resolved):
+            origin = None if row_label == label else label
+            for seed in variant_seeds:
+                runs.append(Run(row_label, seed, row_config, variant.get("paper"), origin, base))
+    labels = list(dict.fromkeys(run.variant for run in runs))
     if len(set(map(slug, labels))) != len(labels):
-        raise ExperimentError(f"{where.line('label', section='variant')}: variant labels repeat")
+        raise ExperimentError(
+            f"{where.line('variant', 0, 'label')}: variant labels repeat (as folder names: "
+            f"{', '.join(map(slug, labels))})"
+        )
     return config, runs
 
 
-class _Locator:
-    """Finds the line of a key in the file text (tomllib gives no positions)."""
+def _origin(keys: tuple[str | int, ...], variant: dict[str, Any], at: tuple) -> tuple:
+    """Where a value of a resolved configuration is written: inside the variant where it
+    overrides it, else at the top level."""
+    if not at:
+        return keys
+    if keys[:1] == ("clients",):  # a variant's clients replace the whole list
+        return at + keys if "clients" in variant else keys
+    node: Any = variant
+    for key in keys:
+        if not (isinstance(node, dict) and key in node):
+            return keys
+        node = node[key]
+    return at + keys
 
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
 
-    def line(self, key: str, section: str = "", occurrence: int = 0) -> str:
-        current, seen = "", -1
-        head = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-]+)\s*\]?\]")
-        for number, raw in enumerate(self.lines, 1):
-            match = head.match(raw)
-            if match:
-                current = match.group(1)
-                if section and current == section:
-                    seen += 1
-                continue
-            in_section = (not section) or (current == section and seen == occurrence)
-            if in_section and re.match(rf"^\s*{re.escape(key)}\s*=", raw):
-                return f"{self.path}:{number}"
-            if section and re.search(rf"\b{re.escape(key)}\s*=", raw) and current == section:
-                return f"{self.path}:{number}"
-        for number, raw in enumerate(self.lines, 1):  # inline tables, variants
-            if re.search(rf"\b{re.escape(key)}\s*=", raw):
-                return f"{self.path}:{number}"
-        for number, raw in enumerate(self.lines, 1):  # a [table] or [[array]] header
-            if re.match(rf"^\s*\[\[?\s*{re.escape(key)}\s*\]", raw):
-                return f"{self.path}:{number}"
-        return f"{self.path}:1"
+def _rows(label: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One results row per distinct learner of a centralised variant, else the variant."""
+    clients = config["clients"]
+    distinct = list(
+        dict.fromkeys(
+            json.dumps([c["learner"], c.get("params", {})], sort_keys=True) for c in clients
+        )
+    )
+    if config["method"]["name"] != "centralised" or len(distinct) == 1:
+        return [(label, config)]
+    names = [json.loads(d)[0] for d in distinct]
+    rows = []
+    for entry, name in zip(distinct, names, strict=True):
+        learner, params = json.loads(entry)
+        shown = name.rpartition(".")[2]
+        if names.count(name) > 1:  # the same learner with other parameters
+            shown += " " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+        one = copy.deepcopy(config)
+        client = {"learner": learner, "count": config["split"]["n_clients"]}
+        one["clients"] = [client | ({"params": params} if params else {})]
+        rows.append((f"{label} ({shown})", one))
+    return rows
 
 
 def _check_table(
-    table: dict[str, Any], schema: dict[str, Any], prefix: str, where: _Locator
+    table: dict[str, Any],
+    schema: dict[str, Any],
+    prefix: tuple[str | int, ...],
+    where: Locator,
+    context: str = "",
 ) -> None:
     for key, value in table.items():
+        name = _dotted(prefix, key)
         if key not in schema:
             allowed = ", ".join(sorted(schema))
             raise ExperimentError(
-                f"{where.line(key)}: unknown key '{_dotted(prefix, key)}' (allowed: {allowed})"
+                f"{where.line(*prefix, key)}: unknown key '{name}' (allowed: {allowed}){context}"
             )
         expected = schema[key]
         if isinstance(expected, dict):
             if not isinstance(value, dict):
-                raise ExperimentError(
-                    f"{where.line(key)}: '{_dotted(prefix, key)}' must be a table"
-                )
-            _check_table(value, expected, _dotted(prefix, key), where)
+                raise ExperimentError(f"{where.line(*prefix, key)}: '{name}' must be a table")
+            _check_table(value, expected, (*prefix, key), where, context)
         elif not _is(value, expected):
             raise ExperimentError(
-                f"{where.line(key)}: '{_dotted(prefix, key)}' must be {_type_name(expected)}, "
-                f"got {value!r}"
+                f"{where.line(*prefix, key)}: '{name}' must be {_type_name(expected)}, "
+                f"got {value!r}{context}"
             )
-    for client in table.get("clients", []) if "clients" in schema else []:
+    method = table.get("method", {}) if "method" in schema else {}
+    for key, keys in (("privacy", PRIVACY_KEYS), ("certainty", CERTAINTY_KEYS)):
+        if isinstance(method.get(key), dict):
+            _check_table(method[key], keys, (*prefix, "method", key), where, context)
+
+
+def _check_clients(
+    clients: Any, prefix: tuple[str | int, ...], where: Locator, context: str
+) -> None:
+    """Keys, types, learner names and parameters of a list of [[clients]] blocks."""
+    if not isinstance(clients, list) or not clients:
+        raise ExperimentError(f"{where.line(*prefix, 'clients')}: clients must be a list of tables")
+    for index, client in enumerate(clients):
+        at = (*prefix, "clients", index)
         if not isinstance(client, dict):
-            raise ExperimentError(f"{where.line('clients')}: every client must be a table")
-        _check_table(client, CLIENT_KEYS, "clients", where)
+            raise ExperimentError(f"{where.line(*at)}: every client must be a table{context}")
+        _check_table(client, CLIENT_KEYS, at, where, context)
         if "learner" not in client:
-            raise ExperimentError(f"{where.line('clients')}: every client needs a learner")
-    privacy = table.get("method", {}).get("privacy") if "method" in schema else None
-    if privacy is not None:
-        _check_table(privacy, PRIVACY_KEYS, "method.privacy", where)
-    certainty = table.get("method", {}).get("certainty") if "method" in schema else None
-    if certainty is not None:
-        _check_table(certainty, CERTAINTY_KEYS, "method.certainty", where)
+            raise ExperimentError(f"{where.line(*at)}: every client needs a learner{context}")
+        if client.get("count", 1) < 1:
+            raise ExperimentError(f"{where.line(*at, 'count')}: count must be >= 1{context}")
+        try:
+            check_learner(client["learner"], client.get("params", {}))
+        except (ValueError, TypeError, ImportError) as err:
+            key = "params" if isinstance(err, TypeError) or "param" in str(err) else "learner"
+            key = key if key in client else "learner"
+            raise ExperimentError(f"{where.line(*at, key)}: {err}{context}") from None
 
 
-def _check_semantics(config: dict[str, Any], where: _Locator, label: str) -> None:
+def _check_semantics(config: dict[str, Any]) -> None:
+    """What the values of a resolved configuration mean (the data itself is not read)."""
     data, split, method = config["data"], config["split"], config["method"]
-    context = f" (variant {label!r})"
     if ("dataset" in data) == ("path" in data):
-        raise ExperimentError(
-            f"{where.line('dataset')}: [data] needs exactly one of 'dataset' (one of "
-            f"{', '.join(BUNDLED + SHARED)}) or 'path' (a CSV, NumPy or Parquet file){context}"
+        raise InvalidValue(
+            ("data", "dataset" if "dataset" in data else "path"),
+            f"[data] needs exactly one of 'dataset' (one of {', '.join(BUNDLED + SHARED)}) "
+            "or 'path' (a CSV, NumPy or Parquet file)",
         )
     if "dataset" in data and data["dataset"] not in BUNDLED + SHARED:
-        raise ExperimentError(
-            f"{where.line('dataset')}: unknown dataset {data['dataset']!r}; bundled: "
-            f"{', '.join(BUNDLED)}; from ../shared/data: {', '.join(SHARED)}{context}"
+        raise InvalidValue(
+            ("data", "dataset"),
+            f"unknown dataset {data['dataset']!r}; bundled: {', '.join(BUNDLED)}; from "
+            f"../shared/data: {', '.join(SHARED)}",
         )
-    if (
-        "path" in data
-        and Path(data["path"]).suffix in (".csv", ".parquet")
-        and "target" not in data
-    ):
-        raise ExperimentError(f"{where.line('path')}: a table file needs 'target'{context}")
+    suffix = Path(data.get("path", "")).suffix
+    if "path" in data and suffix in (".csv", ".parquet") and "target" not in data:
+        raise InvalidValue(("data", "path"), "a table file needs 'target' (a column)")
+    if "header" in data and suffix != ".csv":
+        raise InvalidValue(("data", "header"), "header applies to a CSV file ([data] path)")
+    if data.get("header", True) is False and not isinstance(data.get("target"), int):
+        raise InvalidValue(
+            ("data", "target"),
+            "with header = false, target is a column index (0 = first column, -1 = last), "
+            f"got {data.get('target')!r}",
+        )
     for key in ("n_clients", "n_public", "n_labeled", "n_test"):
         if key in split and split[key] < 1:
-            raise ExperimentError(f"{where.line(key)}: split.{key} must be >= 1{context}")
+            raise InvalidValue(("split", key), f"split.{key} must be >= 1")
     if "n_clients" not in split:
-        raise ExperimentError(f"{where.line('split')}: split.n_clients is required{context}")
+        raise InvalidValue(("split",), "split.n_clients is required")
     partition = split.get("partition", "iid")
     if partition not in PARTITIONS:
-        raise ExperimentError(
-            f"{where.line('partition')}: unknown partition {partition!r} (one of "
-            f"{', '.join(PARTITIONS)}){context}"
+        raise InvalidValue(
+            ("split", "partition"),
+            f"unknown partition {partition!r} (one of {', '.join(PARTITIONS)})",
         )
     alpha = split.get("alpha")
     if partition == "dirichlet" and not isinstance(alpha, int | float):
-        raise ExperimentError(f"{where.line('partition')}: dirichlet needs alpha = a number")
+        raise InvalidValue(("split", "partition"), "dirichlet needs alpha = a number")
     if partition == "two_alpha" and not (isinstance(alpha, list) and len(alpha) == 2):
-        raise ExperimentError(f"{where.line('partition')}: two_alpha needs alpha = [a1, a2]")
+        raise InvalidValue(("split", "partition"), "two_alpha needs alpha = [a1, a2]")
     name = method.get("name")
     if name not in METHODS:
-        raise ExperimentError(
-            f"{where.line('name', section='method')}: method.name must be one of "
-            f"{', '.join(METHODS)}, got {name!r}{context}"
+        raise InvalidValue(
+            ("method", "name"), f"method.name must be one of {', '.join(METHODS)}, got {name!r}"
         )
     for key in METHODS[name].requires:
         if key not in method:
-            raise ExperimentError(
-                f"{where.line('name', section='method')}: {name} needs [method.{key}]"
-            )
+            raise InvalidValue(("method", "name"), f"{name} needs [method.{key}]")
     consensus = method.get("consensus", "majority")
     for key in ("power", "quality_power", "top_k"):
         if key in method and consensus not in QUALITY_CONSENSUS:
-            raise ExperimentError(
-                f'{where.line(key)}: method.{key} needs consensus = "quality"{context}'
-            )
+            raise InvalidValue(("method", key), f'method.{key} needs consensus = "quality"')
     if "certainty" in method and consensus not in CERTAINTY_CONSENSUS:
-        raise ExperimentError(
-            f'{where.line("certainty")}: [method.certainty] needs consensus = "quality" or '
-            f'"certainty"{context}'
+        raise InvalidValue(
+            ("method", "certainty"),
+            '[method.certainty] needs consensus = "quality" or "certainty"',
         )
     if consensus in CERTAINTY_CONSENSUS and consensus not in QUALITY_CONSENSUS:
         if "certainty" not in method:
-            raise ExperimentError(
-                f"{where.line('consensus')}: consensus = {consensus!r} needs [method.certainty] "
-                f"(its clients' certainty scores){context}"
+            raise InvalidValue(
+                ("method", "consensus"),
+                f"consensus = {consensus!r} needs [method.certainty] (its clients' certainty "
+                "scores)",
             )
     if method.get("rounds", 1) < 1:
-        raise ExperimentError(f"{where.line('rounds')}: method.rounds must be >= 1{context}")
-    total = sum(c.get("count", 1) for c in config["clients"])
-    single = len(config["clients"]) == 1 and "count" not in config["clients"][0]
+        raise InvalidValue(("method", "rounds"), "method.rounds must be >= 1")
+    clients = config["clients"]
+    total = sum(c.get("count", 1) for c in clients)
+    single = len(clients) == 1 and "count" not in clients[0]
     if total != split["n_clients"] and not single:  # one learner without count: all clients
-        at = "count" if any("count" in c for c in config["clients"]) else "clients"
-        raise ExperimentError(
-            f"{where.line(at)}: the clients' counts add up to {total} but "
-            f"split.n_clients = {split['n_clients']}{context}"
+        at = next((i for i, c in enumerate(clients) if "count" in c), None)
+        raise InvalidValue(
+            ("clients", 0) if at is None else ("clients", at, "count"),
+            f"the clients' counts add up to {total} but split.n_clients = {split['n_clients']}",
         )
-    for client in config["clients"]:
-        try:
-            make_learner(client["learner"], client.get("params", {}))
-        except (ValueError, TypeError, ImportError) as err:
-            raise ExperimentError(f"{where.line('learner')}: {err}{context}") from None
+    check_method(method, split["n_clients"])
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -405,5 +504,7 @@ def _type_name(expected: Any) -> str:
     return " or ".join(names.get(t, t.__name__) for t in types)
 
 
-def _dotted(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+def _dotted(prefix: tuple[str | int, ...], key: str) -> str:
+    if prefix[:1] == ("variant",):  # a variant's override names the key it overrides
+        prefix = prefix[2:]
+    return ".".join([str(k) for k in prefix if isinstance(k, str)] + [key])

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cotrain.experiment.errors import ExperimentError
+from cotrain.experiment.errors import InvalidValue
 
-__all__ = ["BUNDLED", "PARTITIONS", "SHARED", "client_parts", "load_data"]
+__all__ = [
+    "BUNDLED",
+    "PARTITIONS",
+    "SHARED",
+    "check_split",
+    "client_parts",
+    "data_path",
+    "dataset_rows",
+    "load_data",
+]
 
 #: datasets that come with scikit-learn
 BUNDLED = ("breast_cancer", "digits")
@@ -17,9 +27,64 @@ BUNDLED = ("breast_cancer", "digits")
 SHARED = ("wine_quality", "adult")
 #: how the labelled rows are shared out among the clients
 PARTITIONS = ("iid", "dirichlet", "two_alpha")
+#: rows of the bundled datasets
+BUNDLED_ROWS = {"breast_cancer": 569, "digits": 1797}
+#: the split of digits when a size is not given (the labelled rows are the rest)
+DIGITS_DEFAULTS = {"n_test": 360, "n_public": 700}
 
 
-def load_data(config: dict[str, Any], seed: int) -> Any:
+def data_path(data: dict[str, Any], base: str | Path | None = None) -> Path:
+    """The file of ``[data] path``: a relative path is read from ``base``, the experiment
+    file's folder (not the current directory).
+
+    Examples
+    --------
+    >>> data_path({"path": "mine.csv"}, "/exp").as_posix()
+    '/exp/mine.csv'
+    >>> data_path({"path": "/data/mine.csv"}, "/exp").as_posix()
+    '/data/mine.csv'
+    """
+    path = Path(data["path"]).expanduser()
+    return path if path.is_absolute() or base is None else Path(base) / path
+
+
+def dataset_rows(data: dict[str, Any], base: str | Path | None = None) -> int:
+    """How many rows the dataset of a ``[data]`` table has (reading the file once).
+
+    Raises
+    ------
+    InvalidValue
+        A data file that is missing (the message names the path tried), without the
+        target column, or a shared dataset whose folder is not found.
+
+    Examples
+    --------
+    >>> dataset_rows({"dataset": "digits"}), dataset_rows({"dataset": "breast_cancer"})
+    (1797, 569)
+    """
+    name = data.get("dataset")
+    if name in BUNDLED_ROWS:
+        return BUNDLED_ROWS[name]
+    if name is not None:
+        try:
+            return _shared_rows(name, data.get("data_home"))
+        except (FileNotFoundError, ValueError) as err:
+            keys = ("data", "data_home" if "data_home" in data else "dataset")
+            raise InvalidValue(keys, f"dataset {name!r}: {err}") from None
+    X, _ = _read_table(data_path(data, base), data.get("target"), data.get("header", True))
+    return len(X)
+
+
+@lru_cache(maxsize=4)
+def _shared_rows(name: str, home: str | None) -> int:
+    from cotrain import datasets
+
+    if name == "wine_quality":
+        return len(datasets.load_wine_quality(home, target="color")[1])
+    return len(datasets.load_adult(home)[1])
+
+
+def load_data(config: dict[str, Any], seed: int, base: str | Path | None = None) -> Any:
     """The split for one run: ``X_labeled``, ``y_labeled``, ``X_public``, ``X_test``, …
 
     Parameters
@@ -28,6 +93,8 @@ def load_data(config: dict[str, Any], seed: int) -> Any:
         A resolved configuration (its ``data`` and ``split`` tables are read).
     seed : int
         The run's seed: which rows go where.
+    base : str or Path, optional
+        The experiment file's folder: a relative ``[data] path`` is read from there.
 
     Returns
     -------
@@ -37,7 +104,7 @@ def load_data(config: dict[str, Any], seed: int) -> Any:
 
     Raises
     ------
-    ExperimentError
+    InvalidValue
         A data file that does not exist or lacks the target column, or a data file
         without all three split sizes.
 
@@ -57,8 +124,8 @@ def load_data(config: dict[str, Any], seed: int) -> Any:
     if name == "digits":
         out = datasets.load_digits_split(
             random_state=seed,
-            n_test=sizes.get("n_test", 360),
-            n_public=sizes.get("n_public", 700),
+            n_test=sizes.get("n_test", DIGITS_DEFAULTS["n_test"]),
+            n_public=sizes.get("n_public", DIGITS_DEFAULTS["n_public"]),
         )
         if "n_labeled" in sizes:
             keep = np.random.default_rng(seed).permutation(len(out.y_labeled))[: sizes["n_labeled"]]
@@ -73,10 +140,10 @@ def load_data(config: dict[str, Any], seed: int) -> Any:
             standardize=data.get("standardize", True),
             sizes=full,
         )
-    X, y = _read_table(Path(data["path"]), data.get("target"))
+    X, y = _read_table(data_path(data, base), data.get("target"), data.get("header", True))
     missing = {"n_public", "n_labeled", "n_test"} - set(sizes)
     if missing:
-        raise ExperimentError(f"a data file needs split sizes {sorted(missing)}")
+        raise InvalidValue(("split",), f"a data file needs split sizes {sorted(missing)}")
     out = datasets.paper_split(X, y, random_state=seed, **sizes)
     if data.get("standardize", True):
         mean, std = out.X_public.mean(axis=0), out.X_public.std(axis=0)
@@ -86,23 +153,104 @@ def load_data(config: dict[str, Any], seed: int) -> Any:
     return out
 
 
-def _read_table(path: Path, target: str | None) -> tuple[np.ndarray, np.ndarray]:
+def _read_table(
+    path: Path, target: str | int | None, header: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     import pandas as pd
 
     if not path.is_file():
-        raise ExperimentError(f"data file {path} does not exist")
+        raise InvalidValue(
+            ("data", "path"),
+            f"data file not found: looked for {path.resolve()} (a relative path is read "
+            "from the experiment file's folder)",
+        )
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as f:
             return f["X"], f["y"]
     if path.suffix == ".npy":
         arr = np.load(path, allow_pickle=False)
         return arr[:, :-1], arr[:, -1]
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    if target not in frame.columns:
-        raise ExperimentError(f"{path} has no column {target!r} (columns: {list(frame.columns)})")
+    if path.suffix == ".parquet":
+        frame = pd.read_parquet(path)
+    else:
+        frame = pd.read_csv(path, header=0 if header else None)
+    if isinstance(target, int):
+        n = frame.shape[1]
+        if not -n <= target < n:
+            raise InvalidValue(
+                ("data", "target"),
+                f"target = {target} but {path} has {n} columns (0 to {n - 1}, or -1 for the last)",
+            )
+        target = frame.columns[target]
+    elif target not in frame.columns:
+        raise InvalidValue(
+            ("data", "target"),
+            f"{path} has no column {target!r} (columns: {list(frame.columns)}); a file "
+            "without a header row needs header = false and target = a column index",
+        )
     y = frame.pop(target).to_numpy()
     X = pd.get_dummies(frame).to_numpy(dtype=np.float64)
     return X, y
+
+
+def check_split(config: dict[str, Any], base: str | Path | None = None) -> None:
+    """Check the split sizes of a resolved configuration against the rows of its data.
+
+    Raises
+    ------
+    InvalidValue
+        Sizes that add up to more rows than the dataset has (or leave no labelled rows),
+        a data file without all three sizes, or more clients than labelled rows.
+
+    Examples
+    --------
+    >>> check_split({"data": {"dataset": "breast_cancer"},
+    ...              "split": {"n_public": 370, "n_clients": 5}})
+    >>> try:
+    ...     check_split({"data": {"dataset": "breast_cancer"},
+    ...                  "split": {"n_public": 5000, "n_clients": 5}})
+    ... except InvalidValue as err:
+    ...     print(err.keys, str(err)[:60])
+    ('split', 'n_public') split.n_public = 5000 + n_labeled = 85 + n_test = 114 = 5199
+    """
+    from cotrain.datasets import PAPER_SPLITS
+
+    data, split = config["data"], config["split"]
+    keys = ("n_public", "n_labeled", "n_test")
+    given = {k: split[k] for k in keys if k in split}
+    n = dataset_rows(data, base)
+    what = f"{data['dataset']!r}" if "dataset" in data else str(data["path"])
+    if "path" in data and len(given) < 3:
+        missing = [f"split.{k}" for k in keys if k not in given]
+        raise InvalidValue(("split",), f"a data file needs {', '.join(missing)}")
+    if data.get("dataset") == "digits":
+        sizes = {**DIGITS_DEFAULTS, **given}
+        sizes.setdefault("n_labeled", n - sizes["n_test"] - sizes["n_public"])
+    elif "dataset" in data:
+        sizes = {**PAPER_SPLITS[data["dataset"]], **given}
+        if not given:  # the paper's sizes; the library shrinks n_labeled (documented)
+            return _check_clients(
+                split, min(sizes["n_labeled"], n - sizes["n_public"] - sizes["n_test"])
+            )
+    else:
+        sizes = given
+    total = sum(sizes[k] for k in keys)
+    if total > n or sizes["n_labeled"] < 1:
+        blame = max(given, key=given.get) if given else "n_public"
+        terms = " + ".join(f"{k} = {sizes[k]}" for k in keys)
+        raise InvalidValue(
+            ("split", blame),
+            f"split.{terms} = {total}, but the data ({what}) has {n} rows",
+        )
+    _check_clients(split, sizes["n_labeled"])
+
+
+def _check_clients(split: dict[str, Any], n_labeled: int) -> None:
+    if split["n_clients"] > n_labeled:
+        raise InvalidValue(
+            ("split", "n_clients"),
+            f"split.n_clients = {split['n_clients']} clients but only {n_labeled} labelled rows",
+        )
 
 
 def client_parts(config: dict[str, Any], y: np.ndarray, seed: int) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["LEARNERS", "client_learners", "make_learner"]
+__all__ = ["LEARNERS", "check_learner", "client_learners", "make_learner"]
 
 #: short name -> (module, class, default parameters); the FedCT paper's learners first
 LEARNERS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -77,6 +77,40 @@ def make_learner(name: str, params: dict[str, Any] | None = None) -> Any:
         return cls(**params)
     except TypeError as err:
         raise TypeError(f"learner {name!r}: bad params {params}: {err}") from None
+
+
+def check_learner(name: str, params: dict[str, Any] | None = None) -> Any:
+    """Build a learner and check its parameters as its own ``fit`` would, without data.
+
+    scikit-learn estimators check their parameters only when fitted; this asks them now
+    (``_validate_params``), so that ``max_depth = "3"`` is refused before any run starts.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, a class path that cannot be imported, or a parameter value the
+        learner refuses.
+    TypeError
+        Parameters the class does not take.
+
+    Examples
+    --------
+    >>> check_learner("DT", {"max_depth": 3})
+    DecisionTreeClassifier(max_depth=3)
+    >>> try:
+    ...     check_learner("DT", {"max_depth": "3"})
+    ... except ValueError as err:
+    ...     print(str(err)[:40])
+    learner 'DT': bad params {'max_depth': '
+    """
+    learner = make_learner(name, params)
+    validate = getattr(learner, "_validate_params", None)
+    if callable(validate) and hasattr(learner, "_parameter_constraints"):
+        try:
+            validate()
+        except (TypeError, ValueError) as err:  # InvalidParameterError is a ValueError
+            raise ValueError(f"learner {name!r}: bad params {dict(params or {})}: {err}") from None
+    return learner
 
 
 def client_learners(config: dict[str, Any]) -> list[Any]:

@@ -15,14 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.checkpoint import checkpoint_blocker
-from cotrain.experiment.errors import ExperimentError
+from cotrain.experiment.errors import ExperimentError, InvalidValue
 
-__all__ = ["CERTAINTY_CONSENSUS", "METHODS", "QUALITY_CONSENSUS", "Method", "MethodInput"]
+__all__ = [
+    "CERTAINTY_CONSENSUS",
+    "CONSENSUS_METHODS",
+    "METHODS",
+    "QUALITY_CONSENSUS",
+    "Method",
+    "MethodInput",
+    "check_method",
+]
 
 #: consensus names that take ``power``, ``quality_power``, ``top_k`` (``consensus.QualityVote``)
 QUALITY_CONSENSUS = ("quality", "quality_vote")
 #: consensus names whose scores come from ``[method.certainty]`` (FedAUX scorers)
 CERTAINTY_CONSENSUS = ("certainty", "certainty_weighted", "fedaux", *QUALITY_CONSENSUS)
+#: consensus names that take ``quorum`` (``consensus.QualifiedMajority``)
+QUORUM_CONSENSUS = ("qualified", "qualified_majority")
+#: methods whose server forms a consensus (``consensus`` and its parameters apply)
+CONSENSUS_METHODS = ("fedct", "dp-fedct")
 
 
 @dataclass
@@ -114,7 +126,7 @@ def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
 
     method = inp.method
     consensus = method.get("consensus", "majority")
-    if consensus in ("qualified", "qualified_majority") and "quorum" in method:
+    if consensus in QUORUM_CONSENSUS and "quorum" in method:
         from consensus import QualifiedMajority
 
         consensus = QualifiedMajority(quorum=float(method["quorum"]))
@@ -210,14 +222,107 @@ def _privacy_mechanism(spec: dict[str, Any]) -> Any:
 
     kind = spec.get("mechanism", "randomized_response")
     if kind not in PRIVACY_MECHANISMS:
-        raise ExperimentError(
-            f"method.privacy.mechanism must be one of {sorted(PRIVACY_MECHANISMS)}, got {kind!r}"
+        raise InvalidValue(
+            ("method", "privacy", "mechanism"),
+            f"method.privacy.mechanism must be one of {', '.join(PRIVACY_MECHANISMS)}, "
+            f"got {kind!r}",
         )
     params = {k: v for k, v in spec.items() if k != "mechanism"}
     try:
         return getattr(privacy, PRIVACY_MECHANISMS[kind])(**params).validate()
     except (TypeError, ValueError) as err:
-        raise ExperimentError(f"method.privacy ({kind}): {err}") from err
+        raise InvalidValue(("method", "privacy"), f"method.privacy ({kind}): {err}") from None
+
+
+#: ``[method]`` numbers and the smallest value each takes (strict: above it)
+_BOUNDS = {
+    "local_epochs": (1, False),
+    "noise_sigma": (0, False),
+    "clip_norm": (0, True),
+    "noise_multiplier": (0, False),
+}
+#: ``[method]`` keys that are the trainer's own parameters (checked by cotrain.params)
+_TRAINER_KEYS = ("share", "participation", "early_stopping", "trust", "rounds")
+
+
+def check_method(method: dict[str, Any], n_clients: int) -> None:
+    """Check what the values of a resolved ``[method]`` table mean, before anything runs.
+
+    The consensus name (one of :func:`consensus.available_consensus`) and the parameters
+    that go with it, the trainer's parameters (``share``, ``participation``,
+    ``early_stopping``, ``trust``, ``rounds``: the library's own checks), the privacy
+    mechanism (built and validated), and the baselines' numbers.
+
+    Parameters
+    ----------
+    method : dict
+        The resolved ``[method]`` table (its ``name`` is a key of :data:`METHODS`).
+    n_clients : int
+        The size of the federation.
+
+    Raises
+    ------
+    InvalidValue
+        With the key path of the value and the reason.
+
+    Examples
+    --------
+    >>> check_method({"name": "fedct", "consensus": "qualified", "quorum": 0.9}, 5)
+    >>> try:
+    ...     check_method({"name": "fedct", "consensus": "majorty"}, 5)
+    ... except InvalidValue as err:
+    ...     print(err.keys, str(err)[:40])
+    ('method', 'consensus') unknown consensus 'majorty'; valid names
+    """
+    from consensus import get_consensus
+    from cotrain.params import check_params
+
+    name = method["name"]
+    if name in CONSENSUS_METHODS:
+        consensus = method.get("consensus", "majority")
+        try:
+            get_consensus(consensus)
+        except (TypeError, ValueError) as err:
+            raise InvalidValue(("method", "consensus"), str(err)) from None
+        quorum = method.get("quorum")
+        if quorum is not None and consensus.strip().lower() not in QUORUM_CONSENSUS:
+            raise InvalidValue(
+                ("method", "quorum"),
+                f'method.quorum needs consensus = "qualified", got consensus = {consensus!r}',
+            )
+        if quorum is not None and not 0 < quorum <= 1:
+            raise InvalidValue(
+                ("method", "quorum"), f"method.quorum must be in (0, 1], got {quorum}"
+            )
+    for key in _TRAINER_KEYS:
+        if key in method:
+            value = None if key == "trust" and method[key] == "none" else method[key]
+            try:
+                check_params({key: value}, n_clients=n_clients)
+            except (TypeError, ValueError) as err:
+                raise InvalidValue(("method", key), f"method.{err}") from None
+    for key, (low, strict) in _BOUNDS.items():
+        value = method.get(key)
+        if value is not None and (value <= low if strict else value < low):
+            sign = ">" if strict else ">="
+            raise InvalidValue(("method", key), f"method.{key} must be {sign} {low}, got {value}")
+    if name == "dp-fedct":
+        mechanism = _privacy_mechanism(method["privacy"])
+        try:
+            check_params({"privacy": mechanism, "share": method.get("share", "hard")})
+        except ValueError as err:
+            raise InvalidValue(("method", "privacy"), f"method.privacy: {err}") from None
+    spec = method.get("certainty") or {}
+    if spec.get("lam", 0.1) <= 0:
+        raise InvalidValue(("method", "certainty", "lam"), "method.certainty.lam must be > 0")
+    if spec.get("epsilon", 0.5) <= 0:
+        raise InvalidValue(
+            ("method", "certainty", "epsilon"), "method.certainty.epsilon must be > 0"
+        )
+    if not 0 < spec.get("delta", 1e-5) < 1:
+        raise InvalidValue(
+            ("method", "certainty", "delta"), "method.certainty.delta must be in (0, 1)"
+        )
 
 
 def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:

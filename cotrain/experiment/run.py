@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -16,15 +17,15 @@ from typing import Any
 from cotrain.checkpoint import fingerprint
 from cotrain.experiment.config import Run, load_experiment
 from cotrain.experiment.data import client_parts, load_data
-from cotrain.experiment.errors import ExperimentError
+from cotrain.experiment.errors import ExperimentError, RunFailed
 from cotrain.experiment.learners import client_learners
 from cotrain.experiment.methods import METHODS, MethodInput
 from cotrain.experiment.report import EPSILON_COLUMNS, write_summary
 
-__all__ = ["run_experiment", "run_fingerprint", "run_one"]
+__all__ = ["run_experiment", "run_fingerprint", "run_one", "select_runs", "tidy_checkpoint"]
 
 
-def run_one(run: Run, folder: Path) -> dict[str, Any]:
+def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[str, Any]:
     """Fit one (variant, seed); write ``history.csv`` and ``result.json``; return the result.
 
     Parameters
@@ -34,6 +35,10 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
     folder : Path
         The run's folder (made if missing). A FedCT run checkpoints there and continues
         from its last round when the checkpoint is found.
+    keep_checkpoint : bool, default=False
+        Keep the last checkpoint of a finished FedCT run (to extend it by more rounds
+        later); by default it is deleted once ``result.json`` is written, since
+        ``resume`` skips a finished run by its ``result.json`` alone.
 
     Returns
     -------
@@ -52,7 +57,7 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
     """
     config, seed = run.config, run.seed
     folder.mkdir(parents=True, exist_ok=True)
-    data = load_data(config, seed)
+    data = load_data(config, seed, run.base)
     parts = client_parts(config, data.y_labeled, seed)
     X = [data.X_labeled[p] for p in parts]
     y = [data.y_labeled[p] for p in parts]
@@ -102,7 +107,36 @@ def run_one(run: Run, folder: Path) -> dict[str, Any]:
         result["vul"] = float(audit_clients(model, members, eval_set, **noise).mean_auc)
     model.history_.to_frame().to_csv(folder / "history.csv")
     (folder / "result.json").write_text(json.dumps(result, indent=1))
+    tidy_checkpoint(folder, keep=keep_checkpoint)
     return result
+
+
+def tidy_checkpoint(folder: Path, keep: bool = False) -> None:
+    """Drop the checkpoints of a finished run (``result.json`` written): ``resume`` needs
+    none; with ``keep``, only the latest (from which more rounds can be added).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> (folder / "checkpoint" / "round-000001").mkdir(parents=True)
+    >>> tidy_checkpoint(folder)
+    >>> (folder / "checkpoint").exists()
+    False
+    """
+    from cotrain.checkpoint import LATEST
+
+    checkpoint = folder / "checkpoint"
+    if not checkpoint.is_dir():
+        return
+    if not keep:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        return
+    pointer = checkpoint / LATEST
+    latest = pointer.read_text().strip() if pointer.is_file() else None
+    for path in checkpoint.glob("*round-*"):
+        if path.name != latest:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def run_fingerprint(run: Run) -> str:
@@ -124,9 +158,19 @@ def run_fingerprint(run: Run) -> str:
 
 
 def run_experiment(
-    path: str | Path, out: str | Path | None = None, *, resume: bool = False, verbose: int = 1
+    path: str | Path,
+    out: str | Path | None = None,
+    *,
+    resume: bool = False,
+    verbose: int = 1,
+    variants: list[str] | None = None,
+    seeds: list[int] | None = None,
+    keep_checkpoints: bool = False,
 ) -> Path:
     """Run every (variant, seed) of an experiment file; returns the results folder.
+
+    The whole file is validated first (:func:`~cotrain.experiment.load_experiment`):
+    an invalid file, an unknown variant or seed, writes nothing.
 
     Parameters
     ----------
@@ -139,6 +183,13 @@ def run_experiment(
         results folder with runs in it is refused.
     verbose : int, default=1
         0: silent; 1: a progress bar and one line per finished run.
+    variants : list of str, optional
+        Run only these variants (their labels, as in the file); the summary also shows
+        the other variants' runs already finished in the folder.
+    seeds : list of int, optional
+        Run only these seeds (of those the file gives each variant).
+    keep_checkpoints : bool, default=False
+        Keep each finished FedCT run's last checkpoint (see :func:`run_one`).
 
     Returns
     -------
@@ -149,8 +200,11 @@ def run_experiment(
     Raises
     ------
     ExperimentError
-        An invalid file (before anything runs), or a folder that holds runs already
-        while ``resume`` is False.
+        An invalid file, an unknown variant or seed (before anything runs), or a folder
+        that holds runs already while ``resume`` is False.
+    RunFailed
+        A run that raised while training (its cause chained); the runs finished before
+        it are kept, and ``resume`` continues from there.
 
     Examples
     --------
@@ -159,7 +213,8 @@ def run_experiment(
     """
     from tqdm.auto import tqdm
 
-    config, runs = load_experiment(path)
+    config, every = load_experiment(path)
+    runs = select_runs(every, variants, seeds)
     folder = Path(out) if out is not None else Path("results") / config["name"]
     if (folder / "runs").exists() and not resume:
         raise ExperimentError(
@@ -168,25 +223,91 @@ def run_experiment(
         )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "experiment.toml").write_text(Path(path).read_text())
-    results, started = [], time.perf_counter()
+    done: dict[str, dict[str, Any]] = {}
+    for run in every:  # finished runs in the folder (also of variants not selected)
+        result = _finished(run, folder / "runs" / run.key) if resume else None
+        if result is not None:
+            done[run.key] = result
+    started = time.perf_counter()
     bar = tqdm(runs, disable=verbose < 1, desc=config["name"], unit="run")
     for run in bar:
         run_dir = folder / "runs" / run.key
-        done = run_dir / "result.json"
-        if resume and done.exists():
-            result = json.loads(done.read_text())
-            if result.get("config") == run_fingerprint(run):
-                results.append(result)
-                continue
-        result = run_one(run, run_dir)
-        results.append(result)
+        if run.key in done:
+            tidy_checkpoint(run_dir, keep=keep_checkpoints)  # from before checkpoints were dropped
+            continue
+        try:
+            done[run.key] = run_one(run, run_dir, keep_checkpoint=keep_checkpoints)
+        except ExperimentError:
+            raise
+        except Exception as err:
+            raise RunFailed(
+                f"run {run.variant!r} seed {run.seed} failed: {type(err).__name__}: {err} "
+                f"(finished runs are kept in {folder}; fix the cause, then add --resume)"
+            ) from err
         if verbose:
+            result = done[run.key]
             bar.write(
                 f"{run.variant} seed {run.seed}: accuracy {result['accuracy']:.3f}, "
                 f"{result['wall_s']:.1f} s"
             )
-    write_summary(folder, config, results, time.perf_counter() - started)
+    results = [done[run.key] for run in every if run.key in done]
+    shown = dict(config, seeds=sorted({r["seed"] for r in results})) if seeds else config
+    write_summary(folder, shown, results, time.perf_counter() - started)
     return folder
+
+
+def select_runs(
+    runs: list[Run], variants: list[str] | None = None, seeds: list[int] | None = None
+) -> list[Run]:
+    """The runs of the given variants (``[[variant]]`` labels or row labels) and seeds.
+
+    Raises
+    ------
+    ExperimentError
+        A variant or seed the file does not have (the message lists those it has).
+
+    Examples
+    --------
+    >>> runs = [Run("a", 0, {}), Run("a", 1, {}), Run("b", 0, {})]
+    >>> [r.key for r in select_runs(runs, ["a"], [1])]
+    ['a/seed-1']
+    >>> select_runs(runs, ["c"])
+    Traceback (most recent call last):
+    ...
+    cotrain.experiment.errors.ExperimentError: unknown variant 'c'; the file's variants: 'a', 'b'
+    """
+    chosen = runs
+    if variants:
+        labels = list(dict.fromkeys([r.group for r in runs] + [r.variant for r in runs]))
+        unknown = [v for v in variants if v not in labels]
+        if unknown:
+            names = ", ".join(repr(v) for v in dict.fromkeys(r.group for r in runs))
+            raise ExperimentError(
+                f"unknown variant {', '.join(map(repr, unknown))}; the file's variants: {names}"
+            )
+        chosen = [r for r in chosen if r.group in variants or r.variant in variants]
+    if seeds:
+        have = sorted({r.seed for r in chosen})
+        unknown_seeds = [s for s in seeds if s not in have]
+        if unknown_seeds:
+            raise ExperimentError(
+                f"seed {', '.join(map(str, unknown_seeds))} is not among the seeds of the "
+                f"selected variants: {', '.join(map(str, have))}"
+            )
+        chosen = [r for r in chosen if r.seed in seeds]
+    return chosen
+
+
+def _finished(run: Run, folder: Path) -> dict[str, Any] | None:
+    """The run's result where it finished with the same configuration, else None."""
+    done = folder / "result.json"
+    if not done.is_file():
+        return None
+    try:
+        result = json.loads(done.read_text())
+    except ValueError:
+        return None
+    return result if result.get("config") == run_fingerprint(run) else None
 
 
 def _num(value: Any) -> float | None:
