@@ -6,12 +6,16 @@ client where one is concerned, and what was expected.
 
 from __future__ import annotations
 
+import sys
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.utils import check_array
+from sklearn.utils import check_array, get_tags
+from sklearn.utils.multiclass import type_of_target
 
 # the trainer's parameters are declared once, in cotrain.params; check_params and
 # PARAM_DEFAULTS stay importable from here for the callers that know them
@@ -82,12 +86,20 @@ def describe_shape(shape: tuple[int, ...]) -> str:
 
 
 def check_features(
-    X: Any, name: str, *, allow_empty: bool = False, text: bool = False
+    X: Any,
+    name: str,
+    *,
+    allow_empty: bool = False,
+    text: bool = False,
+    allow_nan: bool = False,
+    nan_refused_by: str = "",
 ) -> np.ndarray:
-    """Return ``X`` as a finite float array with one row per example, or raise naming ``name``.
+    """Return ``X`` as a float array with one row per example, or raise naming ``name``.
 
     Tables are 2-D; image tensors ``(n, C, H, W)`` keep their shape; with ``text=True``
-    the inputs are raw documents (:func:`check_text`).
+    the inputs are raw documents (:func:`check_text`). Infinite values are refused; NaN
+    (missing values) only where ``allow_nan`` is False, i.e. where a learner that will
+    see ``X`` cannot take them (``nan_refused_by`` names it in the error).
     """
     if text:
         return check_text(X, name, allow_empty=allow_empty)
@@ -95,11 +107,17 @@ def check_features(
         raise TypeError(f"{name} is required: expected a 2-D array of numeric features")
     if isinstance(X, str | bytes) or np.isscalar(X):
         raise TypeError(f"{name} must be a 2-D array-like of features, got {type(X).__name__}")
+    if _ndim(X) == 1:  # scikit-learn's message would print the whole array
+        raise ValueError(
+            f"{name} must be a 2D array (examples x features), got a 1-D array of "
+            f"{_n_rows(X)} values; use .reshape(-1, 1) for a single feature or "
+            ".reshape(1, -1) for a single example"
+        )
     try:
-        return check_array(
+        arr = check_array(
             X,
             dtype="numeric",
-            ensure_all_finite=True,
+            ensure_all_finite="allow-nan",
             ensure_2d=True,
             allow_nd=True,
             ensure_min_samples=0 if allow_empty else 1,
@@ -109,6 +127,71 @@ def check_features(
         raise ValueError(f"{name}: {err}") from None
     except TypeError as err:
         raise TypeError(f"{name}: {err}") from None
+    if not allow_nan and arr.dtype.kind == "f" and np.isnan(arr).any():
+        who = nan_refused_by or "the learner"
+        raise ValueError(
+            f"{name} contains NaN (missing values), which {who} cannot take (its scikit-learn "
+            "tags say allow_nan=False): impute them (e.g. make_pipeline(SimpleImputer(), "
+            "learner) as the client's estimator) or use a learner that handles them, such as "
+            "HistGradientBoostingClassifier or XGBoostClassifier"
+        )
+    return arr
+
+
+def _ndim(X: Any) -> int | None:
+    """Dimensions of ``X`` without trusting ragged lists (None when unknown)."""
+    ndim = getattr(X, "ndim", None)
+    if ndim is None and isinstance(X, list | tuple):
+        try:
+            ndim = np.asarray(X).ndim
+        except ValueError:  # ragged: check_array reports it
+            return None
+    return ndim if isinstance(ndim, int) else None
+
+
+def nan_allowed(estimator: Any) -> bool:
+    """Whether ``estimator`` takes NaN in its inputs, by its scikit-learn tags
+    (``allow_nan``); False for a learner without tags. A ``Pipeline`` is judged by its
+    first step, which sees the data as given (scikit-learn's ``Pipeline`` tags leave
+    ``allow_nan`` at False even after an imputer).
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import HistGradientBoostingClassifier
+    >>> from sklearn.impute import SimpleImputer
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> nan_allowed(HistGradientBoostingClassifier()), nan_allowed(LogisticRegression())
+    (True, False)
+    >>> nan_allowed(make_pipeline(SimpleImputer(), LogisticRegression()))
+    True
+    """
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(estimator, Pipeline):
+        steps = [s for _, s in estimator.steps if s is not None and s != "passthrough"]
+        return bool(steps) and nan_allowed(steps[0])
+    try:
+        return bool(get_tags(estimator).input_tags.allow_nan)
+    except (AttributeError, TypeError):
+        return False
+
+
+def refusing_nan(estimators: Sequence[Any], allow_nan: Sequence[bool]) -> str:
+    """Words naming the clients whose learner cannot take NaN ("" if none).
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> refusing_nan([None, LogisticRegression()], [True, False])
+    'client 1 (LogisticRegression)'
+    """
+    who = [
+        f"client {i} ({type(e).__name__})"
+        for i, (e, ok) in enumerate(zip(estimators, allow_nan, strict=True))
+        if not ok
+    ]
+    return ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
 
 
 def _as_array(value: Any, name: str, what: str) -> np.ndarray:
@@ -148,6 +231,13 @@ def check_labels(y: Any, name: str, n_samples: int) -> np.ndarray:
     family = label_family(y, name)
     if family == "numeric" and not np.all(np.isfinite(y.astype(float))):
         raise ValueError(f"{name} contains NaN or infinite labels")
+    if family == "numeric" and y.size and type_of_target(y).startswith("continuous"):
+        values = y.astype(float)
+        example = values[np.mod(values, 1) != 0][0]
+        raise ValueError(
+            f"{name} holds continuous values (e.g. {example:g}): co-training needs class "
+            "labels, as a classifier does; bin a regression target into classes first"
+        )
     return y
 
 
@@ -225,11 +315,15 @@ def check_fit_inputs(
     eval_set: Any,
     y_public: Any,
     require_public: bool = True,
+    estimators: Sequence[Any] | None = None,
 ) -> FitData:
     """Validate all data given to ``fit``; return arrays ready for training.
 
     Baselines without a public pool pass ``X_public=None`` with ``require_public=False``;
-    client 0's inputs then fix the feature space.
+    client 0's inputs then fix the feature space. With ``estimators``, NaN is accepted
+    where the learners that see the data take it (:func:`nan_allowed`): in a client's own
+    rows if its learner does, in the public pool and the evaluation set if every learner
+    does; without ``estimators`` NaN is refused everywhere.
     """
     X_list, y_list = split_clients(X, y, groups)
     if len(X_list) != n_estimators:
@@ -237,10 +331,17 @@ def check_fit_inputs(
             f"estimators has {n_estimators} entries but the data has {len(X_list)} clients; "
             "give one estimator per client"
         )
+    if estimators is None:
+        estimators = [None] * n_estimators
+    allow_nan = [e is not None and nan_allowed(e) for e in estimators]
+    shared_nan = {
+        "allow_nan": all(allow_nan),
+        "nan_refused_by": refusing_nan(estimators, allow_nan),
+    }
     # the public pool fixes the feature space; without one (FedAvg, local-only), client 0
     if X_public is not None or require_public:
         text = is_text(X_public)
-        X_public_arr = check_features(X_public, "X_public", text=text)
+        X_public_arr = check_features(X_public, "X_public", text=text, **shared_nan)
         shape, reference = feature_shape(X_public_arr), "X_public"
     else:
         text, X_public_arr, shape, reference = is_text(X_list[0]), None, None, "client 0"
@@ -250,7 +351,10 @@ def check_fit_inputs(
     for i, (Xi, yi) in enumerate(zip(X_list, y_list, strict=True)):
         if Xi is None or _n_rows(Xi) == 0:
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
-        Xi_arr = check_features(Xi, f"X[{i}] (client {i})", text=text)
+        Xi_arr = check_features(
+            Xi, f"X[{i}] (client {i})", text=text, allow_nan=allow_nan[i],
+            nan_refused_by=f"its learner ({type(estimators[i]).__name__})",
+        )  # fmt: skip
         if shape is None:
             shape = feature_shape(Xi_arr)
         elif feature_shape(Xi_arr) != shape:
@@ -278,7 +382,7 @@ def check_fit_inputs(
     if eval_set is not None:
         if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
             raise TypeError("eval_set must be a pair (X_eval, y_eval)")
-        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)", text=text)
+        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)", text=text, **shared_nan)
         if feature_shape(X_eval) != shape:
             raise ValueError(
                 f"eval_set[0] (X_eval) has {describe_shape(feature_shape(X_eval))}, "
@@ -287,6 +391,7 @@ def check_fit_inputs(
         y_eval = check_labels(eval_set[1], "eval_set[1] (y_eval)", X_eval.shape[0])
         _check_same_label_kind(y_eval, "eval_set[1] (y_eval)", families)
         y_eval_codes = class_indices(y_eval, classes_arr, unknown=-2)
+        _warn_unseen(y_eval, y_eval_codes, "eval_set[1] (y_eval)")
     y_public_codes = None
     if y_public is not None and X_public_arr is None:
         raise ValueError("y_public is given but there is no public pool (X_public)")
@@ -294,9 +399,23 @@ def check_fit_inputs(
         y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
         _check_same_label_kind(y_pub, "y_public", families)
         y_public_codes = class_indices(y_pub, classes_arr, unknown=-2)
+        _warn_unseen(y_pub, y_public_codes, "y_public")
     return FitData(
         X_clients, y_clients, X_public_arr, classes_arr, X_eval, y_eval_codes, y_public_codes, names
     )
+
+
+def _warn_unseen(y: np.ndarray, codes: np.ndarray, name: str) -> None:
+    """Scoring labels outside the classes can never be predicted: say so once."""
+    unseen = codes == -2
+    if unseen.any():
+        warnings.warn(
+            f"{name} has {int(unseen.sum())} of {len(y)} labels never seen in training "
+            f"({np.unique(y[unseen])[:5].tolist()}); no client can predict them, so they "
+            "count as errors in every accuracy",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _check_same_label_kind(y: np.ndarray, name: str, families: dict[str, list[int]]) -> None:
@@ -367,12 +486,98 @@ def check_estimators(estimators: Any, share: str) -> list[Any]:
                     f"estimators[{i}] ({type(est).__name__}) has no {method}() method; "
                     "each client needs a scikit-learn-style classifier"
                 )
+        kind = _estimator_type(est)
+        if kind not in (None, "classifier"):
+            raise TypeError(
+                f"estimators[{i}] ({type(est).__name__}) is a {kind}, not a classifier; "
+                "each client needs a classifier (co-training votes on class labels)"
+            )
         if share == "soft" and not hasattr(est, "predict_proba"):
             raise TypeError(
                 f"estimators[{i}] ({type(est).__name__}) has no predict_proba(), "
                 "which share='soft' needs"
             )
     return list(estimators)
+
+
+def _estimator_type(estimator: Any) -> str | None:
+    """scikit-learn's estimator type ("classifier", "regressor", ...); None without tags."""
+    try:
+        return get_tags(estimator).estimator_type
+    except (AttributeError, TypeError):
+        return None
+
+
+def check_share_consensus(share: str, consensus: Any) -> None:
+    """Say what a soft consensus rule does with hard labels (``share="hard"``).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from consensus import SoftMean
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     check_share_consensus("hard", SoftMean())
+    >>> "share of the clients' votes" in str(caught[0].message)
+    True
+    """
+    if share == "hard" and getattr(consensus, "output", None) == "soft":
+        warnings.warn(
+            f"consensus {consensus!r} is a soft rule but share='hard': clients send hard "
+            "labels, so the pseudo-labels are soft targets equal to each class's share of "
+            "the clients' votes (an entropy weighting has no effect on hard votes, every "
+            "one is certain). Use share='soft' to combine the clients' probabilities, or a "
+            "hard rule such as 'majority' for hard pseudo-labels",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def pipeline_steps_before(estimator: Any, depth: int = 6) -> list[str]:
+    """Names of the transforming steps of a scikit-learn ``Pipeline`` that is fitting
+    ``estimator`` as its final step (found on the call stack), or [] when there is none.
+
+    Such steps transform the rows of ``X`` only; a pipeline passes every other fit
+    argument (``X_public``, ``eval_set``) to its final step untransformed.
+
+    Examples
+    --------
+    >>> pipeline_steps_before(object())
+    []
+    """
+    from sklearn.pipeline import Pipeline
+
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Pipeline) and owner.steps and owner.steps[-1][1] is estimator:
+            return [n for n, step in owner.steps[:-1] if step not in (None, "passthrough")]
+    return []
+
+
+def check_not_after_transforms(estimator: Any) -> None:
+    """Refuse a fit as the final step of a ``Pipeline`` with transforming steps before it.
+
+    Those steps would transform the clients' rows but not ``X_public`` or ``eval_set``
+    (a pipeline passes fit arguments through untransformed), so the clients would label a
+    public pool in another feature space, silently; and they would be fitted on every
+    client's rows pooled, which a federation cannot do. Each client's own pipeline as its
+    estimator does it right.
+    """
+    steps = pipeline_steps_before(estimator, depth=7)
+    if steps:
+        raise ValueError(
+            f"FederatedCoTrainer is the final step of a Pipeline after {steps}: those steps "
+            "transform the clients' rows X but not X_public or eval_set, which would reach "
+            "the clients untransformed (and they are fitted on all clients' rows pooled, "
+            "which a federation cannot do). Give each client its own pipeline instead, e.g. "
+            "FederatedCoTrainer([make_pipeline(StandardScaler(), LogisticRegression()), "
+            "...]): every client then fits the transform on its own data and applies it to "
+            "the public pool"
+        )
 
 
 #: Defaults of the parameters :func:`check_params` knows (derived from ``cotrain.params.PARAMS``).

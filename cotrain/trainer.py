@@ -17,9 +17,13 @@ from cotrain._validation import (
     check_estimators,
     check_features,
     check_fit_inputs,
+    check_not_after_transforms,
     check_params,
+    check_share_consensus,
     describe_shape,
     feature_shape,
+    nan_allowed,
+    refusing_nan,
 )
 from cotrain.callbacks import EarlyStopping, PrivacyBudget, ProgressBar
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
@@ -58,11 +62,17 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     ----------
     estimators : list of classifiers
         One scikit-learn-style classifier per client (cloned, never mutated). Clients may
-        use different learners.
+        use different learners. To scale or impute, give each client its own pipeline
+        (``make_pipeline(StandardScaler(), SVC())``): it fits on the client's own rows and
+        transforms the public pool too; the trainer as the last step of a ``Pipeline``
+        after transforms is refused, as the pipeline would not transform ``X_public``.
+        NaN in the data is accepted where the learners that see it take it (scikit-learn
+        tag ``allow_nan``: e.g. HistGradientBoosting, XGBoost, trees).
     consensus : str or consensus.Consensus, default="majority"
         How label votes become pseudo-labels: "majority", "qualified" (quorum 0.9),
         "mean" (distributed distillation), "entropy" (FedDS), "certainty" (FedAUX), or
-        an object from :mod:`consensus`.
+        an object from :mod:`consensus`. A soft rule with ``share="hard"`` makes each
+        class's share of the votes the soft pseudo-label (with a warning saying so).
     share : {"hard", "soft"}, default="hard"
         Clients send hard labels (packed at ceil(log2 C) bits) or probabilities (float32).
     soft_dtype : {"float32", "float16"}, default="float32"
@@ -278,10 +288,11 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        check_not_after_transforms(self)
         estimators = check_estimators(self.estimators, self.share)
         data = check_fit_inputs(
             X, y, X_public, groups=groups, n_estimators=len(estimators),
-            classes=self.classes, eval_set=eval_set, y_public=y_public,
+            classes=self.classes, eval_set=eval_set, y_public=y_public, estimators=estimators,
         )  # fmt: skip
         check_params(self.get_params(deep=False), n_clients=len(estimators))
         self._setup(estimators, data)
@@ -300,6 +311,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         """Build the wire format, the clients, the server, the sampler and the ledger."""
         # a copy, so that a noisy consensus starts every fit from its own seed
         self.consensus_ = clone(get_consensus(self.consensus), safe=False)
+        check_share_consensus(self.share, self.consensus_)
         n, n_classes, n_public = len(estimators), len(data.classes), data.X_public.shape[0]
         dry_run_consensus(self.consensus_, n, n_classes, n_public)
         self.classes_ = data.classes
@@ -484,7 +496,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
 
     def _check_X(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "history_")
-        X = check_features(X, "X", text=self._feature_shape == ())
+        models = [m.estimator for m in self._fitted_models()]
+        allow_nan = [nan_allowed(m) for m in models]
+        X = check_features(
+            X, "X", text=self._feature_shape == (), allow_nan=all(allow_nan),
+            nan_refused_by=refusing_nan(models, allow_nan),
+        )  # fmt: skip
         if feature_shape(X) != self._feature_shape:
             raise ValueError(
                 f"X has {describe_shape(feature_shape(X))}, expected "

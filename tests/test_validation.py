@@ -15,6 +15,13 @@ class NeverFit(DecisionTreeClassifier):
     def fit(self, *args, **kwargs):
         raise AssertionError("training started before validation finished")
 
+    def __sklearn_tags__(self):
+        # stands for a learner without NaN support (trees take NaN natively since
+        # scikit-learn 1.3, and the trainer lets a learner that takes NaN have it)
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
 
 def good():
     rng = np.random.default_rng(0)
@@ -216,3 +223,72 @@ def test_predict_before_fit():
 
     with pytest.raises(NotFittedError):
         FederatedCoTrainer([DecisionTreeClassifier()]).predict(np.zeros((1, 4)))
+
+
+# ---------------------------------------------------------------- issue 16, small items
+@pytest.mark.parametrize("name", ["X_public", "X[1] (client 1)", "eval_set[0] (X_eval)"])
+def test_one_dimensional_features_give_a_one_line_error(name):
+    X, y, U = good()
+    eval_set = None
+    if name == "X_public":
+        U = np.linspace(0, 1, 300)
+    elif name.startswith("X[1]"):
+        X[1] = np.linspace(0, 1, 20)
+    else:
+        eval_set = (np.linspace(0, 1, 300), np.zeros(300))
+    with pytest.raises(ValueError) as err:
+        trainer().fit(X, y, X_public=U, eval_set=eval_set)
+    message = str(err.value)
+    assert message.startswith(f"{name} must be a 2D array")
+    assert "reshape(-1, 1)" in message
+    assert "\n" not in message and len(message) < 250  # not the whole array (was 2,628 chars)
+
+
+def test_eval_labels_never_seen_in_training_warn():
+    X, y, U = good()
+    fitted = FederatedCoTrainer([DecisionTreeClassifier()] * 3, rounds=1)
+    with pytest.warns(UserWarning, match=r"eval_set\[1\] \(y_eval\) has 5 of 10 labels never "):
+        fitted.fit(X, y, X_public=U, eval_set=(U[:10], np.array([0, 7] * 5)))
+    assert fitted.history_[-1].consensus_accuracy <= 0.5  # the 7s can never be right
+    with pytest.warns(UserWarning, match=r"y_public has 30 of 30 labels never seen.*\[5\]"):
+        fitted.fit(X, y, X_public=U, y_public=np.full(30, 5))
+
+
+def test_a_regressor_client_is_refused_before_training():
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, U = good()
+    with pytest.raises(TypeError, match=r"estimators\[1\] \(LinearRegression\) is a regressor"):
+        FederatedCoTrainer([NeverFit(), LinearRegression(), NeverFit()]).fit(X, y, X_public=U)
+    regression_pipeline = make_pipeline(StandardScaler(), LinearRegression())
+    with pytest.raises(TypeError, match=r"estimators\[0\] \(Pipeline\) is a regressor"):
+        FederatedCoTrainer([regression_pipeline, NeverFit(), NeverFit()]).fit(X, y, X_public=U)
+
+
+def test_continuous_labels_are_refused_before_training():
+    X, y, U = good()
+    y[2] = np.linspace(0.05, 3.0, 20)
+    with pytest.raises(
+        ValueError, match=r"y\[2\] \(client 2\) holds continuous values \(e.g. 0.05"
+    ):
+        trainer().fit(X, y, X_public=U)
+    # whole numbers stored as floats are class labels
+    X, y, U = good()
+    fitted = FederatedCoTrainer([DecisionTreeClassifier()] * 3, rounds=1)
+    fitted.fit(X, [yi.astype(float) for yi in y], X_public=U)
+    assert fitted.classes_.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("consensus", ["mean", "entropy"])
+def test_soft_consensus_with_hard_sharing_says_what_it_does(consensus):
+    X, y, U = good()
+    trees = [DecisionTreeClassifier(random_state=i) for i in range(3)]
+    fitted = FederatedCoTrainer(trees, consensus=consensus, share="hard", rounds=1, trust=None)
+    with pytest.warns(UserWarning, match=r"share='hard'.*share of the clients' votes"):
+        fitted.fit(X, y, X_public=U)
+    # what it does: the targets are the vote shares (thirds with three clients)
+    votes = np.stack([c.predict(U) for c in fitted.clients_])
+    shares = np.stack([(votes == k).mean(axis=0) for k in (0, 1)], axis=1)
+    np.testing.assert_allclose(fitted.pseudo_labels_, shares, atol=1e-6)
