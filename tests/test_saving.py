@@ -142,3 +142,20 @@ def test_an_altered_file_or_foreign_folder_is_refused(mixed, tmp_path):
     assert (other / "notes.txt").read_text() == "keep me"
     with pytest.raises(SavedFederationError, match="not a saved federation"):
         FederatedCoTrainer.load(other)
+
+
+def test_privacy_report_and_configuration_objects_round_trip(cancer, tmp_path):
+    from cotrain import privacy
+    from cotrain.trust import PseudoLabelTrust
+
+    trainer = fit(
+        cancer, MIXED, rounds=2, privacy=privacy.RandomizedResponse(epsilon=1.0),
+        trust=PseudoLabelTrust(cv=2),
+    )  # fmt: skip
+    loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
+    assert loaded.privacy_report() == trainer.privacy_report()
+    assert repr(loaded.get_params()["privacy"]) == repr(trainer.privacy)
+    assert repr(loaded.get_params()["trust"]) == repr(trainer.trust)
+    np.testing.assert_array_equal(
+        loaded.predict(cancer["X_test"]), trainer.predict(cancer["X_test"])
+    )
