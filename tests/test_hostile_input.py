@@ -838,6 +838,13 @@ class FitRecorder(DecisionTreeClassifier):
         FitRecorder.calls.append(len(X))
         return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)
 
+    def __sklearn_tags__(self):
+        # stands for a learner without NaN support (trees take NaN since scikit-learn 1.3,
+        # and the trainer now lets a NaN-capable learner decide)
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
 
 N_CLIENTS, N_FEATURES, N_ROWS, N_PUBLIC = 3, 4, 8, 10
 
