@@ -84,46 +84,144 @@ QUICK = dict(
 
 
 # ---------------------------------------------------------------------------- options
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, with ``--quick`` changing the defaults it names."""
+def parse_args(
+    argv: list[str] | None,
+    preset: dict[str, Any] | None = None,
+    description: str | None = None,
+) -> argparse.Namespace:
+    """The command line, with ``--quick`` changing the defaults it names.
+
+    ``preset`` replaces defaults (``finetune_gpt2.py`` passes its own, with its own
+    ``description``); ``--help`` shows the defaults in force, and ``--quick`` and options
+    given explicitly still win over them.
+    """
+    preset = preset or {}
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    default_model_text = preset.get("model", "the packaged all-MiniLM-L6-v2")
+    default_lr_text = (
+        f"{preset['lr']:g}" if "lr" in preset else "5e-4 with --lora or tiny-gpt2, else 5e-5"
     )
     add = parser.add_argument
-    add("--model", help=f"hub name, local directory, or {TINY!r}; default: packaged MiniLM")
-    add("--gguf-file", help="a GGUF file inside --model to load the weights from")
-    add("--learner", default="LMClassifier", choices=LEARNERS, help="learners class")
+    add(
+        "--model",
+        help="the language model every client fine-tunes: a hub name from the local cache, "
+        f"a local model folder, or {TINY!r} (a tiny random GPT-2 built offline) "
+        f"(default: {default_model_text})",
+    )
+    add("--gguf-file", help="a GGUF file inside the --model folder to load the weights from")
+    add(
+        "--learner",
+        default="LMClassifier",
+        choices=LEARNERS,
+        help="the class (from the learners package) that wraps the model; GPT2Classifier "
+        "takes GPT-2 models only (default %(default)s)",
+    )
     add(
         "--lora",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="train LoRA adapters + head only",
+        help="train only small LoRA adapters and the classification head, not every "
+        "weight (faster; FedAvg then sends only those) (default: every weight)",
     )
-    add("--clients", type=int, default=10)
-    add("--labeled", type=int, default=145, help="labelled reviews per client")
-    add("--public", type=int, default=150, help="|U|, unlabelled public reviews")
-    add("--test", type=int, default=300, help="held-out test reviews")
-    add("--rounds", type=int, default=10)
-    add("--max-epochs", type=int, default=2, help="epochs of a client's first fit")
-    add("--epochs-per-round", type=int, default=1, help="communication period b")
-    add("--max-length", type=int, default=128, help="tokens kept per review (its end)")
-    add("--batch-size", type=int, default=16)
-    add("--lr", type=float, help="default: 5e-4 with --lora or tiny-gpt2, else 5e-5")
-    add("--soft", action="store_true", help="FedCT shares soft labels (mean consensus)")
+    add("--clients", type=int, default=10, help="clients in the federation (default %(default)s)")
+    add(
+        "--labeled", type=int, default=145, help="labelled reviews per client (default %(default)s)"
+    )
+    add(
+        "--public",
+        type=int,
+        default=150,
+        help="unlabelled public reviews U that FedCT clients label (default %(default)s)",
+    )
+    add("--test", type=int, default=300, help="held-out reviews to score on (default %(default)s)")
+    add(
+        "--rounds",
+        type=int,
+        default=10,
+        help="communication rounds of FedCT and FedAvg (default %(default)s)",
+    )
+    add(
+        "--max-epochs",
+        type=int,
+        default=2,
+        help="epochs of a client's first fit, on its own reviews (default %(default)s)",
+    )
+    add(
+        "--epochs-per-round",
+        type=int,
+        default=1,
+        help="local epochs between label exchanges (communication period b; FedAvg: "
+        "between weight averages) (default %(default)s)",
+    )
+    add(
+        "--max-length",
+        type=int,
+        default=128,
+        help="tokens a model reads per review, the last ones (default %(default)s)",
+    )
+    add(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="reviews per training batch (default %(default)s)",
+    )
+    add(
+        "--lr",
+        type=float,
+        help=f"AdamW learning rate (default: {default_lr_text})",
+    )
+    add(
+        "--soft",
+        action="store_true",
+        help="FedCT clients send class probabilities, averaged into the pseudo-labels "
+        "(default: hard labels, majority vote)",
+    )
     add(
         "--methods",
         default=",".join(METHODS),
-        help="comma-separated subset of " + ",".join(METHODS),
+        help="methods to run, comma-separated, from "
+        + ",".join(METHODS)
+        + " (default %(default)s)",
     )
-    add("--seed", type=int, default=0)
-    add("--device", default="cpu")
-    add("--n-jobs", type=int, help="clients in parallel (FedCT, FedAvg)")
-    add("--threads", type=int, help="torch threads per client (1 on a busy machine)")
-    add("--plot", help="write the accuracy-per-round figure here")
-    add("--out", help="write the table here as CSV")
-    add("--data-home", help="folder holding movie_reviews/")
-    add("--quick", action="store_true", help="small run of every method (< 2 min on 2 cores)")
+    add(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the review split and of every client (default %(default)s)",
+    )
+    add("--device", default="cpu", help="torch device, e.g. cpu or cuda (default %(default)s)")
+    add(
+        "--n-jobs",
+        type=int,
+        help="FedCT and FedAvg clients trained at the same time, in worker processes "
+        "(default: one at a time)",
+    )
+    add(
+        "--threads",
+        type=int,
+        help="torch threads per client; 1 is fastest on a busy machine (default: torch's)",
+    )
+    add(
+        "--plot",
+        help="save test accuracy per round to this image (FedCT and FedAvg as curves, local "
+        "and central as lines)",
+    )
+    add("--out", help="also write the table to this CSV file")
+    add(
+        "--data-home",
+        help="folder holding movie_reviews/ (default: $COTRAIN_DATA, else ../shared/data)",
+    )
+    add(
+        "--quick",
+        action="store_true",
+        help="small run of the chosen methods: 3 clients x 16 reviews, |U| = 16, 40 test, 2 "
+        "rounds, 64 tokens, LoRA, 1 thread (under 2 minutes on 2 cores); options given "
+        "with it still apply",
+    )
     add("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(**preset)
     args = parser.parse_args(argv)
     if args.quick:
         parser.set_defaults(**QUICK)
@@ -492,8 +590,15 @@ def plot_curves(table: pd.DataFrame, curves: dict[str, list], path: str, title: 
     return True
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
+def main(
+    argv: list[str] | None = None,
+    preset: dict[str, Any] | None = None,
+    description: str | None = None,
+) -> pd.DataFrame:
     """Run the chosen methods and print (and return) their table.
+
+    ``preset`` and ``description`` go to :func:`parse_args` (a preset script's defaults
+    and ``--help`` text).
 
     Examples
     --------
@@ -501,7 +606,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     >>> table["method"].tolist()  # doctest: +SKIP
     ['FedCT', 'FedAvg', 'local', 'central']
     """
-    args = parse_args(argv)
+    args = parse_args(argv, preset, description)
     texts, y = load_movie_reviews(args.data_home)
     data = split_reviews(texts, y, args.clients, args.labeled, args.public, args.test, args.seed)
     tok = shared_tokenizer(args, data["U"])
