@@ -146,16 +146,53 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
-    parser.add_argument("--rounds", type=int, default=30, help="FedCT/DD rounds")
-    parser.add_argument("--fedavg-rounds", type=int, default=30)
-    parser.add_argument("--max-epochs", type=int, default=60, help="first local fit")
-    parser.add_argument("--epochs-per-round", type=int, default=2, help="local work b")
-    parser.add_argument("--pate-sigma", type=float, default=1.0)
-    parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet split")
-    parser.add_argument("--plot", metavar="FILE")
-    parser.add_argument("--no-mixed", action="store_true")
+    add = parser.add_argument
+    add("--seeds", type=int, default=3, help="runs per split, seeds 0..SEEDS-1 (default 3)")
+    add(
+        "--model",
+        choices=["mlp", "cnn"],
+        default="mlp",
+        help="every neural client's network: an MLP 64-128-10 or a small CNN (default mlp)",
+    )
+    add(
+        "--rounds",
+        type=int,
+        default=30,
+        help="communication rounds of FedCT and distributed distillation (default 30)",
+    )
+    add("--fedavg-rounds", type=int, default=30, help="communication rounds of FedAvg (default 30)")
+    add(
+        "--max-epochs",
+        type=int,
+        default=60,
+        help="epochs of a client's first fit on its own data (default 60)",
+    )
+    add(
+        "--epochs-per-round",
+        type=int,
+        default=2,
+        help="local epochs between label exchanges (communication period b; FedAvg: local "
+        "epochs between weight averages) (default 2)",
+    )
+    add(
+        "--pate-sigma",
+        type=float,
+        default=1.0,
+        help="PATE: std of the Gaussian noise added to the teachers' vote counts (default 1.0)",
+    )
+    add(
+        "--alpha",
+        type=float,
+        default=0.5,
+        help="label skew of the non-iid split, Dirichlet(alpha): smaller is more skewed "
+        "(default 0.5)",
+    )
+    add("--plot", metavar="FILE", help="save test accuracy per round (seed 0) to this image")
+    add(
+        "--no-mixed",
+        action="store_true",
+        help="skip the second part (the mixed federation of neural and tree clients)",
+    )
     args = parser.parse_args(argv)
 
     results, curves = [], {}

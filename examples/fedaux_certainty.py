@@ -90,9 +90,22 @@ def one_shot(seed: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--alpha", type=float, default=0.1)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.1,
+        help="part 1: label skew of the clients' split, Dirichlet(alpha); smaller is more "
+        "skewed (default 0.1)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="part 1: co-training rounds (default 3)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the data split, the clients and the DP noise of both parts (default 0)",
+    )
     args = parser.parse_args(argv)
     cotraining(args.alpha, args.rounds, args.seed)
     one_shot(args.seed)

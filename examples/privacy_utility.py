@@ -310,39 +310,90 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, default=1, help="seeds 1..N")
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--max-epochs", type=int, default=60, help="first local fit")
-    parser.add_argument("--epochs-per-round", type=int, default=2, help="local work b")
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="runs per method, seeds 1..SEEDS (default 1)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=30,
+        help="communication rounds of every method but the DP-SGD rows (default 30)",
+    )
+    parser.add_argument(
+        "--max-epochs",
+        type=int,
+        default=60,
+        help="epochs of a client's first fit on its own data (default 60)",
+    )
+    parser.add_argument(
+        "--epochs-per-round",
+        type=int,
+        default=2,
+        help="local epochs between label exchanges (communication period b; FedAvg: local "
+        "epochs between weight averages) (default 2)",
+    )
     parser.add_argument(
         "--epsilons",
         type=float,
         nargs="*",
         default=[2.0],
-        help="label-level DP-FedCT: RandomizedResponse ε per round (unit='label')",
+        help="label-level DP-FedCT rows, one per value: randomized-response ε per round on each "
+        "released public label (unit='label', no guarantee for private records) (default 2)",
     )
     parser.add_argument(
         "--dpsgd-sigmas",
         type=float,
         nargs="*",
         default=[3.0, 5.0, 8.0],
-        help="record-level DP-FedCT: DP-SGD noise multipliers (none: no DP-SGD rows)",
+        help="record-level DP-FedCT rows, one per value: DP-SGD noise multiplier σ (larger: "
+        "more private, less accurate); give the flag alone for no DP-SGD rows (default 3 5 8)",
     )
     parser.add_argument(
-        "--dpsgd-rounds", type=int, default=None, help="DP-SGD rows: rounds (min(10, --rounds))"
+        "--dpsgd-rounds",
+        type=int,
+        default=None,
+        help="DP-SGD rows: communication rounds (default: the smaller of 10 and --rounds)",
     )
     parser.add_argument(
         "--dpsgd-max-epochs",
         type=int,
         default=None,
-        help="DP-SGD rows: first fit epochs (min(10, --max-epochs))",
+        help="DP-SGD rows: epochs of the first fit (default: the smaller of 10 and --max-epochs)",
     )
-    parser.add_argument("--dpsgd-lr", type=float, default=3e-2, help="DP-SGD rows: Adam lr")
-    parser.add_argument("--dpsgd-clip", type=float, default=1.0, help="DP-SGD clipping norm")
-    parser.add_argument("--clip-norm", type=float, default=1.0, help="DP-FedAvg clipping")
-    parser.add_argument("--noise-multiplier", type=float, default=0.5, help="DP-FedAvg σ")
-    parser.add_argument("--pate-sigma", type=float, default=1.0)
-    parser.add_argument("--plot", metavar="FILE")
+    parser.add_argument(
+        "--dpsgd-lr",
+        type=float,
+        default=3e-2,
+        help="DP-SGD rows: Adam learning rate (default 0.03)",
+    )
+    parser.add_argument(
+        "--dpsgd-clip",
+        type=float,
+        default=1.0,
+        help="DP-SGD rows: every example's gradient is clipped to this L2 norm (default 1.0)",
+    )
+    parser.add_argument(
+        "--clip-norm",
+        type=float,
+        default=1.0,
+        help="DP-FedAvg: every client's update is clipped to this L2 norm C (default 1.0)",
+    )
+    parser.add_argument(
+        "--noise-multiplier",
+        type=float,
+        default=0.5,
+        help="DP-FedAvg: the server's Gaussian noise on the summed updates has std σ·C; this "
+        "is σ (default 0.5)",
+    )
+    parser.add_argument(
+        "--pate-sigma",
+        type=float,
+        default=1.0,
+        help="PATE: std of the Gaussian noise added to the teachers' vote counts (default 1.0)",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE", help="save accuracy against ε (both units, separate axes) here"
+    )
     args = parser.parse_args(argv)
     if args.dpsgd_rounds is None:
         args.dpsgd_rounds = min(10, args.rounds)

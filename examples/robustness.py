@@ -112,15 +112,35 @@ def markdown_table(results: dict[tuple[str, float, str], float], names: list[str
 
 def main(argv: list[str] | None = None) -> dict[tuple[str, float, str], float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (default 2)")
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--trees", type=int, default=30, help="extra-trees per client")
-    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel (joblib)")
+    parser.add_argument(
+        "--seeds", type=int, default=2, help="runs per cell, seeds 0..SEEDS-1 (default 2)"
+    )
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=10,
+        help="clients in the federation, honest and hostile together (default 10)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="co-training rounds of every run (default 5)"
+    )
+    parser.add_argument(
+        "--trees",
+        type=int,
+        default=30,
+        help="trees in each client's extra-trees model (default 30)",
+    )
+    parser.add_argument(
+        "--n-jobs",
+        type=int,
+        default=2,
+        help="federations trained at the same time, in worker processes (default 2)",
+    )
     parser.add_argument(
         "--independent",
         action="store_true",
-        help="constant / permuted clients each draw their own class / derangement",
+        help="hostile 'constant' and 'permuted' clients each pick their own class or class "
+        "permutation instead of colluding on one",
     )
     parser.add_argument(
         "--quick",

@@ -213,37 +213,65 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add(
         "--learners",
         default=",".join(TFIDF_LEARNERS),
-        help=f"TF-IDF clients, one per name, from {', '.join(TFIDF_LEARNERS)}",
+        help="scikit-learn TF-IDF clients, one per comma-separated name, from "
+        f"{', '.join(TFIDF_LEARNERS)} (default: all four)",
     )
-    add("--lm-clients", type=int, default=2, help="language-model clients")
+    add("--lm-clients", type=int, default=2, help="language-model clients (default 2)")
     add("--no-lm", action="store_true", help="TF-IDF clients only (same as --lm-clients 0)")
     add(
         "--lm-model",
         default="all-MiniLM-L6-v2",
-        help="a packaged model name (learners.lm_weights) or a local model folder",
+        help="the language model the LM clients fine-tune: a packaged model name "
+        "(learners.lm_weights) or a local model folder (default all-MiniLM-L6-v2)",
     )
-    add("--labeled", type=int, default=150, help="labelled reviews per client")
-    add("--public", type=int, default=500, help="|U|")
-    add("--test", type=int, default=400)
-    add("--rounds", type=int, default=3)
-    add("--share", choices=("hard", "soft"), default="soft")
+    add("--labeled", type=int, default=150, help="labelled reviews per client (default 150)")
+    add("--public", type=int, default=500,
+        help="unlabelled public reviews U that the clients label (default 500)")  # fmt: skip
+    add("--test", type=int, default=400, help="held-out reviews to score on (default 400)")
+    add("--rounds", type=int, default=3, help="co-training rounds (default 3)")
+    add("--share", choices=("hard", "soft"), default="soft",
+        help="what clients send on U: hard labels or class probabilities "
+             "(default soft)")  # fmt: skip
     add("--consensus", choices=("scaled", "mean", "majority"), default="scaled",
-        help="scaled: ScaledMean (every client one voice); mean: mean of the "
-             "probabilities; majority: majority vote")  # fmt: skip
-    add("--trust", default="auto", help="'auto' (default), 'none' or a pool weight")
-    add("--max-features", type=int, default=20000, help="TF-IDF vocabulary size")
-    add("--select", type=int, default=1000, help="chi2 features for the tree learners")
-    add("--rulefit-rules", type=int, default=50)
-    add("--max-length", type=int, default=128, help="LM tokens kept (the last ones)")
-    add("--lm-epochs", type=int, default=3, help="epochs of an LM client's first fit")
-    add("--lm-epochs-per-round", type=int, default=1)
-    add("--lm-batch-size", type=int, default=16)
-    add("--lm-lr", type=float, default=2e-4)
-    add("--seed", type=int, default=0)
-    add("--n-jobs", type=int, default=None)
-    add("--data-home", help="folder holding movie_reviews/")
+        help="how the clients' answers on U become one pseudo-label: scaled (mean of the "
+             "probabilities, each client's rescaled to one spread so every client has one "
+             "voice; default), mean (plain mean of the probabilities) or majority (vote "
+             "of hard labels)")  # fmt: skip
+    add("--trust", default="auto",
+        help="weight of the pseudo-labelled pool in a client's training: 'auto' (each "
+             "scikit-learn client picks 0 or 1 by cross-validation on its own reviews, "
+             "default), 'none' (full weight, the paper's FedCT) or a number in [0, 1]")  # fmt: skip
+    add("--max-features", type=int, default=20000,
+        help="TF-IDF vocabulary size of each pipeline (default 20000)")  # fmt: skip
+    add("--select", type=int, default=1000,
+        help="words kept (chi-squared test) before the forest and XGBoost; RuleFit keeps "
+             "half (default 1000)")  # fmt: skip
+    add("--rulefit-rules", type=int, default=50,
+        help="most rules the RuleFit client keeps (default 50)")  # fmt: skip
+    add("--max-length", type=int, default=128,
+        help="tokens a language model reads per review, the last ones (default 128)")  # fmt: skip
+    add("--lm-epochs", type=int, default=3,
+        help="epochs of a language-model client's first fit, on its own reviews "
+             "(default 3)")  # fmt: skip
+    add("--lm-epochs-per-round", type=int, default=1,
+        help="language-model clients: epochs between label exchanges (communication "
+             "period b) (default 1)")  # fmt: skip
+    add("--lm-batch-size", type=int, default=16,
+        help="language-model clients: reviews per training batch (default 16)")  # fmt: skip
+    add("--lm-lr", type=float, default=2e-4,
+        help="language-model clients: AdamW learning rate (default 0.0002)")  # fmt: skip
+    add("--seed", type=int, default=0,
+        help="seed of the review split and of every client (default 0)")  # fmt: skip
+    add("--n-jobs", type=int, default=None,
+        help="clients trained at the same time, in worker processes (default: one at a "
+             "time)")  # fmt: skip
+    add("--data-home",
+        help="folder holding movie_reviews/ (default: $COTRAIN_DATA, else "
+             "../shared/data)")  # fmt: skip
     add("--csv", help="also write the table to this CSV file")
-    add("--verbose", type=int, default=0, help="1: a progress bar over rounds")
+    add(
+        "--verbose", type=int, default=0, help="0: quiet; 1: a progress bar over rounds (default 0)"
+    )
     add("--quick", action="store_true",
         help="smoke test: 60 labelled per client, |U| = 150, 200 test, 2 rounds, 1 LM "
              "client of 64 tokens and 1 epoch (flags given with it still apply)")  # fmt: skip
