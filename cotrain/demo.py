@@ -172,7 +172,7 @@ consensus acc     test accuracy of the majority vote of all 5 sites' models: an 
                   Local-only models already vote well together; co-training trains each site
                   on that vote, so a site's own model catches up with the ensemble (the first
                   column rises) while the vote itself barely moves. One test example of 114
-                  is 0.009: smaller differences in this column are noise.
+                  is 0.009: a difference of one or two examples here is noise.
 bytes up/round    one round's label uploads, all 5 sites together: each site's labels on
                   the 370 public examples, 1 bit each (2 classes) plus a header; down: the
                   consensus sent back to the 5 sites. No model or private row travels."""
@@ -220,7 +220,7 @@ def summary_lines(rows: list[dict[str, float]], rounds: int) -> list[str]:
             note += "co-training raised the sites' own models (first column), not the vote."
         else:
             note += "co-training did not raise the sites' own models either (first column)."
-        lines += ["", *textwrap.wrap(note, width=90)]
+        lines += ["", *textwrap.wrap(note, width=90, break_on_hyphens=False)]
     return lines
 
 
