@@ -41,7 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.checkpoint import TRUSTED_MODULES, load_model, save_model, untrusted_types
+from cotrain.checkpoint import (
+    TRUSTED_MODULES,
+    checkpoint_blocker,
+    load_model,
+    save_model,
+    untrusted_types,
+)
 from cotrain.history import History, RoundRecord
 
 __all__ = [
@@ -162,6 +168,12 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
     Path
         The folder written.
 
+    Raises
+    ------
+    NotImplementedError
+        A learner whose models skops cannot store (the same learners that cannot be
+        checkpointed, e.g. ``RuleFitClassifier``), before anything is written.
+
     Examples
     --------
     >>> import tempfile
@@ -179,6 +191,11 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(trainer, "history_")
+    for est in trainer.estimators:
+        if (reason := checkpoint_blocker(est)) is not None:
+            raise NotImplementedError(
+                f"save: {type(est).__name__} models cannot be saved yet ({reason})"
+            )
     fed, final = trainer._federation, Path(path)
     data = None if drop_data else fed.data  # a loaded trainer without data raises here
     if final.exists() and (not final.is_dir() or _foreign(final)):

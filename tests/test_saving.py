@@ -159,3 +159,14 @@ def test_privacy_report_and_configuration_objects_round_trip(cancer, tmp_path):
     np.testing.assert_array_equal(
         loaded.predict(cancer["X_test"]), trainer.predict(cancer["X_test"])
     )
+
+
+def test_a_learner_skops_cannot_store_is_refused_before_anything_is_written(cancer, tmp_path):
+    pytest.importorskip("imodels")
+    from learners import RuleFitClassifier
+
+    trainer = fit(cancer, [RuleFitClassifier(max_rules=5, random_state=0)] * 3, rounds=1)
+    with pytest.raises(NotImplementedError, match="RuleFitClassifier models cannot be saved"):
+        trainer.save(tmp_path / "fed")
+    assert not tmp_path.joinpath("fed").exists()
+    assert list(tmp_path.iterdir()) == []
