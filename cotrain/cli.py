@@ -80,10 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep = sub.add_parser(
         "report",
-        help="tabulate results folders side by side (Markdown)",
-        description="Print the summaries of results folders written by 'cotrain run'.",
+        help="results side by side: one Markdown table, a column per source",
+        description="Print one Markdown table of results: a row per variant, a column per "
+        "source (mean ± std accuracy over the seeds), a difference column for two sources, "
+        "and the paper's number.",
     )
-    rep.add_argument("folders", nargs="+", help="results folders written by 'cotrain run'")
+    rep.add_argument(
+        "folders",
+        nargs="+",
+        help="results folders written by 'cotrain run', or results tables such as "
+        "docs/results/<name>.md",
+    )
     site = sub.add_parser(
         "site",
         help="a Flower site's services",

@@ -294,3 +294,13 @@ def test_write_summary_plots_every_variant(tmp_path):
         "| FedCT | fedct | 0.850 ± 0.000 |",
         "| local | local | 0.780 ± 0.000 |",
     ]
+
+
+def test_a_labelled_paper_column_is_read_as_the_papers_number():
+    rows = parse_summary_markdown(
+        "| variant | method | accuracy | paper (FashionMNIST) | gap (shape only) |\n"
+        "| --- | --- | --- | --- | --- |\n| a | fedct | 0.929 ± 0.008 | 0.798 | +0.131 |\n"
+    )
+    assert rows[0]["paper"] == 0.798
+    digits = read_summary_markdown(DOCS / "table2_digits.md")
+    assert digits[0]["variant"] == "(100,2) FedCT" and digits[0]["paper"] == 0.798

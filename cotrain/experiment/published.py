@@ -84,6 +84,8 @@ def parse_summary_markdown(text: str, source: str = "<text>") -> list[dict[str, 
         head = [cell.lower() for cell in _cells(line)]
         if not all(name in head for name in REQUIRED):
             continue
+        # "paper", or a labelled one such as "paper (FashionMNIST)"
+        paper_key = next((h for h in head if h == "paper" or h.startswith("paper (")), None)
         rows = []
         for number, row in enumerate(lines[start + 1 :], start=start + 2):
             if not row.lstrip().startswith("|"):
@@ -98,7 +100,7 @@ def parse_summary_markdown(text: str, source: str = "<text>") -> list[dict[str, 
             cell = dict(zip(head, cells, strict=True))
             try:
                 mean, std = _mean_std(cell["accuracy"])
-                paper = _number(cell["paper"]) if "paper" in cell else math.nan
+                paper = _number(cell[paper_key]) if paper_key else math.nan
             except ValueError as err:
                 raise ExperimentError(f"{source}:{number}: not a number ({err})") from None
             rows.append(
