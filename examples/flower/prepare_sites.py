@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the site folders")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the in-process run")
-    parser.add_argument("--random-state", type=int, default=0)
+    parser.add_argument(
+        "--random-state", type=int, default=0, help="seed of the data split and the run (default 0)"
+    )
     args = parser.parse_args(argv)
 
     data = load_breast_cancer_split(random_state=args.random_state)

@@ -338,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the sites, logs and results")
     parser.add_argument("--rounds", type=int, default=3, help="co-training rounds (default 3)")
-    parser.add_argument("--random-state", type=int, default=0)
+    parser.add_argument(
+        "--random-state", type=int, default=0, help="seed of the data split and the run (default 0)"
+    )
     parser.add_argument(
         "--insecure", action="store_true", help="no TLS and no SuperNode authentication"
     )
