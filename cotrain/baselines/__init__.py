@@ -5,7 +5,10 @@
 - :class:`PATE`: teachers vote on the public pool with GNMax noise, one student learns;
 - :class:`DistributedDistillation`: clients share soft labels and train on their mean
   (a :class:`~cotrain.FederatedCoTrainer` with ``share="soft"`` and ``consensus="mean"``);
-- :class:`LocalOnly` and :class:`Centralised`: no communication, and all data pooled.
+- :class:`LocalOnly` and :class:`Centralised`: no communication, and all data pooled;
+- :class:`FedDF`, :class:`FedDS` and :class:`FedAUX`: FedAvg plus server-side ensemble
+  distillation on the public pool (plain mean; entropy-weighted with rotation
+  self-supervision; DP certainty-weighted with a pretrained initialisation).
 
 Every baseline is a scikit-learn-style classifier whose ``history_`` is a
 :class:`~cotrain.History` of :class:`~cotrain.RoundRecord` with exact byte counts, so
@@ -24,17 +27,25 @@ Examples
 from __future__ import annotations
 
 from cotrain.baselines.distillation import DistributedDistillation
+from cotrain.baselines.ensemble_distillation import FedDF, FedDS
+from cotrain.baselines.fedaux_distillation import FedAUX
 from cotrain.baselines.fedavg import DPFedAvg, FedAvg, average_weights
 from cotrain.baselines.pate import PATE, gnmax
 from cotrain.baselines.reference import Centralised, LocalOnly
+from cotrain.baselines.stc import SparseTernaryCompression, TopK
 
 __all__ = [
     "PATE",
     "Centralised",
     "DPFedAvg",
     "DistributedDistillation",
+    "FedAUX",
     "FedAvg",
+    "FedDF",
+    "FedDS",
     "LocalOnly",
+    "SparseTernaryCompression",
+    "TopK",
     "average_weights",
     "gnmax",
 ]

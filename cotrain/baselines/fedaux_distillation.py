@@ -1,0 +1,318 @@
+"""FedAUX (Sattler et al. 2021) as a complete algorithm: FedDF with pretraining and DP scores.
+
+Preparation (once, before round 1): the server model may start from pretrained weights
+(FedAUX P1: an extractor trained on the public pool only); the public pool is split at
+random into negatives ``D⁻`` (``negative_fraction``, 20 % in the paper) and the distillation
+set; every client fits an (ε, δ)-DP certainty scorer
+(:class:`cotrain.privacy.fedaux.CertaintyScorer`, P2-P3) on features of a public-only
+extractor and sends its released weights to the server, which scores the distillation set.
+Each round is then :class:`~cotrain.baselines.FedDF`'s, with the clients' probabilities
+weighted by their certainty scores (:func:`consensus.certainty_weighted`, eq. 3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.utils.validation import check_is_fitted
+
+from cotrain.baselines._common import check_client_data
+from cotrain.baselines.ensemble_distillation import FedDF, check_number, distillation_targets
+from cotrain.history import History
+from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores
+
+__all__ = ["FedAUX"]
+
+
+class FedAUX(FedDF):
+    """FedAUX: pretrained initialisation, DP certainty scores, weighted ensemble distillation.
+
+    Parameters
+    ----------
+    estimator : torch learner
+        As for :class:`~cotrain.baselines.FedDF` (clients share one architecture).
+    rounds, local_epochs, distill_epochs, distill_lr, distill_batch_size
+        As for FedDF. FedAUX distils one epoch with Adam at lr 5e-5, batch 128, on
+        ResNet-8 and 80 % of tens of thousands of public images; small networks on small
+        pools need more (the benchmark's settings are in docs/results).
+    init_weights : dict of str to array, fitted torch learner or nn.Module, optional
+        Pretrained weights of (part of) the network, loaded into the server model before
+        round 1, so that every client starts from them (e.g. an extractor pretrained on the
+        public pool; parameters not named keep their random initialisation).
+    feature_map : "auto", callable or fitted transformer, default="auto"
+        The public-only feature extractor of the scorers, applied to flattened rows.
+        ``"auto"``: the penultimate features of the (pretrained) initial network when
+        ``init_weights`` is given, as in FedAUX, else a PCA (16 components) fitted on the
+        public pool.
+    negative_fraction : float, default=0.2
+        Share of the public pool used as the scorers' negatives ``D⁻`` (not distilled on).
+    lam, epsilon, delta : float, default=0.1, 0.1, 1e-5
+        The scorers' regularisation λ and privacy (ε < 1, δ), FedAUX's defaults.
+    dp : bool, default=True
+        Release the scorers with noise (False: exact scores, no guarantee).
+    noise_random_state : int, optional
+        Seeds the scorers' noise, for reproducible simulations only: by default every
+        client draws it from fresh entropy, so that the server (who knows
+        ``random_state``) cannot replay it.
+    start_from_average : bool, default=True
+        The student starts from the client average (FedDF's and FedAUX's rule).
+    participation, weighted, n_jobs, random_state, verbose
+        As for FedAvg.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_clients, n_distill)
+        The certainty scores on the distillation set.
+    scorers_ : list of CertaintyScorer
+        The released scorers (weights ``coef_``, noise ``sigma_``).
+    history_ : History
+        FedDF's records; round 1's ``bytes_up`` also carries the scorers' released
+        weights (float64, as released), once per client; every record's ``epsilon`` is the
+        scorers' ε (unit ``"record"``, adversary ``"server"``).
+    global_model_, distill_loss_, classes_, clients_, n_rounds_
+        As for FedDF.
+
+    Notes
+    -----
+    The ε protects one private record of a client against the server, for the *scores*
+    only (FedAUX §3.5); the client models sent every round carry no DP guarantee here, as
+    in FedAvg, so the total cost is the scorers' ε plus that of the model updates.
+
+    Examples
+    --------
+    >>> import pytest
+    >>> torch = pytest.importorskip("torch")
+    >>> from sklearn.datasets import load_digits
+    >>> from learners import TorchClassifier
+    >>> from cotrain.baselines import FedAUX
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = X / 16
+    >>> aux = FedAUX(TorchClassifier(), rounds=2, distill_epochs=1, random_state=0)
+    >>> aux = aux.fit([X[:100], X[100:200]], [y[:100], y[100:200]], X_public=X[200:400])
+    >>> aux.scores_.shape, aux.privacy_report()["epsilon"]
+    ((2, 160), 0.1)
+    """
+
+    rule = "certainty"
+
+    def __init__(
+        self,
+        estimator: Any,
+        rounds: int = 20,
+        local_epochs: int = 1,
+        distill_epochs: int = 5,
+        distill_lr: float = 1e-3,
+        distill_batch_size: int = 64,
+        init_weights: Any = None,
+        feature_map: Any = "auto",
+        negative_fraction: float = 0.2,
+        lam: float = 0.1,
+        epsilon: float = 0.1,
+        delta: float = 1e-5,
+        dp: bool = True,
+        noise_random_state: int | None = None,
+        start_from_average: bool = True,
+        participation: float = 1.0,
+        weighted: bool = True,
+        n_jobs: int | None = None,
+        random_state: int | None = None,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(
+            estimator,
+            rounds=rounds,
+            local_epochs=local_epochs,
+            distill_epochs=distill_epochs,
+            distill_lr=distill_lr,
+            distill_batch_size=distill_batch_size,
+            start_from_average=start_from_average,
+            participation=participation,
+            weighted=weighted,
+            n_jobs=n_jobs,
+            random_state=random_state,
+            verbose=verbose,
+        )
+        self.init_weights = init_weights
+        self.feature_map = feature_map
+        self.negative_fraction = negative_fraction
+        self.lam = lam
+        self.epsilon = epsilon
+        self.delta = delta
+        self.dp = dp
+        self.noise_random_state = noise_random_state
+
+    def _check_extra_params(self) -> None:
+        super()._check_extra_params()
+        f = self.negative_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f < 1:
+            raise ValueError(f"negative_fraction must be a number in (0, 1), got {f!r}")
+        check_number("lam", self.lam, low=0.0, low_open=True)
+        if not isinstance(self.dp, bool | np.bool_):
+            raise TypeError(f"dp must be True or False, got {self.dp!r}")
+        for name in ("epsilon", "delta"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+                raise ValueError(f"{name} must be a number in (0, 1), got {v!r}")
+        fm = self.feature_map
+        if not ((isinstance(fm, str) and fm == "auto") or callable(fm) or hasattr(fm, "transform")):
+            raise TypeError(
+                "feature_map must be 'auto', a callable or a fitted transformer, "
+                f"got {type(fm).__name__}"
+            )
+        iw = self.init_weights
+        if not (
+            iw is None
+            or isinstance(iw, Mapping)
+            or callable(getattr(iw, "get_weights", None))
+            or callable(getattr(iw, "named_parameters", None))
+        ):
+            raise TypeError(
+                "init_weights must be None, a dict of parameter arrays, a fitted torch "
+                f"learner or an nn.Module, got {type(iw).__name__}"
+            )
+
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        X_public: Any = None,
+        groups: Any = None,
+        eval_set: Any = None,
+    ) -> FedAUX:
+        """Prepare the scorers, then run FedDF's rounds with certainty-weighted targets.
+
+        Parameters
+        ----------
+        X, y, X_public, groups, eval_set
+            As for :meth:`FedDF.fit`.
+
+        Returns
+        -------
+        self
+        """
+        data = check_client_data(X, y, groups=groups)
+        self._X_private = [np.asarray(x, dtype=np.float64) for x in data.X_clients]
+        try:
+            return super().fit(X, y, X_public=X_public, groups=groups, eval_set=eval_set)
+        finally:
+            del self._X_private  # the server object keeps no private data
+
+    # ------------------------------------------------------------------ preparation
+    def _initial_weights(self) -> dict[str, np.ndarray]:
+        iw = self.init_weights
+        if isinstance(iw, Mapping):
+            return {k: np.asarray(v, dtype=np.float32) for k, v in iw.items()}
+        if callable(getattr(iw, "get_weights", None)):
+            return iw.get_weights(trainable_only=False)
+        return {k: p.detach().cpu().numpy() for k, p in iw.named_parameters()}
+
+    def _scorer_features(self) -> Any:
+        from cotrain.baselines.server_distillation import extractor_features
+
+        fm = self.feature_map
+        if not (isinstance(fm, str) and fm == "auto"):
+            return fm
+        if self.init_weights is not None:
+            features = extractor_features(self.global_model_.module_)
+            row_shape = self._U.shape[1:]
+            return lambda X: features(np.asarray(X).reshape(-1, *row_shape))
+        flat = self._U.reshape(len(self._U), -1)
+        n_comp = int(min(16, flat.shape[1], flat.shape[0]))
+        return PCA(n_components=n_comp, random_state=0).fit(flat).transform
+
+    def _prepare(self) -> None:
+        if self.init_weights is not None:
+            self.global_model_.set_weights(self._initial_weights())
+        n = len(self._U)
+        perm = self._distill_rng.permutation(n)
+        n_neg = min(n - 1, max(1, round(float(self.negative_fraction) * n)))
+        X_neg = self._U[perm[:n_neg]].reshape(n_neg, -1)
+        self._X_distill = self._U[np.sort(perm[n_neg:])]
+        features = self._scorer_features()
+        m = len(self._X_private)
+        seeds = np.random.SeedSequence(self.noise_random_state).spawn(m)
+        self.scorers_ = [
+            CertaintyScorer(
+                lam=self.lam,
+                epsilon=self.epsilon,
+                delta=self.delta,
+                dp=bool(self.dp),
+                feature_map=features,
+                random_state=np.random.default_rng(seed),
+            ).fit(X.reshape(len(X), -1), X_neg)
+            for X, seed in zip(self._X_private, seeds, strict=True)
+        ]
+        flat = self._X_distill.reshape(len(self._X_distill), -1)
+        self.scores_ = certainty_scores(self.scorers_, flat)
+        # what travels: each client's released weight vector, float64 as released
+        self._scorer_bytes = int(
+            sum(np.asarray(s.coef_, dtype=np.float64).nbytes for s in self.scorers_)
+        )
+
+    def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
+        return distillation_targets(probs, "certainty", scores=self.scores_[participants])
+
+    def _finish(self) -> None:
+        out = History()
+        for t, record in enumerate(self.history_):
+            out.append(
+                replace(record, bytes_up=record.bytes_up + self._scorer_bytes) if t == 0 else record
+            )
+        self.history_ = out
+
+    # ------------------------------------------------------------------ privacy
+    def _spent_epsilon(self) -> float | None:
+        return float(self.epsilon) if self.dp else math.inf
+
+    def _epsilon_meaning(self) -> dict[str, str]:
+        return {"epsilon_unit": "record", "epsilon_adversary": "server"}
+
+    def privacy_report(self) -> dict[str, Any]:
+        """The scorers' (ε, δ) guarantee and what it is computed from.
+
+        Returns
+        -------
+        dict
+            ``epsilon`` and ``delta`` (per client, spent once: the scores are
+            post-processing of the released weights), ``unit`` and ``adversary``,
+            per-client ``sigma``, ``n_samples`` (``|D_i| + |D⁻|``) and ``sensitivity``
+            (``2/(λN)``), ``lam``, ``dp``, and a ``note`` on what is not covered.
+
+        Examples
+        --------
+        >>> import pytest
+        >>> torch = pytest.importorskip("torch")
+        >>> from sklearn.datasets import load_digits
+        >>> from learners import TorchClassifier
+        >>> from cotrain.baselines import FedAUX
+        >>> X, y = load_digits(return_X_y=True)
+        >>> aux = FedAUX(TorchClassifier(), rounds=1, distill_epochs=1, random_state=0)
+        >>> aux = aux.fit([X[:50] / 16, X[50:100] / 16], [y[:50], y[50:100]],
+        ...               X_public=X[100:200] / 16)
+        >>> r = aux.privacy_report()
+        >>> r["unit"], r["adversary"], r["n_samples"]
+        ('record', 'server', [70, 70])
+        """
+        check_is_fitted(self, "history_")
+        return {
+            "epsilon": float(self.epsilon) if self.dp else math.inf,
+            "delta": float(self.delta) if self.dp else 0.0,
+            "unit": "record",
+            "adversary": "server",
+            "sigma": [float(s.sigma_) for s in self.scorers_],
+            "n_samples": [int(s.n_samples_) for s in self.scorers_],
+            "sensitivity": [float(s.sensitivity_) for s in self.scorers_],
+            "lam": float(self.lam),
+            "dp": bool(self.dp),
+            "note": (
+                "covers the certainty scores only (one private record of a client, against "
+                "the server); the client models uploaded every round are not DP, so the "
+                "total cost is this ε plus that of the model updates (FedAUX §3.5)"
+            ),
+        }
