@@ -321,7 +321,8 @@ class ClientProgress:
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(**self.spec, unit="client", leave=False)
+            # every client fit is shown: a few per round, each far longer than a redraw
+            self.bar = tqdm(**self.spec, unit="client", leave=False, mininterval=0, miniters=1)
         elif self.bar.n >= self.bar.total:
             self.bar.reset()
 
