@@ -151,6 +151,11 @@ class FedDF(FedAvg):
     start_from_average : bool, default=True
         The student starts from the client average (True: FedDF, FedDS's ``B_AVG``) or
         from the previous server model (False).
+    init_weights : dict of str to array, fitted torch learner or nn.Module, optional
+        Pretrained weights of (part of) the network, loaded into the server model before
+        round 1 so that every client starts from them (FedAUX's "+P" baselines: an
+        extractor pretrained on the public pool only); parameters not named keep their
+        random initialisation.
     participation, weighted, n_jobs, random_state, verbose
         As for :class:`~cotrain.baselines.FedAvg`.
 
@@ -192,6 +197,7 @@ class FedDF(FedAvg):
         distill_lr: float = 1e-3,
         distill_batch_size: int = 64,
         start_from_average: bool = True,
+        init_weights: Any = None,
         participation: float = 1.0,
         weighted: bool = True,
         n_jobs: int | None = None,
@@ -205,6 +211,7 @@ class FedDF(FedAvg):
         self.distill_lr = distill_lr
         self.distill_batch_size = distill_batch_size
         self.start_from_average = start_from_average
+        self.init_weights = init_weights
         self.participation = participation
         self.weighted = weighted
         self.n_jobs = n_jobs
@@ -221,6 +228,17 @@ class FedDF(FedAvg):
         if not isinstance(self.start_from_average, bool | np.bool_):
             raise TypeError(
                 f"start_from_average must be True or False, got {self.start_from_average!r}"
+            )
+        iw = self.init_weights
+        if not (
+            iw is None
+            or isinstance(iw, Mapping)
+            or callable(getattr(iw, "get_weights", None))
+            or callable(getattr(iw, "named_parameters", None))
+        ):
+            raise TypeError(
+                "init_weights must be None, a dict of parameter arrays, a fitted torch "
+                f"learner or an nn.Module, got {type(iw).__name__}"
             )
 
     def fit(
@@ -274,7 +292,17 @@ class FedDF(FedAvg):
         seed = np.random.SeedSequence(self.random_state).spawn(m + 4)[m + 3]
         self._distill_rng = np.random.default_rng(seed)
         self._X_distill = self._U
+        if self.init_weights is not None:
+            self.global_model_.set_weights(self._initial_weights())
         self._prepare()
+
+    def _initial_weights(self) -> dict[str, np.ndarray]:
+        iw = self.init_weights
+        if isinstance(iw, Mapping):
+            return {k: np.asarray(v, dtype=np.float32) for k, v in iw.items()}
+        if callable(getattr(iw, "get_weights", None)):
+            return iw.get_weights(trainable_only=False)
+        return {k: p.detach().cpu().numpy() for k, p in iw.named_parameters()}
 
     def _prepare(self) -> None:
         return None
@@ -348,6 +376,8 @@ class FedDS(FedDF):
         the network's ``in_channels``/``image_size``, or a 1-channel square.
     start_from_average : bool, default=False
         FedDS's ``B_AVG`` (false in the paper: start from the previous server model).
+    init_weights : optional
+        As for FedDF.
     participation, weighted, n_jobs, random_state, verbose
         As for FedAvg.
 
@@ -393,6 +423,7 @@ class FedDS(FedDF):
         gamma: float = FEDDS_GAMMA,
         image_shape: tuple[int, int, int] | None = None,
         start_from_average: bool = False,
+        init_weights: Any = None,
         participation: float = 1.0,
         weighted: bool = True,
         n_jobs: int | None = None,
@@ -407,6 +438,7 @@ class FedDS(FedDF):
             distill_lr=distill_lr,
             distill_batch_size=distill_batch_size,
             start_from_average=start_from_average,
+            init_weights=init_weights,
             participation=participation,
             weighted=weighted,
             n_jobs=n_jobs,

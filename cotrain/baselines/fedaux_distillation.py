@@ -13,7 +13,6 @@ weighted by their certainty scores (:func:`consensus.certainty_weighted`, eq. 3)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -42,8 +41,8 @@ class FedAUX(FedDF):
         pools need more (the benchmark's settings are in docs/results).
     init_weights : dict of str to array, fitted torch learner or nn.Module, optional
         Pretrained weights of (part of) the network, loaded into the server model before
-        round 1, so that every client starts from them (e.g. an extractor pretrained on the
-        public pool; parameters not named keep their random initialisation).
+        round 1, so that every client starts from them (FedAUX P1: an extractor pretrained
+        on the public pool only); as for FedDF.
     feature_map : "auto", callable or fitted transformer, default="auto"
         The public-only feature extractor of the scorers, applied to flattened rows.
         ``"auto"``: the penultimate features of the (pretrained) initial network when
@@ -131,13 +130,13 @@ class FedAUX(FedDF):
             distill_lr=distill_lr,
             distill_batch_size=distill_batch_size,
             start_from_average=start_from_average,
+            init_weights=init_weights,
             participation=participation,
             weighted=weighted,
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
         )
-        self.init_weights = init_weights
         self.feature_map = feature_map
         self.negative_fraction = negative_fraction
         self.lam = lam
@@ -163,17 +162,6 @@ class FedAUX(FedDF):
             raise TypeError(
                 "feature_map must be 'auto', a callable or a fitted transformer, "
                 f"got {type(fm).__name__}"
-            )
-        iw = self.init_weights
-        if not (
-            iw is None
-            or isinstance(iw, Mapping)
-            or callable(getattr(iw, "get_weights", None))
-            or callable(getattr(iw, "named_parameters", None))
-        ):
-            raise TypeError(
-                "init_weights must be None, a dict of parameter arrays, a fitted torch "
-                f"learner or an nn.Module, got {type(iw).__name__}"
             )
 
     def fit(
@@ -204,14 +192,6 @@ class FedAUX(FedDF):
             del self._X_private  # the server object keeps no private data
 
     # ------------------------------------------------------------------ preparation
-    def _initial_weights(self) -> dict[str, np.ndarray]:
-        iw = self.init_weights
-        if isinstance(iw, Mapping):
-            return {k: np.asarray(v, dtype=np.float32) for k, v in iw.items()}
-        if callable(getattr(iw, "get_weights", None)):
-            return iw.get_weights(trainable_only=False)
-        return {k: p.detach().cpu().numpy() for k, p in iw.named_parameters()}
-
     def _scorer_features(self) -> Any:
         from cotrain.baselines.server_distillation import extractor_features
 
@@ -227,8 +207,6 @@ class FedAUX(FedDF):
         return PCA(n_components=n_comp, random_state=0).fit(flat).transform
 
     def _prepare(self) -> None:
-        if self.init_weights is not None:
-            self.global_model_.set_weights(self._initial_weights())
         n = len(self._U)
         perm = self._distill_rng.permutation(n)
         n_neg = min(n - 1, max(1, round(float(self.negative_fraction) * n)))
