@@ -30,6 +30,7 @@ from cotrain.baselines._common import (
     seeded,
     weights_nbytes,
 )
+from cotrain.baselines.stc import CompressedExchange, make_compression
 from cotrain.history import History, RoundRecord
 from cotrain.runtime import make_runtime
 from cotrain.sampling import sample_clients
@@ -205,6 +206,10 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     weighted : bool, default=True
         Weight clients by their numbers of training examples (McMahan et al.); False
         averages uniformly.
+    compression : None, "stc", "topk" or compressor, default=None
+        Clients send compressed weight updates with error accumulation instead of their
+        weights (:class:`~cotrain.baselines.SparseTernaryCompression`,
+        :class:`~cotrain.baselines.TopK`); the history records the encoded bytes.
     n_jobs : int, default=None
         Joblib workers for the client steps.
     random_state : int, default=None
@@ -232,6 +237,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         of FedAvg). ``coverage`` and ``agreement`` are NaN: there is no public pool.
     n_rounds_ : int
         Rounds run.
+    compression_ : CompressedExchange or None
+        Residuals and message sizes of a compressed run.
 
     Notes
     -----
@@ -262,6 +269,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         local_epochs: int = 1,
         participation: float = 1.0,
         weighted: bool = True,
+        compression: Any = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
@@ -271,6 +279,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         self.local_epochs = local_epochs
         self.participation = participation
         self.weighted = weighted
+        self.compression = compression
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -347,6 +356,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         m = len(data.X_clients)
         self._check_params(m)
         self._check_extra_params()
+        compressor = make_compression(getattr(self, "compression", None))
+        self.compression_ = None if compressor is None else CompressedExchange(compressor, m)
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
         seeds = np.random.SeedSequence(self.random_state).spawn(m + 3)
@@ -384,9 +395,15 @@ class FedAvg(ClassifierMixin, BaseEstimator):
                 locals_ = [r[1] for r in results]
                 for i, r in zip(sampled, results, strict=True):
                     self._clients[i] = r[0]
-                bytes_down = weights_nbytes(global_w) * len(sampled)
-                bytes_up = sum(weights_nbytes(w) for w in locals_)
-                global_w = self._aggregate(global_w, locals_, n_samples[sampled])
+                if self.compression_ is None:
+                    bytes_down = weights_nbytes(global_w) * len(sampled)
+                    bytes_up = sum(weights_nbytes(w) for w in locals_)
+                    global_w = self._aggregate(global_w, locals_, n_samples[sampled])
+                else:  # compressed updates with residuals (cotrain.baselines.stc)
+                    counts = n_samples[sampled] if self.weighted else None
+                    global_w, bytes_up, bytes_down = self.compression_.round(
+                        global_w, locals_, sampled, counts
+                    )
                 self.global_model_.set_weights(global_w)
                 self._account_round()
                 learner_time = sum(r[3] for r in results)
