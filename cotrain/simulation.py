@@ -93,7 +93,7 @@ class SimulatedFederation:
         args = {
             i: (
                 server.ref_round(i), noise_seed_for(self.noise_seed, t, i),
-                link if link.ref else None,
+                link if link.ref or link.data != broadcast else None,  # delta or own cluster's
             )
             for i, link in links.items()
         }  # fmt: skip
