@@ -110,30 +110,72 @@ class BroadcastEncoder:
         self.version = 0
         self.full: bytes | None = None
         self.acked = [0] * n_clients
-        #: version -> hard codes, for every version a client acknowledged (delta only)
-        self._codes: dict[int, np.ndarray] = {}
+        #: clustered co-training: client -> index of its group's consensus (None: one
+        #: consensus for all), and each group's full message
+        self.member: np.ndarray | None = None
+        self.group_full: list[bytes] = []
+        #: version -> (client -> group, or None) and each group's hard codes, for every
+        #: version a client acknowledged (delta only)
+        self._codes: dict[int, tuple[np.ndarray | None, list[np.ndarray]]] = {}
 
-    def publish(self, version: int, pseudo: np.ndarray) -> None:
-        """Set the consensus of round ``version`` (codes with -1, or soft targets)."""
+    def publish(
+        self,
+        version: int,
+        pseudo: np.ndarray,
+        groups: tuple[np.ndarray, list[np.ndarray]] | None = None,
+    ) -> None:
+        """Set the consensus of round ``version`` (codes with -1, or soft targets).
+
+        ``groups`` (clustered co-training): ``(member, consensus)``, client ``i`` receiving
+        ``consensus[member[i]]``; ``pseudo`` is then the federation's headline consensus
+        (:attr:`full`, e.g. the largest cluster's), which no client is sent for itself.
+
+        Examples
+        --------
+        >>> from cotrain.wire import WireFormat
+        >>> encoder = BroadcastEncoder(WireFormat(2, 3), n_clients=2)
+        >>> a, b = np.array([0, 1, 1]), np.array([1, 0, 0])
+        >>> encoder.publish(1, a, groups=(np.array([0, 1]), [a, b]))
+        >>> encoder.message_for(1).data == encoder.wire.encode_broadcast(b)
+        True
+        """
         self.version = int(version)
         self.full = self.wire.encode_broadcast(pseudo)
-        pseudo = np.asarray(pseudo)
-        if self.wire.delta and pseudo.ndim == 1:
-            self._codes[self.version] = pseudo.astype(np.int64)
+        member, per_group = (None, [pseudo]) if groups is None else groups
+        self.member = None if member is None else np.asarray(member, dtype=np.int64)
+        self.group_full = [
+            self.full if p is pseudo else self.wire.encode_broadcast(p) for p in per_group
+        ]
+        per_group = [np.asarray(p) for p in per_group]
+        if self.wire.delta and all(p.ndim == 1 for p in per_group):
+            self._codes[self.version] = (self.member, [p.astype(np.int64) for p in per_group])
         self._prune()
+
+    def _full_for(self, client_id: int) -> bytes | None:
+        """The full message of the consensus this client is sent."""
+        if self.member is None:
+            return self.full
+        return self.group_full[int(self.member[client_id])]
+
+    def _codes_for(self, version: int, client_id: int) -> np.ndarray:
+        member, codes = self._codes[version]
+        return codes[0 if member is None else int(member[client_id])]
 
     def message_for(self, client_id: int) -> Downlink:
         """The broadcast for one client: a delta against its acknowledged version when
-        that is shorter than the full message, else the full message."""
+        that is shorter than the full message, else the full message (of its cluster's
+        consensus, in clustered co-training)."""
+        full = self._full_for(client_id)
         ref = self.acked[client_id]
-        if self.full is None or ref <= 0 or ref not in self._codes:
-            return Downlink(self.full)
+        if full is None or ref <= 0 or ref not in self._codes:
+            return Downlink(full)
         if self.version not in self._codes:  # a soft consensus: always in full
-            return Downlink(self.full)
+            return Downlink(full)
         delta = DeltaHardLabels.encode(
-            self._codes[self.version], self._codes[ref], self.wire.n_classes, allow_abstain=True
-        )
-        return Downlink(delta, ref) if len(delta) < len(self.full) else Downlink(self.full)
+            self._codes_for(self.version, client_id), self._codes_for(ref, client_id),
+            self.wire.n_classes, allow_abstain=True,
+        )  # fmt: skip
+        return Downlink(delta, ref) if len(delta) < len(full) else Downlink(full)
 
     def acknowledge(self, client_id: int, version: int) -> None:
         """Record the newest consensus version a client reports holding (0: none)."""
@@ -148,21 +190,44 @@ class BroadcastEncoder:
     def state_dict(self) -> dict[str, Any]:
         """The acknowledgements and the codes they refer to (for checkpoints)."""
         versions = sorted(self._codes)
-        return {
+        state = {
             "version": self.version,
             "acked": list(self.acked),
             "versions": versions,
-            "codes": [self._codes[v] for v in versions],
+            "codes": [self._codes[v][1][0] for v in versions],
         }
+        if self.member is not None or any(self._codes[v][0] is not None for v in versions):
+            state["groups"] = {  # clustered co-training: one consensus per cluster
+                "member": self.member,
+                "full": [np.frombuffer(b, dtype=np.uint8) for b in self.group_full],
+                "members": [self._codes[v][0] for v in versions],
+                "codes": [self._codes[v][1] for v in versions],
+            }
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any], full: bytes | None) -> None:
         """Put a :meth:`state_dict` back, with the full broadcast it goes with."""
         self.version, self.full = int(state["version"]), full
         self.acked = [int(v) for v in state["acked"]]
+        groups = state.get("groups")
+        if groups is None:
+            self.member, self.group_full = None, [] if full is None else [full]
+            self._codes = {
+                int(v): (None, [np.asarray(c, dtype=np.int64)])
+                for v, c in zip(state["versions"], state["codes"], strict=True)
+            }
+            return
+        member = groups["member"]
+        self.member = None if member is None else np.asarray(member, dtype=np.int64)
+        self.group_full = [np.asarray(b, dtype=np.uint8).tobytes() for b in groups["full"]]
         self._codes = {
-            int(v): np.asarray(c, dtype=np.int64)
-            for v, c in zip(state["versions"], state["codes"], strict=True)
-        }
+            int(v): (
+                None if m is None else np.asarray(m, dtype=np.int64),
+                [np.asarray(c, dtype=np.int64) for c in codes],
+            )
+            for v, m, codes in zip(state["versions"], groups["members"], groups["codes"],
+                                   strict=True)
+        }  # fmt: skip
 
 
 class BroadcastDecoder:

@@ -23,9 +23,11 @@ optimal bi-partition (6.21), Alg. 9        :func:`bipartition`: cut the weakest 
                                            ½ is cosine 0 under ``α = 2s - 1``; the
                                            thesis's γ_max rule (6.34) is
                                            ``max_cross = 1 - γ_max²``)
-separation gap ``g(α) > 0`` (Cor. 2)        estimated gap ``min intra s - s_cross >
-                                           min_gap`` (intra over the proposed sides;
-                                           default margin 0.1 against sampling noise)
+separation gap ``g(α) > 0`` (Cor. 2)        estimated gap ``intra - s_cross > min_gap``,
+                                           intra: least similarity of a client to its
+                                           closest partner on its side
+                                           (:func:`separation_gap`); margin 0.1
+                                           against sampling noise
 ``‖mean update‖ < ε1`` (6.28): FL is        ``drift <= stationary``: the share of U on which
 stationary                                 the cluster's plain majority of this round's
                                            labels differs from the consensus it was sent
@@ -211,12 +213,16 @@ def bipartition(similarity: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 
 def separation_gap(similarity: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
-    """Estimated separation gap (thesis Def. 3): least similarity inside the two groups
-    minus the largest similarity across them.
+    """Estimated separation gap (thesis Def. 3): similarity inside the groups minus the
+    largest similarity across them.
 
-    The thesis's ``α_intra^min`` needs the true groups; here it is measured inside the
-    proposed ones. A group of one client has no pair inside; with both groups single
-    clients the inside similarity is taken as 1 (a client agrees with itself).
+    The thesis's ``α_intra^min`` is the least similarity of two clients that share a
+    distribution, which needs the true groups. It is estimated here the single-linkage
+    way: every client's similarity to its closest partner on its own side, least over
+    the clients (a side of one client has no partner and is left out; with both sides
+    single clients it is 1, a client agreeing with itself). The least pair inside a
+    side would be wrong with three or more groups, where one side of the first cut
+    still holds two groups.
 
     Examples
     --------
@@ -225,9 +231,12 @@ def separation_gap(similarity: np.ndarray, first: np.ndarray, second: np.ndarray
     0.7
     """
     s = np.asarray(similarity, dtype=np.float64)
-    inside = [s[np.ix_(g, g)][np.triu_indices(len(g), k=1)] for g in (first, second)]
-    pairs = np.concatenate(inside)
-    intra = float(pairs.min()) if pairs.size else 1.0
+    closest = []
+    for side in (first, second):
+        if len(side) > 1:
+            inside = s[np.ix_(side, side)] - 3.0 * np.eye(len(side))  # not oneself
+            closest.append(inside.max(axis=1))
+    intra = float(np.concatenate(closest).min()) if closest else 1.0
     return intra - float(s[np.ix_(first, second)].max())
 
 

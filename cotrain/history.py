@@ -68,6 +68,10 @@ class RoundRecord:
         The weight each client gave the pseudo-labelled pool in this round's fit (see
         :mod:`cotrain.trust`; 1.0 is the paper's FedCT); empty in round 1, before any
         consensus. Clients of a deployment that keep it to themselves are absent.
+    clusters : tuple of tuple of int
+        Clustered co-training (``clustering=...``): the partition of all clients whose
+        consensus each client received after this round, each cluster sorted, ordered by
+        its smallest id; empty for a run without clustering.
 
     Examples
     --------
@@ -95,13 +99,16 @@ class RoundRecord:
     epsilon_unit: str | None = None
     epsilon_adversary: str | None = None
     trust: dict[int, float] = field(default_factory=dict)
+    clusters: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON types (integer dict keys become strings).
 
         Examples
         --------
-        >>> r = RoundRecord(round=2, clients=(0, 1), failed={1: "boom"})
+        >>> r = RoundRecord(round=2, clients=(0, 1), failed={1: "boom"}, clusters=((0,), (1,)))
+        >>> r.to_json()["clusters"]
+        [[0], [1]]
         >>> RoundRecord.from_json(r.to_json()) == r
         True
         """
@@ -110,6 +117,7 @@ class RoundRecord:
         out["failed"] = {str(k): v for k, v in self.failed.items()}
         out["client_accuracy"] = {str(k): v for k, v in self.client_accuracy.items()}
         out["trust"] = {str(k): v for k, v in self.trust.items()}
+        out["clusters"] = [list(c) for c in self.clusters]
         return out
 
     @classmethod
@@ -121,6 +129,7 @@ class RoundRecord:
         data["failed"] = {int(k): v for k, v in data["failed"].items()}
         data["client_accuracy"] = {int(k): v for k, v in data["client_accuracy"].items()}
         data["trust"] = {int(k): v for k, v in data.get("trust", {}).items()}
+        data["clusters"] = tuple(tuple(int(i) for i in c) for c in data.get("clusters", ()))
         return cls(**data)
 
 
@@ -161,7 +170,8 @@ class History:
 
         Per-client accuracies become columns ``accuracy_client_<id>``; ``clients`` and
         ``failed`` are kept as tuples and dicts, with counts in ``n_clients`` and
-        ``n_failed``.
+        ``n_failed``. A clustered run's ``clusters`` is a column of strings such as
+        ``"0,1,2|3,4"`` (clusters split by ``|``), with their number in ``n_clusters``.
         """
         import pandas as pd
 
@@ -173,6 +183,10 @@ class History:
             row["n_clients"] = len(record.clients)
             row["n_failed"] = len(record.failed)
             row["n_timed_out"] = len(record.timed_out)
+            clusters = row.pop("clusters")
+            if clusters:  # a string, so that a CSV keeps it readable
+                row["clusters"] = "|".join(",".join(map(str, c)) for c in clusters)
+                row["n_clusters"] = len(clusters)
             row.update({f"accuracy_client_{c}": acc for c, acc in sorted(per_client.items())})
             rows.append(row)
         return pd.DataFrame(rows)

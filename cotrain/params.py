@@ -45,6 +45,7 @@ import numpy as np
 
 from consensus import Consensus
 from cotrain.callbacks import Callback
+from cotrain.clustering import AgreementClustering
 
 __all__ = [
     "CALLBACK_HOOKS",
@@ -81,6 +82,7 @@ _TYPE_WORDS: dict[type, str] = {
     np.random.SeedSequence: "a numpy.random.SeedSequence",
     Consensus: "a consensus.Consensus",
     Callback: "a cotrain.callbacks.Callback",
+    AgreementClustering: "a cotrain.clustering.AgreementClustering",
     os.PathLike: "an os.PathLike",
 }
 
@@ -307,6 +309,13 @@ PARAMS: Final[dict[str, Param]] = {
         interval=Interval(0, 1),
         methods=("choose",),
         expected="'auto', None, a weight in [0, 1] or a cotrain.trust.PseudoLabelTrust",
+    ),
+    "clustering": Param(
+        None,
+        types=(AgreementClustering,),
+        none=True,
+        options=("agreement",),
+        expected="None, 'agreement' or a cotrain.clustering.AgreementClustering",
     ),
     "rounds": Param(20, types=(Integral,), interval=Interval(1)),
     "participation": Param(1.0, types=(Real,), interval=Interval(0, 1, closed="right")),

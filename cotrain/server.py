@@ -10,6 +10,11 @@ with Flower SuperNodes, so the round logic is written once.
 A malformed upload (it does not decode, or it does not fit the federation: another
 number of classes, another length, another kind of message) is a failure of the client
 that sent it, handled by ``on_client_error`` like any other.
+
+With a ``clustering`` rule (:mod:`cotrain.clustering`) the server keeps a partition of
+the clients, splits a cluster whose clients label U in incompatible ways, forms one
+consensus per cluster with the same consensus rule, and sends each client its own
+cluster's consensus; the round record names the clusters.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from cotrain.broadcast import BroadcastEncoder, Downlink
+from cotrain.clustering import AgreementClustering, get_clustering
 from cotrain.history import RoundRecord
 from cotrain.sampling import sample_clients
 from cotrain.wire import MalformedMessage, WireFormat
@@ -89,6 +95,11 @@ class CoTrainingServer:
         Accounts the ε of every client release.
     client_names : sequence of str, optional
         How errors name each client (default ``"client i"``).
+    clustering : None, "agreement" or cotrain.clustering.AgreementClustering, optional
+        Clustered co-training: one consensus per cluster of clients that label alike
+        (:attr:`clusters`); None: one consensus for all (plain FedCT). The headline
+        consensus (:attr:`hard_consensus`, :attr:`broadcast`) is then the largest
+        cluster's; :attr:`cluster_consensus` holds each cluster's.
 
     Examples
     --------
@@ -112,8 +123,19 @@ class CoTrainingServer:
         min_clients: int = 1,
         ledger: Any = None,
         client_names: Sequence[str] | None = None,
+        clustering: AgreementClustering | str | None = None,
     ) -> None:
         self.consensus = consensus
+        self.clustering = get_clustering(clustering)
+        #: the partition of the clients (one cluster of all without clustering)
+        self.clusters: tuple[tuple[int, ...], ...] = (tuple(range(n_clients)),)
+        #: clients that missed the split of their cluster: listed with its largest side,
+        #: sent no pseudo-labels, placed by their labels when they next answer
+        self.pending: set[int] = set()
+        #: each cluster's last consensus (as formed: codes, or soft targets)
+        self.cluster_consensus: list[np.ndarray | None] = [None]
+        #: where every consensus abstains, for the clustering to compare labels on
+        self.probe = None if self.clustering is None else self.clustering.probe_mask(wire.n_public)
         self.wire = wire
         self.on_client_error = on_client_error
         self.min_clients = min_clients
@@ -195,21 +217,39 @@ class CoTrainingServer:
             quality = np.array(
                 [np.nan if by_client[int(i)] is None else by_client[int(i)] for i in ids]
             )
-            weights = self.consensus.weights_for(ids, self.wire.n_public, quality=quality)
         else:
-            weights = self.consensus.weights_for(ids, self.wire.n_public)
-        pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
-        self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
+            quality = None
+        client_hard = np.stack([hard_codes(lab) for lab in labels])
+        previous = self._received()  # what every client was sent last round
+        if self.clustering is not None:
+            self._place_pending(ids, client_hard)
+            self._split(ids, votes, client_hard)
+        for k, cluster in enumerate(self.clusters):  # one consensus per cluster
+            rows = np.isin(ids, cluster)
+            if rows.all():  # every answer (plain FedCT): the arrays themselves
+                self.cluster_consensus[k] = self._vote(ids, votes, quality)
+            elif rows.any():  # else: a cluster none of whose clients answered keeps its own
+                self.cluster_consensus[k] = self._vote(
+                    ids[rows], votes[rows], None if quality is None else quality[rows]
+                )
         for upload in uploads:  # what each client now holds: the next delta's reference
             if upload.broadcast_version is not None:
                 self.downlink.acknowledge(upload.client_id, upload.broadcast_version)
-        self.downlink.publish(t, pseudo)
+        main = self._largest()
+        pseudo = self.cluster_consensus[main]
+        if self.clustering is None:
+            self.downlink.publish(t, pseudo)
+        else:
+            groups = list(self.cluster_consensus)
+            if self.pending:  # clients waiting to be placed: an all-abstaining consensus
+                groups.append(_abstain(pseudo))
+            self.downlink.publish(t, pseudo, groups=(self._member(), groups))
 
-        hard = hard_codes(pseudo)
-        changed = None if self.hard_consensus is None else int(np.sum(hard != self.hard_consensus))
-        self.hard_consensus = hard
-        covered = hard >= 0
-        client_hard = np.stack([hard_codes(lab) for lab in labels])
+        self.hard_consensus = hard_codes(pseudo)
+        member, codes = self._received()
+        changed = None if previous is None else _changed(previous, (member, codes))
+        got = np.stack([codes[member[i]] for i in ids])  # each answer's own consensus
+        covered = got >= 0
         by_id = {u.client_id: u for u in uploads}
         record = RoundRecord(
             round=t,
@@ -217,7 +257,7 @@ class CoTrainingServer:
             failed=failed,
             timed_out=tuple(timed_out),
             coverage=float(covered.mean()),
-            agreement=float((client_hard[:, covered] == hard[covered]).mean())
+            agreement=float((client_hard[covered] == got[covered]).mean())
             if covered.any()
             else float("nan"),
             changed=changed,
@@ -228,8 +268,98 @@ class CoTrainingServer:
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),
             epsilon_unit=None if self.ledger is None else self.ledger.headline.unit,
             epsilon_adversary=None if self.ledger is None else self.ledger.headline.adversary,
+            clusters=() if self.clustering is None else self.clusters,
         )
         return record, [int(i) for i in ids]
+
+    # ------------------------------------------------------------- clusters
+    def _vote(self, ids: np.ndarray, votes: np.ndarray, quality: np.ndarray | None) -> np.ndarray:
+        """The consensus rule on the answers ``ids`` (one cluster's, or everyone's),
+        abstaining on the clustering's probe."""
+        if quality is not None:
+            weights = self.consensus.weights_for(ids, self.wire.n_public, quality=quality)
+        else:
+            weights = self.consensus.weights_for(ids, self.wire.n_public)
+        pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
+        self.consensus.observe(ids, votes, pseudo)  # stateful rules learn from each round
+        if self.probe is not None:
+            pseudo = np.array(pseudo, dtype=np.float64 if pseudo.ndim == 2 else pseudo.dtype)
+            pseudo[self.probe] = np.nan if pseudo.ndim == 2 else -1
+        return pseudo
+
+    def _member(self) -> np.ndarray:
+        """Client id -> index of its cluster."""
+        member = np.zeros(len(self.receivers), dtype=np.int64)
+        for k, cluster in enumerate(self.clusters):
+            member[list(cluster)] = k
+        member[sorted(self.pending)] = len(self.clusters)  # sent no pseudo-labels
+        return member
+
+    def _largest(self) -> int:
+        """The cluster with the most clients that has a consensus (ties: the first)."""
+        sizes = [len(c) if p is not None else -1 for c, p in
+                 zip(self.clusters, self.cluster_consensus, strict=True)]  # fmt: skip
+        return int(np.argmax(sizes))
+
+    def _received(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """``(member, hard codes of each cluster)``: what each client was last sent."""
+        if all(p is None for p in self.cluster_consensus):
+            return None
+        fallback = self.cluster_consensus[self._largest()]
+        codes = [hard_codes(fallback if p is None else p) for p in self.cluster_consensus]
+        return self._member(), [*codes, np.full(self.wire.n_public, -1)]
+
+    def _place_pending(self, ids: np.ndarray, client_hard: np.ndarray) -> None:
+        """Move each pending client that answered to the cluster whose consensus its labels
+        agree with most (thesis Alg. 13, with each cluster's consensus standing for it).
+
+        A pending client missed the round its cluster split; it was sent no pseudo-labels
+        since, so its labels are its own model's."""
+        for row, i in enumerate(int(i) for i in ids):
+            if i not in self.pending:
+                continue
+            self.pending.discard(i)
+            scores = []
+            for pseudo in self.cluster_consensus:
+                codes = np.full(len(client_hard[row]), -1) if pseudo is None else hard_codes(pseudo)
+                both = codes >= 0
+                scores.append(np.mean(client_hard[row][both] == codes[both]) if both.any() else -1)
+            best = int(np.argmax(scores))
+            clusters = [tuple(j for j in c if j != i) for c in self.clusters]
+            clusters[best] = tuple(sorted((*clusters[best], i)))
+            keep = [k for k, c in enumerate(clusters) if c]
+            order = sorted(keep, key=lambda k: clusters[k][0])
+            self.clusters = tuple(clusters[k] for k in order)
+            self.cluster_consensus = [self.cluster_consensus[k] for k in order]
+
+    def _split(self, ids: np.ndarray, votes: np.ndarray, client_hard: np.ndarray) -> None:
+        """Split every cluster whose answers meet the clustering rule's criterion."""
+        rule, n_classes = self.clustering, self.wire.n_classes
+        clusters, consensus = [], []
+        for cluster, pseudo in zip(self.clusters, self.cluster_consensus, strict=True):
+            rows = np.isin(ids, cluster)
+            probe = slice(None) if self.probe is None else self.probe
+            settled = rule.stationary is None or (
+                pseudo is not None and rows.any()
+                and _drift(client_hard[rows], pseudo, n_classes, self.probe) <= rule.stationary
+            )  # fmt: skip
+            parts = (cluster,)
+            if settled and rows.sum() >= 2:
+                parts = rule.split(votes[rows][:, probe], ids[rows], n_classes) or parts
+            if len(parts) == 1:
+                parts = (cluster,)
+            else:  # clients that did not answer wait (pending) with the largest side
+                rest = sorted(set(cluster) - {int(i) for i in ids[rows]})
+                self.pending |= set(rest)
+                big = max(range(len(parts)), key=lambda j: (len(parts[j]), -parts[j][0]))
+                parts = tuple(
+                    tuple(sorted(p + tuple(rest))) if j == big else p for j, p in enumerate(parts)
+                )
+            clusters += parts
+            consensus += [pseudo] * len(parts)  # a new cluster starts from its parent's
+        order = sorted(range(len(clusters)), key=lambda j: clusters[j][0])
+        self.clusters = tuple(clusters[j] for j in order)
+        self.cluster_consensus = [consensus[j] for j in order]
 
     def _collect(
         self, t: int, uploads: Sequence[Upload], timed_out: tuple[int, ...], n_asked: int
@@ -278,6 +408,9 @@ class CoTrainingServer:
             "receivers": [r.state_dict() for r in self.receivers],
             "warnings": [[*key, n] for key, n in self.warnings.items()],
             "consensus": self.consensus.state_dict(),
+            "clusters": [list(c) for c in self.clusters],
+            "cluster_consensus": list(self.cluster_consensus),
+            "pending": sorted(self.pending),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -292,6 +425,41 @@ class CoTrainingServer:
             receiver.load_state_dict(s)
         self.warnings = Counter({(c, cat, msg): n for c, cat, msg, n in state["warnings"]})
         self.consensus.load_state_dict(state["consensus"])
+        if "clusters" in state:
+            self.clusters = tuple(tuple(int(i) for i in c) for c in state["clusters"])
+            self.cluster_consensus = [
+                None if p is None else np.asarray(p) for p in state["cluster_consensus"]
+            ]
+            self.pending = {int(i) for i in state.get("pending", [])}
+        else:  # a checkpoint from before clustered co-training: one cluster
+            self.cluster_consensus = [self.consensus_labels]
+
+
+def _abstain(pseudo: np.ndarray) -> np.ndarray:
+    """A consensus that abstains everywhere, shaped like ``pseudo``."""
+    pseudo = np.asarray(pseudo)
+    return np.full(pseudo.shape, np.nan) if pseudo.ndim == 2 else np.full(pseudo.shape, -1)
+
+
+def _drift(
+    client_hard: np.ndarray, pseudo: np.ndarray, n_classes: int, probe: np.ndarray | None
+) -> float:
+    """Share of U (off the probe) on which the plain majority of ``client_hard`` differs
+    from ``pseudo`` (label space's norm of the mean update, thesis (6.28))."""
+    from consensus import majority_vote
+
+    moved = majority_vote(client_hard, n_classes) != hard_codes(pseudo)
+    return float(np.mean(moved if probe is None else moved[~probe]))
+
+
+def _changed(
+    before: tuple[np.ndarray, list[np.ndarray]], after: tuple[np.ndarray, list[np.ndarray]]
+) -> int:
+    """Public examples whose label (argmax, -1 for abstain) changed for some client
+    between two rounds' consensus (one per cluster)."""
+    pairs = np.unique(np.stack([before[0], after[0]], axis=1), axis=0)
+    moved = np.stack([before[1][a] != after[1][b] for a, b in pairs])
+    return int(np.sum(moved.any(axis=0)))
 
 
 def hard_codes(labels: np.ndarray) -> np.ndarray:

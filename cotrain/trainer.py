@@ -102,6 +102,15 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         pseudo-label at full weight (the paper's FedCT); a float in [0, 1]: that fixed
         weight. What a client sends is always its own honest prediction; the choice is
         recorded in ``history_[t].trust``.
+    clustering : None, "agreement" or cotrain.clustering.AgreementClustering, default=None
+        Clustered co-training (the thesis's clustered FL in label space): clients whose
+        labels on U disagree beyond chance (another label map, concept shift) are split
+        into clusters by recursive bi-partition of their pairwise label agreement, each
+        cluster gets its own consensus (with ``consensus``) and each client is sent its
+        cluster's. "agreement": :class:`~cotrain.clustering.AgreementClustering` with its
+        defaults. The clusters after each round are in ``history_[t].clusters``;
+        ``pseudo_labels_`` is the largest cluster's consensus, and ``predict`` still votes
+        over every client (use ``clients_`` of one cluster for its own predictions).
     rounds : int, default=20
         Communication rounds.
     participation : float, default=1.0
@@ -207,6 +216,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         encoding: str = "packed",
         soft_bits: int | None = None,
         trust: Any = DEFAULT_TRUST,
+        clustering: Any = None,
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
@@ -230,6 +240,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.encoding = encoding
         self.soft_bits = soft_bits
         self.trust = trust
+        self.clustering = clustering
         self.rounds = rounds
         self.participation = participation
         self.privacy = privacy
@@ -338,7 +349,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         ]  # fmt: skip
         server = CoTrainingServer(
             self.consensus_, wire, n, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, ledger=ledger,
+            min_clients=self.min_clients, ledger=ledger, clustering=self.clustering,
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
         )  # fmt: skip
         sampler = ClientSampler(sampler_seed, n, self.participation, self.min_clients)
