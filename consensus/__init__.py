@@ -21,6 +21,7 @@ array([-1,  1, -1])
 from ._base import Consensus
 from ._params import ParamsMixin
 from .certainty import CertaintyWeighted, certainty_weighted
+from .dual import DualDistillation
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
 from .noisy import NoisyArgmax
 from .quality import QualityVote, quality_vote
@@ -31,6 +32,7 @@ from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
 __all__ = [
     "CertaintyWeighted",
     "Consensus",
+    "DualDistillation",
     "EntropyWeighted",
     "MajorityVote",
     "NoisyArgmax",

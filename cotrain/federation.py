@@ -14,12 +14,30 @@ import numpy as np
 from cotrain.privacy.accounting import is_accounted
 
 __all__ = [
+    "bind_public",
     "check_privacy_setup",
     "dry_run_consensus",
     "make_ledger",
     "refuse_replayable_noise",
     "replayable_noise_warning",
 ]
+
+
+def bind_public(consensus: Any, X_public: Any) -> None:
+    """Give the public pool, once before round 1, to a consensus that needs it.
+
+    A rule that works on the public rows themselves, not only on the clients' labels
+    (:class:`consensus.DualDistillation` fits a server model on them), defines
+    ``bind_public(X_public)``; every other rule is left alone.
+
+    Examples
+    --------
+    >>> from consensus import MajorityVote
+    >>> bind_public(MajorityVote(), np.zeros((3, 2)))   # nothing to bind
+    """
+    bind = getattr(consensus, "bind_public", None)
+    if callable(bind):
+        bind(X_public)
 
 
 def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public: int) -> Any:

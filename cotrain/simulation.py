@@ -18,6 +18,7 @@ import numpy as np
 from consensus import majority_vote
 from cotrain._validation import FitData
 from cotrain.client import Client
+from cotrain.federation import bind_public
 from cotrain.history import History, RoundRecord
 from cotrain.runtime import Straggler
 from cotrain.sampling import ClientSampler
@@ -82,6 +83,7 @@ class SimulatedFederation:
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
         self.pool: Any = None
+        bind_public(server.consensus, data.X_public)  # e.g. dual distillation's server model
 
     def run_round(self, t: int, sampled: np.ndarray, timeout: float | None) -> RoundRecord:
         """One round: the sampled clients get the broadcast and upload their labels;
