@@ -303,3 +303,15 @@ def test_checkpoint_resume_gives_the_uninterrupted_run(cancer, tmp_path):
     np.testing.assert_array_equal(resumed.pseudo_labels_, full.pseudo_labels_)
     assert resumed.consensus_.n_fits_ == 4
     assert [r.mean_accuracy for r in resumed.history_] == [r.mean_accuracy for r in full.history_]
+
+
+def test_a_saved_federation_keeps_the_server_model_but_not_the_public_pool(cancer, tmp_path):
+    t = fit(trainer(rounds=2), cancer)
+    t.save(tmp_path / "fed")
+    loaded = FederatedCoTrainer.load(tmp_path / "fed")
+    rule = loaded.consensus_
+    assert isinstance(rule, DualDistillation) and rule.n_fits_ == 2
+    assert rule.n_public is None  # drop_data: the public pool is not saved inside the rule
+    X = cancer["X_test"]
+    np.testing.assert_allclose(rule.server_proba(X, 2), t.consensus_.server_proba(X, 2))
+    np.testing.assert_allclose(loaded.predict_proba(X), t.predict_proba(X))
