@@ -140,7 +140,8 @@ class DualDistillation(Consensus):
     base_consensus_ : ndarray of float64, shape (n_public, n_classes)
         The base rule's consensus of the last round, as soft targets (NaN rows: abstained).
     n_fits_ : int
-        Rounds in which the server model was fitted.
+        Rounds in which the server model was fitted (a round whose consensus holds a single
+        class sends that class everywhere without a fit).
 
     Notes
     -----
@@ -388,7 +389,26 @@ class DualDistillation(Consensus):
         if kept.size == 0:
             return np.full((n, n_classes), np.nan)
         y = targets[kept]
-        present = np.flatnonzero(y.sum(axis=0) > 0)
+        X_kept = _take_rows(X, kept)
+        if mode == "soft":
+            fit_args: tuple[Any, ...] = (X_kept, y)
+            labels = np.flatnonzero(y.sum(axis=0) > 0)
+        elif mode == "weighted":  # one row per class holding >= _MIN_WEIGHT of its mass
+            keep = y >= _MIN_WEIGHT
+            keep[np.arange(y.shape[0]), y.argmax(axis=1)] = True
+            rows, cols = np.nonzero(keep)
+            weight = y[rows, cols] / np.where(keep, y, 0.0).sum(axis=1)[rows]
+            fit_args, labels = (_take_rows(X_kept, rows), cols), cols
+        else:
+            fit_args = (X_kept, y.argmax(axis=1))
+            labels = fit_args[1]
+        present = np.unique(labels)
+        if present.size == 1 and mode != "soft":
+            # one class only: most classifiers cannot fit it, so the server sends that class
+            # everywhere without a fit (and keeps the model it had)
+            out = np.zeros((n, n_classes))
+            out[:, present[0]] = 1.0
+            return out
         previous = getattr(self, "server_model_", None)
         if previous is not None and _continues(previous):
             model = previous
@@ -396,24 +416,10 @@ class DualDistillation(Consensus):
             model = copy.deepcopy(self.server_model)
         if "classes" in (model.get_params(deep=False) if hasattr(model, "get_params") else {}):
             model.set_params(classes=np.arange(n_classes))
-        X_kept = _take_rows(X, kept)
-        if present.size == 1 and mode != "soft":
-            # one class only: most classifiers cannot fit it; the server's labels are constant
-            out = np.zeros((n, n_classes))
-            out[:, present[0]] = 1.0
-            self.server_model_ = model
-            self.n_fits_ = getattr(self, "n_fits_", 0) + 1
-            return out
-        if mode == "soft":
-            model.fit(X_kept, y)
-        elif mode == "weighted":
-            keep = y >= _MIN_WEIGHT
-            keep[np.arange(y.shape[0]), y.argmax(axis=1)] = True
-            rows, cols = np.nonzero(keep)
-            total = np.where(keep, y, 0.0).sum(axis=1)
-            model.fit(_take_rows(X_kept, rows), cols, sample_weight=y[rows, cols] / total[rows])
+        if mode == "weighted":
+            model.fit(*fit_args, sample_weight=weight)
         else:
-            model.fit(X_kept, y.argmax(axis=1))
+            model.fit(*fit_args)
         self.server_model_ = model
         self.n_fits_ = getattr(self, "n_fits_", 0) + 1
         return self.server_proba(X, n_classes)

@@ -315,3 +315,16 @@ def test_a_saved_federation_keeps_the_server_model_but_not_the_public_pool(cance
     X = cancer["X_test"]
     np.testing.assert_allclose(rule.server_proba(X, 2), t.consensus_.server_proba(X, 2))
     np.testing.assert_allclose(loaded.predict_proba(X), t.predict_proba(X))
+
+
+def test_a_consensus_of_one_class_is_sent_everywhere_without_a_fit():
+    rule = DualDistillation(LogisticRegression())  # cannot fit a single class
+    rule.bind_public(np.arange(5.0)[:, None])
+    probs = np.tile([[0.9, 0.1, 0.0]], (2, 5, 1))  # every row's mass above 1e-3: classes 0, 1
+    out = server_round(rule, probs, 3)
+    assert rule.n_fits_ == 1  # weighted rows hold classes 0 and 1: a real fit
+    hard = DualDistillation(DecisionTreeClassifier(), targets="hard")
+    hard.bind_public(np.arange(5.0)[:, None])
+    out = server_round(hard, probs, 3)
+    np.testing.assert_array_equal(out, np.tile([1.0, 0.0, 0.0], (5, 1)))
+    assert not hasattr(hard, "server_model_") and not hasattr(hard, "n_fits_")
