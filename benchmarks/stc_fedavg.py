@@ -17,7 +17,8 @@ client in every round. Accuracy is the global model's test accuracy.
     epoch a round), FedAvg with n local epochs a round (the thesis's communication delay:
     fewer, larger updates), and, communicating after every mini-batch step as the thesis
     does for STC (ν = 1, §4.2): top-k sparsified updates without residuals (FedAvg's naive
-    sparse variant) and STC. Accuracy = the maximum over rounds (as Fig. 4.3). The shape:
+    sparse variant), top-k with residuals (upstream only, the thesis's most robust existing
+    method) and STC. Accuracy = the maximum over rounds (as Fig. 4.3). The shape:
     STC loses less accuracy from iid to non-iid than FedAvg's sparse variants.
 
     nice -n 19 python benchmarks/stc_fedavg.py --seeds 3
@@ -165,6 +166,7 @@ def part_b(args: argparse.Namespace) -> str:
         ("dense FedAvg, 1 epoch/round", E, 1, None, None),
         *[(f"FedAvg, {n} epochs/round", E // n, n, None, None) for n in args.delays],
         (f"top-k p={p:g}, no residuals, 1 step/round", S, 1, TopK(p, residuals=False), 1),
+        (f"top-k p={p:g}, residuals, 1 step/round", S, 1, TopK(p), 1),
         (f"STC p={p:g}, 1 step/round", S, 1, SparseTernaryCompression(sparsity=p), 1),
     ]
     lines = [
