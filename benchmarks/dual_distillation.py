@@ -112,6 +112,7 @@ def main() -> None:
         f"{'method':32} {'bits':>5} {'client acc':>15} {'global model acc':>17} "
         f"{'bytes down/round':>17} {'bytes up/round':>15}",
     ]
+    per_seed: list[str] = []
     for method, bits in rows:
         out = [run(method, bits, s, args.rounds, args.epochs) for s in range(args.seeds)]
         acc = np.array([o["acc"] for o in out])
@@ -124,6 +125,13 @@ def main() -> None:
             f"{server_text:>17} {down:>17,.0f} {up:>15,.0f}"
         )
         print(lines[-1], flush=True)
+        per_seed.append(
+            f"{method:32} {bits or 32:>5}  client "
+            + " ".join(f"{a:.3f}" for a in acc)
+            + "  global "
+            + " ".join(f"{a:.3f}" for a in server)
+        )
+    lines += ["", "per seed (seeds share their split, so rows compare seed by seed):", *per_seed]
     lines += ["", f"wall time: {time.perf_counter() - start:.0f} s"]
     record("dual_distillation", "\n".join(lines))
 
