@@ -4,7 +4,8 @@
 labels: FedDF loses 11.0 points, FedD 4.4, FedDS 3.8). Here: 8×8 digits, 4 iid clients,
 one of them trains on uniformly random labels; FedAvg, FedDF, FedD (FedDS with γ = 0) and
 FedDS, each clean and with the Byzantine client; accuracy of the server model after the
-last round, and the drop.
+last round, and the drop. ``--liar permuted`` shifts that client's labels by one class
+instead (a consistent wrong map).
 
 ``dirichlet``: FedAUX Table 1 shape (CIFAR-10, 20 clients, α = 0.01: FedDF 30.6 %, FedDF+P
 48.1 %, FedAUX 78.5 % at C = 0.8). Here: digits, 10 clients, balanced Dirichlet split with
@@ -12,6 +13,7 @@ last round, and the drop.
 and FedAUX with that init and exact (non-DP) or (ε, δ)-DP scores.
 
     python benchmarks/ensemble_distillation.py byzantine --seeds 3
+    python benchmarks/ensemble_distillation.py byzantine --seeds 3 --liar permuted
     python benchmarks/ensemble_distillation.py dirichlet --seeds 3
 """
 
@@ -96,8 +98,11 @@ def byzantine(args: argparse.Namespace) -> str:
         parts = np.array_split(np.random.default_rng(seed).permutation(len(y_priv)), 4)
         Xs = [X_priv[p] for p in parts]
         ys_clean = [y_priv[p] for p in parts]
-        noise = np.random.default_rng(100 + seed).integers(0, 10, len(parts[0]))
-        ys_byz = [noise, *ys_clean[1:]]
+        if args.liar == "random":  # FedDS's Byzantine client: every label random
+            bad = np.random.default_rng(100 + seed).integers(0, 10, len(parts[0]))
+        else:  # a consistent wrong label map: the client learns it, and is confident
+            bad = (ys_clean[0] + 1) % 10
+        ys_byz = [bad, *ys_clean[1:]]
         for cond, ys in (("clean", ys_clean), ("byzantine", ys_byz)):
             for name, make in methods.items():
                 model = make(seed)
@@ -107,7 +112,7 @@ def byzantine(args: argparse.Namespace) -> str:
                     weight_share.append(entropy_share(model, X_pub))
     lines = [
         f"digits, 4 iid clients x {len(parts[0])} rows, public pool 537, test 360; "
-        "SmallCNN(width 8);",
+        f"SmallCNN(width 8); Byzantine client 0: {args.liar} labels;",
         f"{args.rounds} rounds, {args.local_epochs} local epochs, {distill['distill_epochs']} "
         f"distillation epochs; {args.seeds} seeds (0..{args.seeds - 1}); server accuracy after "
         "the last round, mean ± std",
@@ -233,6 +238,12 @@ def main() -> None:
     parser.add_argument(
         "--lam", type=float, default=0.01, help="scorers' λ (dirichlet; FedAUX 0.1 images)"
     )
+    parser.add_argument(
+        "--liar",
+        choices=["random", "permuted"],
+        default="random",
+        help="byzantine: random labels (FedDS) or labels shifted by one class (confident liar)",
+    )
     parser.add_argument("--alpha", type=float, default=0.01, help="Dirichlet α (dirichlet)")
     parser.add_argument(
         "--pretrain-epochs", type=int, default=20, help="rotation pretraining epochs (dirichlet)"
@@ -243,7 +254,8 @@ def main() -> None:
     start = time.perf_counter()
     text = byzantine(args) if args.shape == "byzantine" else dirichlet_split(args)
     text += f"\n\nwall time: {time.perf_counter() - start:.0f} s (2 shared cores)"
-    record(f"ensemble_distillation_{args.shape}", text)
+    suffix = "_permuted" if args.shape == "byzantine" and args.liar == "permuted" else ""
+    record(f"ensemble_distillation_{args.shape}{suffix}", text)
 
 
 if __name__ == "__main__":
