@@ -257,3 +257,28 @@ def test_clone_and_get_params():
                 assert twin.get_params(deep=False)[key] == value
     assert clone(FedDS(mlp(), k=8.0)).k == 8.0
     assert FedAUX(mlp()).get_params()["epsilon"] == 0.1
+
+
+def test_fedaux_with_pretrained_extractor_and_pickle(digits):
+    """FedAUX P1 from cotrain.pretrain: the estimator carries the body, the scorers use it."""
+    import pickle
+
+    from cotrain.pretrain import pretrain_images
+
+    Xs, ys, U, _ = digits
+    ext = pretrain_images(U, epochs=1, width=4, random_state=0)
+    aux = FedAUX(
+        ext.classifier(n_threads=1, random_state=0),
+        feature_map=ext,
+        rounds=1,
+        distill_epochs=1,
+        random_state=0,
+    ).fit(Xs, ys, X_public=U)
+    dim = aux.scorers_[0].coef_.size  # the body's features + the constant feature
+    assert aux.history_[0].bytes_up == 2 * 4 * aux.global_model_.n_parameters() + 2 * 8 * dim
+    # "auto" with init_weights: the initial network's features, and the run pickles
+    init = mlp(5).initialize(Xs[0], np.arange(10)).get_weights()
+    auto = FedAUX(mlp(), init_weights=init, rounds=1, distill_epochs=1, dp=False)
+    auto.fit(Xs, ys, X_public=U)
+    assert auto.scorers_[0].coef_.size == 8 + 1  # MLP hidden width 8, plus the constant
+    assert pickle.loads(pickle.dumps(auto)).predict(U[:3]).shape == (3,)

@@ -47,7 +47,9 @@ class FedAUX(FedDF):
         The public-only feature extractor of the scorers, applied to flattened rows.
         ``"auto"``: the penultimate features of the (pretrained) initial network when
         ``init_weights`` is given, as in FedAUX, else a PCA (16 components) fitted on the
-        public pool.
+        public pool. With :mod:`cotrain.pretrain`, pass the extractor itself:
+        ``FedAUX(ext.classifier(), feature_map=ext)`` for ``ext = pretrain_images(U)``
+        (the estimator then carries the pretrained body, and ``init_weights`` stays None).
     negative_fraction : float, default=0.2
         Share of the public pool used as the scorers' negatives ``D⁻`` (not distilled on).
     lam, epsilon, delta : float, default=0.1, 0.1, 1e-5
@@ -193,15 +195,13 @@ class FedAUX(FedDF):
 
     # ------------------------------------------------------------------ preparation
     def _scorer_features(self) -> Any:
-        from cotrain.baselines.server_distillation import extractor_features
+        from cotrain.baselines.server_distillation import ExtractorFeatures
 
         fm = self.feature_map
         if not (isinstance(fm, str) and fm == "auto"):
             return fm
         if self.init_weights is not None:
-            features = extractor_features(self.global_model_.module_)
-            row_shape = self._U.shape[1:]
-            return lambda X: features(np.asarray(X).reshape(-1, *row_shape))
+            return ExtractorFeatures(self.global_model_.module_, self._U.shape[1:])
         flat = self._U.reshape(len(self._U), -1)
         n_comp = int(min(16, flat.shape[1], flat.shape[0]))
         return PCA(n_components=n_comp, random_state=0).fit(flat).transform

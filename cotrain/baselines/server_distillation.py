@@ -30,9 +30,9 @@ import torch
 from torch import nn
 
 __all__ = [
+    "ExtractorFeatures",
     "RotationHead",
     "distill_module",
-    "extractor_features",
     "feature_layer",
     "image_shape_of",
     "penultimate",
@@ -345,26 +345,33 @@ def image_shape_of(row_shape: tuple[int, ...], module: nn.Module) -> tuple[int, 
     return shape  # type: ignore[return-value]
 
 
-def extractor_features(module: nn.Module) -> Any:
-    """A callable ``X -> penultimate(module, X)`` of a copy of the network's weights now.
+class ExtractorFeatures:
+    """Picklable feature map ``X -> penultimate(module, X)`` of a frozen copy of a network.
 
     Parameters
     ----------
     module : nn.Module
-        The (pretrained) network whose features the scorers use.
-
-    Returns
-    -------
-    callable
+        The (pretrained) network whose features the scorers use; copied now.
+    row_shape : tuple of int, optional
+        Shape of one input row: flattened rows are reshaped to it first.
 
     Examples
     --------
     >>> import numpy as np
     >>> from learners.modules import MLP
-    >>> extractor_features(MLP(4, 2, hidden=(3,)))(np.zeros((2, 4))).shape
+    >>> ExtractorFeatures(MLP(4, 2, hidden=(3,)))(np.zeros((2, 4))).shape
     (2, 3)
     """
-    import copy
 
-    frozen = copy.deepcopy(module).eval()
-    return lambda X: penultimate(frozen, np.asarray(X, dtype=np.float32))
+    def __init__(self, module: nn.Module, row_shape: tuple[int, ...] | None = None) -> None:
+        import copy
+
+        self.module = copy.deepcopy(module).eval()
+        self.row_shape = None if row_shape is None else tuple(int(s) for s in row_shape)
+
+    def __call__(self, X: Any) -> np.ndarray:
+        """The features of ``X``, shape ``(n, dim h)``."""
+        X = np.asarray(X, dtype=np.float32)
+        if self.row_shape is not None:
+            X = X.reshape(-1, *self.row_shape)
+        return penultimate(self.module, X)
