@@ -737,3 +737,19 @@ def test_a_resumed_server_finds_each_sites_state_of_that_round(federation, tmp_p
     np.testing.assert_array_equal(resumed.consensus_codes_, whole.consensus_codes_)
     assert not any("SiteStateWarning" in key[1] for key in resumed.learner_warnings_)
 
+
+
+def test_dual_distillation_runs_on_flower_as_in_process(federation):
+    from sklearn.linear_model import LogisticRegression
+
+    from consensus import DualDistillation
+
+    def dual():
+        return DualDistillation(LogisticRegression(max_iter=500), base="mean")
+
+    params = {"rounds": 3, "share": "soft", "soft_bits": 4, "random_state": 3}
+    grid = InMemoryGrid(federation["paths"])
+    flower = FlowerCoTraining(federation["pool"], consensus=dual(), **params).run(grid)
+    local = in_process(federation, consensus=dual(), **params)
+    np.testing.assert_array_equal(flower.pseudo_labels_, local.pseudo_labels_)
+    assert [r.bytes_down for r in flower.history_] == [r.bytes_down for r in local.history_]

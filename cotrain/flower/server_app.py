@@ -31,7 +31,12 @@ from cotrain._validation import check_params
 from cotrain.broadcast import Downlink
 from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
-from cotrain.federation import dry_run_consensus, make_ledger, refuse_replayable_noise
+from cotrain.federation import (
+    bind_public,
+    dry_run_consensus,
+    make_ledger,
+    refuse_replayable_noise,
+)
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange
@@ -242,6 +247,7 @@ class FlowerCoTraining:
         n = len(sites)
         check_params(self._trainer_params(), n_clients=n)
         self.consensus_ = clone(get_consensus(self.consensus), safe=False)
+        bind_public(self.consensus_, X_public)  # a rule that fits on U (dual distillation)
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
         n_classes = len(self.classes_)
