@@ -372,6 +372,12 @@ class AgreementClustering:
         -------
         tuple of tuple of int
             The groups of ids, each sorted, ordered by their smallest id.
+
+        Examples
+        --------
+        >>> labels = np.array([[0, 1, 2, 0], [0, 1, 2, 0], [1, 2, 0, 1], [1, 2, 0, 1]])
+        >>> AgreementClustering().split(labels, np.array([7, 3, 5, 1]), n_classes=3)
+        ((1, 5), (3, 7))
         """
         return cluster_clients(
             labels, ids, n_classes=n_classes, similarity=self.similarity,
