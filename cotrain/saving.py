@@ -62,7 +62,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 #: besides the checkpoints' modules: the library's own configuration objects
 SAVED_TRUSTED_MODULES = (
-    *TRUSTED_MODULES, "consensus.", "cotrain.privacy.", "cotrain.trust.",
+    *TRUSTED_MODULES, "consensus.", "cotrain.privacy.", "cotrain.trust.", "cotrain.clustering.",
 )  # fmt: skip
 #: parameters that name where and how a run executes; not stored (None when loaded)
 NOT_SAVED = ("callbacks", "runtime")

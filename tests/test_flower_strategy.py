@@ -753,3 +753,17 @@ def test_dual_distillation_runs_on_flower_as_in_process(federation):
     local = in_process(federation, consensus=dual(), **params)
     np.testing.assert_array_equal(flower.pseudo_labels_, local.pseudo_labels_)
     assert [r.bytes_down for r in flower.history_] == [r.bytes_down for r in local.history_]
+
+
+def test_clustered_cotraining_runs_on_flower_as_in_process(federation):
+    from cotrain.clustering import AgreementClustering
+
+    params = {"rounds": 3, "random_state": 3, "encoding": "delta"}
+    clustering = AgreementClustering(max_cross=0.99, min_gap=0.0, min_size=1)
+    grid = InMemoryGrid(federation["paths"])
+    flower = FlowerCoTraining(federation["pool"], clustering=clustering, **params).run(grid)
+    local = in_process(federation, clustering=clustering, **params)
+    assert [r.clusters for r in flower.history_] == [r.clusters for r in local.history_]
+    assert len(flower.history_[-1].clusters) >= 2  # the three sites do not all agree
+    np.testing.assert_array_equal(flower.pseudo_label_codes_, local.pseudo_label_codes_)
+    assert [r.bytes_down for r in flower.history_] == [r.bytes_down for r in local.history_]

@@ -170,3 +170,14 @@ def test_a_learner_skops_cannot_store_is_refused_before_anything_is_written(canc
         trainer.save(tmp_path / "fed")
     assert not tmp_path.joinpath("fed").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_clustering_rule_object_round_trips_without_trusted(cancer, tmp_path):
+    from cotrain.clustering import AgreementClustering
+
+    rule = AgreementClustering(max_cross=0.99, min_gap=0.0)
+    trainer = fit(cancer, MIXED, rounds=2, clustering=rule)
+    loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
+    assert loaded.clustering == rule
+    assert [r.clusters for r in loaded.history_] == [r.clusters for r in trainer.history_]
+    assert_same_federation(loaded, trainer, cancer["X_test"])

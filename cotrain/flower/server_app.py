@@ -70,6 +70,7 @@ RUN_CONFIG_KEYS = {
     "public-pool": "public_pool",
     "classes": "classes",
     "checkpoint-dir": "checkpoint_dir",
+    "clustering": "clustering",
 }
 _ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout"}
 #: parameters a resumed run may change (they do not change its result)
@@ -115,6 +116,10 @@ class FlowerCoTraining:
         site whose declared mechanism differs is refused at the handshake. The ledger
         accounts it like in-process (DP-SGD sites report each round's event) and its
         ``budget`` stops the run.
+    clustering : None, "agreement" or cotrain.clustering.AgreementClustering, optional
+        Clustered co-training, as in :class:`~cotrain.FederatedCoTrainer`: sites whose
+        labels on U disagree are split into clusters, each sent its own cluster's
+        consensus (run config ``clustering = "agreement"``; ``""`` is None).
 
     Attributes
     ----------
@@ -169,6 +174,7 @@ class FlowerCoTraining:
         checkpoint_dir: str | Path | None = None,
         callbacks: list[Any] | None = None,
         privacy: Any = None,
+        clustering: Any = None,
     ) -> None:
         self.public_pool = public_pool
         self.rounds = rounds
@@ -187,6 +193,7 @@ class FlowerCoTraining:
         self.random_state = random_state
         self.classes = classes
         self.poll_interval = poll_interval
+        self.clustering = clustering
         self.checkpoint_dir = checkpoint_dir
         self.callbacks = callbacks
         self.privacy = privacy
@@ -214,7 +221,7 @@ class FlowerCoTraining:
                 value = run_config[key]
                 if name in _ZERO_IS_NONE:
                     none = value == 0
-                elif name == "checkpoint_dir":
+                elif name in ("checkpoint_dir", "clustering"):
                     none = value == ""
                 else:
                     none = name == "random_state" and value < 0
@@ -262,7 +269,7 @@ class FlowerCoTraining:
         )
         self._server = CoTrainingServer(
             self.consensus_, self._wire, n, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, ledger=ledger,
+            min_clients=self.min_clients, ledger=ledger, clustering=self.clustering,
             client_names=[
                 f"site {i} (node {s['node']}, {s['learner']})" for i, s in enumerate(sites)
             ],
@@ -455,7 +462,8 @@ class FlowerCoTraining:
         """The parameters this class shares with FederatedCoTrainer (checked alike)."""
         names = (
             "share soft_dtype encoding soft_bits rounds participation early_stopping "
-            "on_client_error min_clients round_timeout random_state consensus callbacks privacy"
+            "on_client_error min_clients round_timeout random_state consensus callbacks privacy "
+            "clustering"
         ).split()
         return {name: getattr(self, name) for name in names}
 
