@@ -738,7 +738,6 @@ def test_a_resumed_server_finds_each_sites_state_of_that_round(federation, tmp_p
     assert not any("SiteStateWarning" in key[1] for key in resumed.learner_warnings_)
 
 
-
 def test_dual_distillation_runs_on_flower_as_in_process(federation):
     from sklearn.linear_model import LogisticRegression
 
