@@ -327,10 +327,10 @@ class DualDistillation(Consensus):
             return targets  # not a server round (a dry run, or predictions on other rows)
         X = self.__dict__.get("_X_public")
         if X is None:
-            raise NotImplementedError(
+            raise ValueError(
                 "DualDistillation needs the public pool, bound before round 1 by "
-                "cotrain.federation.bind_public(consensus, X_public); FederatedCoTrainer "
-                "does this, the Flower ServerApp does not yet"
+                "cotrain.federation.bind_public(consensus, X_public) (FederatedCoTrainer and "
+                "the Flower ServerApp do this)"
             )
         if _n_rows(X) != n:
             raise ValueError(

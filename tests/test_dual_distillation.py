@@ -154,9 +154,9 @@ def test_a_call_outside_a_server_round_is_the_base_consensus():
     assert not hasattr(rule, "server_model_")
 
 
-def test_a_server_round_without_the_public_pool_is_not_implemented():
+def test_a_server_round_without_the_public_pool_is_refused():
     rule = DualDistillation(LogisticRegression())
-    with pytest.raises(NotImplementedError, match="bind_public"):
+    with pytest.raises(ValueError, match="bind_public"):
         server_round(rule, np.full((2, 5, 2), 0.5), 2)
 
 
