@@ -311,7 +311,8 @@ class PretrainedExtractor:
             )
         body = getattr(self, "_body", None)
         if body is None:
-            body = self.network(1).eval()
+            with torch.random.fork_rng(devices=[]):  # the unused head's draw stays local
+                body = self.network(1).eval()
             self._body = body
         with torch.no_grad():
             Xt = torch.from_numpy(np.ascontiguousarray(arr))

@@ -52,7 +52,7 @@ def pretrain_images(
     epochs: int = 60,
     batch_size: int = 256,
     lr: float = 1e-3,
-    temperature: float = 0.5,
+    temperature: float = 0.2,
     rotation_weight: float = 1.0,
     projection_dim: int = 64,
     random_state: int | np.random.RandomState | None = None,
@@ -96,8 +96,9 @@ def pretrain_images(
         Public images per step (SimCLR sees twice as many views).
     lr : float, default=1e-3
         Adam's learning rate (FedAUX's).
-    temperature : float, default=0.5
-        NT-Xent temperature.
+    temperature : float, default=0.2
+        NT-Xent temperature (0.2 gave better digits features than SimCLR's 0.5 at
+        small batches: a logistic probe on 150 labels 0.956 vs 0.939).
     rotation_weight : float, default=1.0
         Weight of the rotation loss in ``"simclr+rotation"``.
     projection_dim : int, default=64
