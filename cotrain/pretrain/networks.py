@@ -13,7 +13,6 @@ compared like for like:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -143,45 +142,3 @@ def embedding_dim(architecture: str, network: nn.Module) -> int:
     """
     head = network.head if architecture == "SmallCNN" else network.layers[-1]
     return int(head.in_features)
-
-
-def image_shape(network: nn.Module) -> tuple[int, int, int]:
-    """``(channels, height, width)`` of a SmallCNN's input.
-
-    Parameters
-    ----------
-    network : SmallCNN
-        The network.
-
-    Returns
-    -------
-    tuple of int
-        Its image shape.
-
-    Examples
-    --------
-    >>> image_shape(build_network("SmallCNN", {"width": 4}, 64, 10))
-    (1, 8, 8)
-    """
-    return (network.in_channels, network.image_size, network.image_size)
-
-
-def n_values(shape: tuple[int, ...]) -> int:
-    """Number of values in a sample of `shape`.
-
-    Parameters
-    ----------
-    shape : tuple of int
-        A sample's shape.
-
-    Returns
-    -------
-    int
-        The product of the sizes.
-
-    Examples
-    --------
-    >>> n_values((1, 8, 8))
-    64
-    """
-    return math.prod(shape)
