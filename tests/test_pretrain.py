@@ -196,6 +196,31 @@ def test_transformer_is_a_pipeline_step_inside_federated_cotrainer(digits, image
     np.testing.assert_array_equal(again.predict(X[600:]), trainer.clients_[0].predict(X[600:]))
 
 
+def test_pretrained_features_beat_a_random_body_on_few_labels(digits):
+    """Seeded floor: a logistic probe on 100 labelled digits, on the features of a SmallCNN
+    body pretrained on 600 public digits (SimCLR, 30 epochs) vs the same body randomly
+    initialised with TorchClassifier's own seeded draw (seen: gaps of 9.0 and 5.1 points on
+    seeds 0 and 2, mean 7.1; asserted: mean above 4, each above 0)."""
+    X, y = digits
+    gaps = []
+    for seed in (0, 2):
+        idx = np.random.default_rng(seed).permutation(len(y))
+        public, labelled, test = idx[:600], idx[600:700], idx[1000:]
+        ext = pretrain_images(X[public], method="simclr", epochs=30, width=8, random_state=seed)
+        start = TorchClassifier(SmallCNN, {"image_size": 8, "width": 8}, classes=range(10))
+        weights = start.set_params(random_state=seed).initialize(X[:1]).get_weights()
+        random = PretrainedExtractor(
+            "SmallCNN", ext.params, 64, {k: weights[k] for k in ext.state}, method="none"
+        ).fit_feature_scaling(X[public])
+        acc = {}
+        for name, extractor in (("pretrained", ext), ("random", random)):
+            probe = make_pipeline(PretrainedFeatures(extractor), LogisticRegression(max_iter=500))
+            acc[name] = probe.fit(X[labelled], y[labelled]).score(X[test], y[test])
+        gaps.append(acc["pretrained"] - acc["random"])
+    assert np.mean(gaps) > 0.04, gaps
+    assert min(gaps) > 0.0, gaps
+
+
 # ------------------------------------------------------------------ text
 def test_text_pretraining_changes_the_body_and_gpt2classifier_loads_it(tmp_path):
     transformers = pytest.importorskip("transformers")
