@@ -32,7 +32,7 @@ from consensus import certainty_weighted, entropy_weighted, soft_mean
 from cotrain._validation import check_features, describe_shape, feature_shape
 from cotrain.baselines.fedavg import FedAvg, average_weights
 
-__all__ = ["FedDF", "FedDS", "check_number", "distillation_targets", "match_participants"]
+__all__ = ["FedDF", "FedDS", "check_number", "distillation_targets"]
 
 #: FedDS's γ = 300 on summed batch losses of the server's batch size 64, as a mean-loss weight.
 FEDDS_GAMMA = 300.0 / 64.0
@@ -85,47 +85,6 @@ def distillation_targets(
             raise ValueError("rule='certainty' needs scores of shape (m, n)")
         return certainty_weighted(probs, n_classes, weights=scores)
     raise ValueError(f"rule must be 'mean', 'entropy' or 'certainty', got {rule!r}")
-
-
-def match_participants(clients: list[Any], local_weights: list[Mapping[str, Any]]) -> list[int]:
-    """Which client sent each of this round's weights (exact equality of the arrays).
-
-    FedAvg's aggregation step sees only the returned weights; after the round every
-    sampled client holds exactly the weights it sent, while the others hold older ones.
-
-    Parameters
-    ----------
-    clients : list of torch learners
-        The federation's clients after the round.
-    local_weights : list of dict
-        The weights returned this round, in order.
-
-    Returns
-    -------
-    list of int
-        The client index of every entry of ``local_weights``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> class W:
-    ...     def __init__(self, v): self.v = v
-    ...     def get_weights(self, trainable_only=True): return {"w": np.array([self.v])}
-    >>> match_participants([W(0.0), W(1.0), W(2.0)], [{"w": [2.0]}, {"w": [1.0]}])
-    [2, 1]
-    """
-    current = [c.get_weights(trainable_only=True) for c in clients]
-    used: set[int] = set()
-    out = []
-    for j, w in enumerate(local_weights):
-        for i, c in enumerate(current):
-            if i not in used and all(np.array_equal(c[key], w[key]) for key in w):
-                used.add(i)
-                out.append(i)
-                break
-        else:
-            raise RuntimeError(f"returned weights {j} match no client's current weights")
-    return out
 
 
 class FedDF(FedAvg):
@@ -324,7 +283,7 @@ class FedDF(FedAvg):
     ) -> dict[str, np.ndarray]:
         from cotrain.baselines.server_distillation import distill_module
 
-        who = match_participants(self._clients, locals_)
+        who = self._round_clients  # the sampled clients, in the order of locals_
         probs = np.stack([self._clients[i].predict_proba(self._X_distill) for i in who])
         targets = self._targets(probs, who)
         if self.start_from_average:

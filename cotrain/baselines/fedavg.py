@@ -395,6 +395,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
                 locals_ = [r[1] for r in results]
                 for i, r in zip(sampled, results, strict=True):
                     self._clients[i] = r[0]
+                self._round_clients = [int(i) for i in sampled]  # whose weights locals_ are
                 if self.compression_ is None:
                     bytes_down = weights_nbytes(global_w) * len(sampled)
                     bytes_up = sum(weights_nbytes(w) for w in locals_)
