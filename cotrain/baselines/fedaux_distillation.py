@@ -23,9 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 from cotrain.baselines._common import check_client_data
 from cotrain.baselines.ensemble_distillation import FedDF, check_number, distillation_targets
 from cotrain.history import History
+from cotrain.privacy.accounting import gaussian_noise_multiplier
 from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores
 
-__all__ = ["FedAUX"]
+__all__ = ["AnalyticCertaintyScorer", "FedAUX"]
 
 
 class FedAUX(FedDF):
@@ -51,9 +52,11 @@ class FedAUX(FedDF):
         ``FedAUX(ext.classifier(), feature_map=ext)`` for ``ext = pretrain_images(U)``
         (the estimator then carries the pretrained body, and ``init_weights`` stays None).
     negative_fraction : float, default=0.2
-        Share of the public pool used as the scorers' negatives ``D⁻`` (not distilled on).
+        Share of the public pool used as the scorers' negatives ``D⁻`` (not distilled on),
+        with ``negatives="split"``.
     lam, epsilon, delta : float, default=0.1, 0.1, 1e-5
-        The scorers' regularisation λ and privacy (ε < 1, δ), FedAUX's defaults.
+        The scorers' regularisation λ and privacy (ε, δ), FedAUX's defaults (ε < 1 with
+        ``calibration="classic"``).
     dp : bool, default=True
         Release the scorers with noise (False: exact scores, no guarantee).
     noise_random_state : int, optional
@@ -64,6 +67,18 @@ class FedAUX(FedDF):
         The student starts from the client average (FedDF's and FedAUX's rule).
     participation, weighted, n_jobs, random_state, verbose
         As for FedAvg.
+    negatives : {"split", "pool"}, default="split"
+        ``"split"``: ``D⁻`` is ``negative_fraction`` of the pool, disjoint from the
+        distillation set (the paper). ``"pool"``: the whole pool is both ``D⁻`` and the
+        distillation set (they overlap, which the paper avoids; ``D⁻`` is public, so the
+        guarantee is unchanged). The larger ``D⁻`` raises ``N = |D_i| + |D⁻|`` and lowers the
+        noise ``σ ∝ 1/(ελN)``, which matters on small pools.
+    calibration : {"classic", "analytic"}, default="classic"
+        How the scorers' Gaussian noise is calibrated to ``(ε, δ)`` for the sensitivity
+        ``2/(λN)``. ``"classic"``: FedAUX's ``σ = sqrt(2 ln(1.25/δ))·Δ₂/ε``, valid for
+        ``ε < 1`` only. ``"analytic"``: the analytic Gaussian mechanism (Balle & Wang 2018,
+        :func:`cotrain.privacy.gaussian_noise_multiplier`), valid for every ε > 0 and
+        smaller than the classic σ where both apply (0.63 of it at ε = 0.1, δ = 1e-5).
 
     Attributes
     ----------
@@ -123,6 +138,8 @@ class FedAUX(FedDF):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
+        negatives: str = "split",
+        calibration: str = "classic",
     ) -> None:
         super().__init__(
             estimator,
@@ -146,19 +163,35 @@ class FedAUX(FedDF):
         self.delta = delta
         self.dp = dp
         self.noise_random_state = noise_random_state
+        self.negatives = negatives
+        self.calibration = calibration
 
     def _check_extra_params(self) -> None:
         super()._check_extra_params()
         f = self.negative_fraction
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f < 1:
             raise ValueError(f"negative_fraction must be a number in (0, 1), got {f!r}")
+        if self.negatives not in ("split", "pool"):
+            raise ValueError(f"negatives must be 'split' or 'pool', got {self.negatives!r}")
         check_number("lam", self.lam, low=0.0, low_open=True)
         if not isinstance(self.dp, bool | np.bool_):
             raise TypeError(f"dp must be True or False, got {self.dp!r}")
-        for name in ("epsilon", "delta"):
-            v = getattr(self, name)
+        if self.calibration not in ("classic", "analytic"):
+            raise ValueError(
+                f"calibration must be 'classic' or 'analytic', got {self.calibration!r}"
+            )
+        v = self.delta
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+            raise ValueError(f"delta must be a number in (0, 1), got {v!r}")
+        v = self.epsilon
+        if self.calibration == "classic":
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
-                raise ValueError(f"{name} must be a number in (0, 1), got {v!r}")
+                raise ValueError(
+                    f"epsilon must be a number in (0, 1) with calibration='classic' "
+                    f"(use calibration='analytic' for ε >= 1), got {v!r}"
+                )
+        else:
+            check_number("epsilon", v, low=0.0, low_open=True)
         fm = self.feature_map
         if not ((isinstance(fm, str) and fm == "auto") or callable(fm) or hasattr(fm, "transform")):
             raise TypeError(
@@ -209,14 +242,19 @@ class FedAUX(FedDF):
     def _prepare(self) -> None:
         n = len(self._U)
         perm = self._distill_rng.permutation(n)
-        n_neg = min(n - 1, max(1, round(float(self.negative_fraction) * n)))
-        X_neg = self._U[perm[:n_neg]].reshape(n_neg, -1)
-        self._X_distill = self._U[np.sort(perm[n_neg:])]
+        if self.negatives == "pool":  # the whole pool: negatives, and distilled on
+            X_neg = self._U.reshape(n, -1)
+            self._X_distill = self._U
+        else:
+            n_neg = min(n - 1, max(1, round(float(self.negative_fraction) * n)))
+            X_neg = self._U[perm[:n_neg]].reshape(n_neg, -1)
+            self._X_distill = self._U[np.sort(perm[n_neg:])]
         features = self._scorer_features()
         m = len(self._X_private)
         seeds = np.random.SeedSequence(self.noise_random_state).spawn(m)
+        scorer = CertaintyScorer if self.calibration == "classic" else AnalyticCertaintyScorer
         self.scorers_ = [
-            CertaintyScorer(
+            scorer(
                 lam=self.lam,
                 epsilon=self.epsilon,
                 delta=self.delta,
@@ -260,7 +298,8 @@ class FedAUX(FedDF):
             ``epsilon`` and ``delta`` (per client, spent once: the scores are
             post-processing of the released weights), ``unit`` and ``adversary``,
             per-client ``sigma``, ``n_samples`` (``|D_i| + |D⁻|``) and ``sensitivity``
-            (``2/(λN)``), ``lam``, ``dp``, and a ``note`` on what is not covered.
+            (``2/(λN)``), ``lam``, ``dp``, ``negatives``, ``calibration``, and a ``note`` on
+            what is not covered.
 
         Examples
         --------
@@ -288,9 +327,68 @@ class FedAUX(FedDF):
             "sensitivity": [float(s.sensitivity_) for s in self.scorers_],
             "lam": float(self.lam),
             "dp": bool(self.dp),
+            "negatives": self.negatives,
+            "calibration": self.calibration,
             "note": (
                 "covers the certainty scores only (one private record of a client, against "
                 "the server); the client models uploaded every round are not DP, so the "
                 "total cost is this ε plus that of the model updates (FedAUX §3.5)"
             ),
         }
+
+
+class AnalyticCertaintyScorer(CertaintyScorer):
+    """A FedAUX certainty scorer whose noise follows the analytic Gaussian calibration.
+
+    The same fit and release as :class:`~cotrain.privacy.fedaux.CertaintyScorer` (exact
+    minimiser ``w*`` of ``J``, sensitivity ``Δ₂ = 2/(λN)`` under replace-one neighbouring of
+    the client's private data), but ``σ = z(ε, δ) · Δ₂`` with ``z`` from the analytic Gaussian
+    mechanism (Balle & Wang 2018, :func:`cotrain.privacy.gaussian_noise_multiplier`): valid
+    for every ε > 0, where the classic ``sqrt(2 ln(1.25/δ))/ε`` holds for ε < 1 only.
+
+    Parameters
+    ----------
+    lam, epsilon, delta, dp, feature_map, random_state
+        As for :class:`~cotrain.privacy.fedaux.CertaintyScorer`; ``epsilon`` may be ≥ 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.baselines.fedaux_distillation import AnalyticCertaintyScorer
+    >>> rng = np.random.default_rng(0)
+    >>> X_priv, X_neg = rng.normal(2.0, size=(500, 3)), rng.normal(size=(2000, 3))
+    >>> sc = AnalyticCertaintyScorer(lam=0.1, epsilon=1.0, random_state=0).fit(X_priv, X_neg)
+    >>> sc.n_samples_, round(sc.sigma_ / sc.sensitivity_, 4), sc.epsilon_
+    (2500, 3.7306, 1.0)
+    """
+
+    def fit(self, X_private: Any, X_negative: Any) -> AnalyticCertaintyScorer:
+        """Fit the exact scorer, then release it with analytically calibrated noise.
+
+        Parameters
+        ----------
+        X_private, X_negative : array-like
+            As for :meth:`CertaintyScorer.fit`.
+
+        Returns
+        -------
+        self
+        """
+        dp = bool(self.dp)
+        if dp:
+            check_number("epsilon", self.epsilon, low=0.0, low_open=True)
+            d = self.delta
+            if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1:
+                raise ValueError(f"delta must be a number in (0, 1), got {d!r}")
+        self.dp = False
+        try:
+            super().fit(X_private, X_negative)
+        finally:
+            self.dp = dp
+        if dp:
+            z = gaussian_noise_multiplier(float(self.epsilon), float(self.delta))
+            self.sigma_ = z * self.sensitivity_
+            rng = np.random.default_rng(self.random_state)
+            self.coef_ = self.coef_ + rng.normal(0.0, self.sigma_, size=self.coef_.shape)
+            self.epsilon_, self.delta_ = float(self.epsilon), float(self.delta)
+        return self
