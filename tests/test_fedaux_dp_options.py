@@ -9,7 +9,6 @@ import pytest
 from sklearn.datasets import load_digits
 
 from cotrain.baselines import FedAUX
-from cotrain.baselines.fedaux_distillation import AnalyticCertaintyScorer
 from cotrain.privacy import gaussian_noise_multiplier
 from cotrain.privacy.fedaux import CertaintyScorer, fedaux_sigma
 
@@ -29,6 +28,10 @@ def digits():
     return [X[:60], X[60:120]], [y[:60], y[60:120]], X[200:300]
 
 
+def Analytic(**params) -> CertaintyScorer:
+    return CertaintyScorer(calibration="analytic", **params)
+
+
 def blobs(seed: int = 0):
     rng = np.random.default_rng(seed)
     return rng.normal(2.0, size=(500, 3)), rng.normal(size=(2000, 3))
@@ -37,7 +40,7 @@ def blobs(seed: int = 0):
 def test_analytic_scorer_noise_is_z_times_sensitivity_on_the_exact_weights():
     X_priv, X_neg = blobs()
     exact = CertaintyScorer(lam=0.1, dp=False).fit(X_priv, X_neg)
-    sc = AnalyticCertaintyScorer(lam=0.1, epsilon=1.0, delta=1e-5, random_state=7)
+    sc = Analytic(lam=0.1, epsilon=1.0, delta=1e-5, random_state=7)
     sc.fit(X_priv, X_neg)
     assert sc.n_samples_ == 2500
     assert sc.sensitivity_ == pytest.approx(2 / (0.1 * 2500))
@@ -50,19 +53,27 @@ def test_analytic_scorer_noise_is_z_times_sensitivity_on_the_exact_weights():
 
 def test_analytic_scorer_below_classic_sigma_and_exact_without_dp():
     X_priv, X_neg = blobs(1)
-    sc = AnalyticCertaintyScorer(lam=0.1, epsilon=0.1, random_state=0).fit(X_priv, X_neg)
+    sc = Analytic(lam=0.1, epsilon=0.1, random_state=0).fit(X_priv, X_neg)
     classic = fedaux_sigma(2500, 0.1, 0.1, 1e-5)
     assert sc.sigma_ == pytest.approx(gaussian_noise_multiplier(0.1, 1e-5) * 2 / (0.1 * 2500))
     # analytic z(0.1, 1e-5) = 30.7496 against the classic sqrt(2 ln 1.25e5)/0.1 = 48.448
     assert sc.sigma_ / classic == pytest.approx(0.6347, abs=1e-3)
-    plain = AnalyticCertaintyScorer(lam=0.1, epsilon=5.0, dp=False).fit(X_priv, X_neg)
+    plain = Analytic(lam=0.1, epsilon=5.0, dp=False).fit(X_priv, X_neg)
     exact = CertaintyScorer(lam=0.1, dp=False).fit(X_priv, X_neg)
     np.testing.assert_array_equal(plain.coef_, exact.coef_)
     assert plain.sigma_ == 0.0 and math.isinf(plain.epsilon_)
     with pytest.raises(ValueError, match="epsilon"):
-        AnalyticCertaintyScorer(epsilon=0.0).fit(X_priv, X_neg)
+        Analytic(epsilon=0.0).fit(X_priv, X_neg)
     with pytest.raises(ValueError, match="delta"):
-        AnalyticCertaintyScorer(epsilon=2.0, delta=1.0).fit(X_priv, X_neg)
+        Analytic(epsilon=2.0, delta=1.0).fit(X_priv, X_neg)
+    with pytest.raises(ValueError, match="calibration"):
+        CertaintyScorer(calibration="exact").fit(X_priv, X_neg)
+    with pytest.raises(ValueError, match="calibration='analytic'"):
+        CertaintyScorer(epsilon=2.0).fit(X_priv, X_neg)
+    # fedaux_sigma's analytic branch is the same z(ε, δ)·Δ₂ for the multinomial head
+    assert fedaux_sigma(100, 0.5, 2.0, 1e-5, n_classes=4, calibration="analytic") == (
+        pytest.approx(gaussian_noise_multiplier(2.0, 1e-5) * 2 * 2 / (0.5 * 100))
+    )
 
 
 def test_fedaux_pool_negatives_and_analytic_calibration(digits):
@@ -91,7 +102,7 @@ def test_fedaux_pool_negatives_and_analytic_calibration(digits):
         "analytic",
     )
     assert aux.history_[0].epsilon == 2.0
-    assert all(isinstance(s, AnalyticCertaintyScorer) for s in aux.scorers_)
+    assert all(s.calibration == "analytic" for s in aux.scorers_)
     # default: the paper's disjoint 20 % split and classic calibration, unchanged
     default = FedAUX(mlp(), rounds=1, distill_epochs=1, random_state=0).fit(Xs, ys, X_public=U)
     assert default.scores_.shape == (2, 80)

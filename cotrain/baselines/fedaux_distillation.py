@@ -23,10 +23,9 @@ from sklearn.utils.validation import check_is_fitted
 from cotrain.baselines._common import check_client_data
 from cotrain.baselines.ensemble_distillation import FedDF, check_number, distillation_targets
 from cotrain.history import History
-from cotrain.privacy.accounting import gaussian_noise_multiplier
 from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores
 
-__all__ = ["AnalyticCertaintyScorer", "FedAUX"]
+__all__ = ["FedAUX"]
 
 
 class FedAUX(FedDF):
@@ -252,15 +251,15 @@ class FedAUX(FedDF):
         features = self._scorer_features()
         m = len(self._X_private)
         seeds = np.random.SeedSequence(self.noise_random_state).spawn(m)
-        scorer = CertaintyScorer if self.calibration == "classic" else AnalyticCertaintyScorer
         self.scorers_ = [
-            scorer(
+            CertaintyScorer(
                 lam=self.lam,
                 epsilon=self.epsilon,
                 delta=self.delta,
                 dp=bool(self.dp),
                 feature_map=features,
                 random_state=np.random.default_rng(seed),
+                calibration=self.calibration,
             ).fit(X.reshape(len(X), -1), X_neg)
             for X, seed in zip(self._X_private, seeds, strict=True)
         ]
@@ -335,60 +334,3 @@ class FedAUX(FedDF):
                 "total cost is this ε plus that of the model updates (FedAUX §3.5)"
             ),
         }
-
-
-class AnalyticCertaintyScorer(CertaintyScorer):
-    """A FedAUX certainty scorer whose noise follows the analytic Gaussian calibration.
-
-    The same fit and release as :class:`~cotrain.privacy.fedaux.CertaintyScorer` (exact
-    minimiser ``w*`` of ``J``, sensitivity ``Δ₂ = 2/(λN)`` under replace-one neighbouring of
-    the client's private data), but ``σ = z(ε, δ) · Δ₂`` with ``z`` from the analytic Gaussian
-    mechanism (Balle & Wang 2018, :func:`cotrain.privacy.gaussian_noise_multiplier`): valid
-    for every ε > 0, where the classic ``sqrt(2 ln(1.25/δ))/ε`` holds for ε < 1 only.
-
-    Parameters
-    ----------
-    lam, epsilon, delta, dp, feature_map, random_state
-        As for :class:`~cotrain.privacy.fedaux.CertaintyScorer`; ``epsilon`` may be ≥ 1.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cotrain.baselines.fedaux_distillation import AnalyticCertaintyScorer
-    >>> rng = np.random.default_rng(0)
-    >>> X_priv, X_neg = rng.normal(2.0, size=(500, 3)), rng.normal(size=(2000, 3))
-    >>> sc = AnalyticCertaintyScorer(lam=0.1, epsilon=1.0, random_state=0).fit(X_priv, X_neg)
-    >>> sc.n_samples_, round(sc.sigma_ / sc.sensitivity_, 4), sc.epsilon_
-    (2500, 3.7306, 1.0)
-    """
-
-    def fit(self, X_private: Any, X_negative: Any) -> AnalyticCertaintyScorer:
-        """Fit the exact scorer, then release it with analytically calibrated noise.
-
-        Parameters
-        ----------
-        X_private, X_negative : array-like
-            As for :meth:`CertaintyScorer.fit`.
-
-        Returns
-        -------
-        self
-        """
-        dp = bool(self.dp)
-        if dp:
-            check_number("epsilon", self.epsilon, low=0.0, low_open=True)
-            d = self.delta
-            if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d < 1:
-                raise ValueError(f"delta must be a number in (0, 1), got {d!r}")
-        self.dp = False
-        try:
-            super().fit(X_private, X_negative)
-        finally:
-            self.dp = dp
-        if dp:
-            z = gaussian_noise_multiplier(float(self.epsilon), float(self.delta))
-            self.sigma_ = z * self.sensitivity_
-            rng = np.random.default_rng(self.random_state)
-            self.coef_ = self.coef_ + rng.normal(0.0, self.sigma_, size=self.coef_.shape)
-            self.epsilon_, self.delta_ = float(self.epsilon), float(self.delta)
-        return self
