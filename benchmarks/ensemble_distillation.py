@@ -98,8 +98,11 @@ def byzantine(args: argparse.Namespace) -> str:
         parts = np.array_split(np.random.default_rng(seed).permutation(len(y_priv)), 4)
         Xs = [X_priv[p] for p in parts]
         ys_clean = [y_priv[p] for p in parts]
-        if args.liar == "random":  # FedDS's Byzantine client: every label random
-            bad = np.random.default_rng(100 + seed).integers(0, 10, len(parts[0]))
+        rng = np.random.default_rng(100 + seed)
+        if args.liar == "random":  # every label drawn uniformly (the true one 1 time in 10)
+            bad = rng.integers(0, 10, len(parts[0]))
+        elif args.liar == "wrong":  # every label wrong: a uniform draw from the 9 others
+            bad = (ys_clean[0] + rng.integers(1, 10, len(parts[0]))) % 10
         else:  # a consistent wrong label map: the client learns it, and is confident
             bad = (ys_clean[0] + 1) % 10
         ys_byz = [bad, *ys_clean[1:]]
@@ -240,9 +243,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--liar",
-        choices=["random", "permuted"],
+        choices=["random", "wrong", "permuted"],
         default="random",
-        help="byzantine: random labels (FedDS) or labels shifted by one class (confident liar)",
+        help="byzantine: uniformly random labels, every label wrong (random among the other "
+        "classes), or labels shifted by one class (a consistent wrong map)",
     )
     parser.add_argument("--alpha", type=float, default=0.01, help="Dirichlet α (dirichlet)")
     parser.add_argument(
@@ -254,7 +258,7 @@ def main() -> None:
     start = time.perf_counter()
     text = byzantine(args) if args.shape == "byzantine" else dirichlet_split(args)
     text += f"\n\nwall time: {time.perf_counter() - start:.0f} s (2 shared cores)"
-    suffix = "_permuted" if args.shape == "byzantine" and args.liar == "permuted" else ""
+    suffix = f"_{args.liar}" if args.shape == "byzantine" and args.liar != "random" else ""
     record(f"ensemble_distillation_{args.shape}{suffix}", text)
 
 
