@@ -4,8 +4,10 @@
 labels: FedDF loses 11.0 points, FedD 4.4, FedDS 3.8). Here: 8×8 digits, 4 iid clients,
 one of them trains on uniformly random labels; FedAvg, FedDF, FedD (FedDS with γ = 0) and
 FedDS, each clean and with the Byzantine client; accuracy of the server model after the
-last round, and the drop. ``--liar permuted`` shifts that client's labels by one class
-instead (a consistent wrong map).
+last round, and the drop. ``--liar wrong`` makes every one of its labels wrong (a uniform
+draw from the other 9 classes: the paper's "totally mislabeled" client), ``--liar permuted``
+shifts its labels by one class instead (a consistent wrong map). The paper's clients train
+30 epochs a round (``--local-epochs 30``); results files name a non-default liar and epochs.
 
 ``dirichlet``: FedAUX Table 1 shape (CIFAR-10, 20 clients, α = 0.01: FedDF 30.6 %, FedDF+P
 48.1 %, FedAUX 78.5 % at C = 0.8). Here: digits, 10 clients, balanced Dirichlet split with
@@ -14,6 +16,7 @@ and FedAUX with that init and exact (non-DP) or (ε, δ)-DP scores.
 
     python benchmarks/ensemble_distillation.py byzantine --seeds 3
     python benchmarks/ensemble_distillation.py byzantine --seeds 3 --liar permuted
+    python benchmarks/ensemble_distillation.py byzantine --seeds 3 --liar wrong --local-epochs 30
     python benchmarks/ensemble_distillation.py dirichlet --seeds 3
 """
 
@@ -258,7 +261,10 @@ def main() -> None:
     start = time.perf_counter()
     text = byzantine(args) if args.shape == "byzantine" else dirichlet_split(args)
     text += f"\n\nwall time: {time.perf_counter() - start:.0f} s (2 shared cores)"
-    suffix = f"_{args.liar}" if args.shape == "byzantine" and args.liar != "random" else ""
+    suffix = ""
+    if args.shape == "byzantine":
+        suffix = f"_{args.liar}" if args.liar != "random" else ""
+        suffix += f"_e{args.local_epochs}" if args.local_epochs != 5 else ""
     record(f"ensemble_distillation_{args.shape}{suffix}", text)
 
 
