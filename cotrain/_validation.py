@@ -151,9 +151,13 @@ def _ndim(X: Any) -> int | None:
 
 def nan_allowed(estimator: Any) -> bool:
     """Whether ``estimator`` takes NaN in its inputs, by its scikit-learn tags
-    (``allow_nan``); False for a learner without tags. A ``Pipeline`` is judged by its
-    first step, which sees the data as given (scikit-learn's ``Pipeline`` tags leave
-    ``allow_nan`` at False even after an imputer).
+    (``allow_nan``); False for a learner without tags.
+
+    A ``Pipeline`` is followed step by step, since scikit-learn's ``Pipeline`` tags leave
+    ``allow_nan`` at False even after an imputer: every step must take NaN until one that
+    removes it (an imputer or ``MissingIndicator`` of :mod:`sklearn.impute`); steps after
+    it see no NaN. A transformer that takes NaN but keeps it, such as ``StandardScaler``,
+    passes it on to the next step. A custom imputer is judged as keeping NaN.
 
     Examples
     --------
@@ -161,20 +165,48 @@ def nan_allowed(estimator: Any) -> bool:
     >>> from sklearn.impute import SimpleImputer
     >>> from sklearn.linear_model import LogisticRegression
     >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
     >>> nan_allowed(HistGradientBoostingClassifier()), nan_allowed(LogisticRegression())
     (True, False)
     >>> nan_allowed(make_pipeline(SimpleImputer(), LogisticRegression()))
+    True
+    >>> nan_allowed(make_pipeline(StandardScaler(), LogisticRegression()))
+    False
+    >>> nan_allowed(make_pipeline(StandardScaler(), SimpleImputer(), LogisticRegression()))
     True
     """
     from sklearn.pipeline import Pipeline
 
     if isinstance(estimator, Pipeline):
         steps = [s for _, s in estimator.steps if s is not None and s != "passthrough"]
-        return bool(steps) and nan_allowed(steps[0])
+        for step in steps:
+            if not nan_allowed(step):
+                return False
+            if removes_nan(step):
+                return True
+        return bool(steps)
     try:
         return bool(get_tags(estimator).input_tags.allow_nan)
     except (AttributeError, TypeError):
         return False
+
+
+def removes_nan(step: Any) -> bool:
+    """Whether a pipeline step's output holds no NaN whatever its input: the imputers and
+    ``MissingIndicator`` of :mod:`sklearn.impute`, or a ``Pipeline`` containing one.
+
+    Examples
+    --------
+    >>> from sklearn.impute import KNNImputer
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> removes_nan(KNNImputer()), removes_nan(StandardScaler())
+    (True, False)
+    """
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(step, Pipeline):
+        return any(removes_nan(s) for _, s in step.steps if s is not None and s != "passthrough")
+    return type(step).__module__.startswith("sklearn.impute")
 
 
 def refusing_nan(estimators: Sequence[Any], allow_nan: Sequence[bool]) -> str:

@@ -9,6 +9,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
@@ -84,6 +85,19 @@ def test_an_imputing_pipeline_client_takes_nan(cancer):
     data = with_holes(cancer)
     imputing = make_pipeline(SimpleImputer(), DecisionTreeClassifier(random_state=0))
     trainer = fit(data, [imputing, hgb(), imputing])
+    assert trainer.score(data["X_test"], data["y_test"]) > 0.85
+
+
+def test_a_pipeline_is_judged_step_by_step(cancer):
+    """StandardScaler takes NaN but keeps it: a scaler then a logistic regression cannot
+    take holes, and is refused before training, naming the client; an imputer anywhere
+    before the regression makes the same pipeline take them."""
+    data = with_holes(cancer)
+    keeps_nan = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    with pytest.raises(ValueError, match=r"X_public contains NaN.*client 1 \(Pipeline\)"):
+        fit(data, [hgb(), keeps_nan, hgb()])
+    imputing = make_pipeline(StandardScaler(), SimpleImputer(), LogisticRegression(max_iter=1000))
+    trainer = fit(data, [hgb(), imputing, hgb()])
     assert trainer.score(data["X_test"], data["y_test"]) > 0.85
 
 
