@@ -247,6 +247,21 @@ def test_variant_seeds_override_and_misplaced_keys(tmp_path):
         load_experiment(write(tmp_path, bad, "bad.toml"))
 
 
+def test_paper_dataset_labels_the_paper_columns_and_report_reads_them(tmp_path):
+    text = TINY.replace("seeds = [0, 1]", 'paper_dataset = "FashionMNIST"\nseeds = [0, 1]')
+    out = tmp_path / "out"
+    args = ["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"]
+    assert main([*args, "--variant", "FedCT trees", "--seeds", "0"]) == 0
+    head = (out / "summary.md").read_text().split("| variant |")[1].splitlines()[0]
+    assert "| paper (FashionMNIST) | gap (shape only) |" in head
+    # the labelled column is read back as the paper's number
+    table = report([out / "summary.md"])
+    assert table.splitlines()[2].endswith("| 0.500 |")
+    bad = TINY.replace('label = "local"', 'label = "local"\npaper_dataset = "MNIST"')
+    with pytest.raises(ExperimentError, match="'paper_dataset' cannot be set inside a"):
+        load_experiment(write(tmp_path, bad, "bad.toml"))
+
+
 def test_public_names_of_the_former_module_still_import():
     import cotrain.experiment as experiment
 

@@ -45,6 +45,7 @@ __all__ = [
 SCHEMA: dict[str, Any] = {
     "name": str,
     "description": str,
+    "paper_dataset": str,
     "seeds": list,
     "data": {
         "dataset": str,
@@ -259,7 +260,7 @@ def load_experiment(
         at = ("variant", v_index) if given else ()
         if not isinstance(variant, dict) or "label" not in variant:
             raise ExperimentError(f"{where.line(*at, 'label')}: every [[variant]] needs a label")
-        for key in ("name", "description", "variant"):
+        for key in ("name", "description", "paper_dataset", "variant"):
             if key in variant:
                 raise ExperimentError(
                     f"{where.line(*at, key)}: '{key}' cannot be set inside a [[variant]]"

@@ -94,7 +94,7 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
         "",
         f"seeds {config['seeds']}; total run time {wall:.0f} s",
         "",
-        markdown_table(summary),
+        markdown_table(summary, paper_dataset=config.get("paper_dataset")),
     ]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(folder, summary)
@@ -124,13 +124,17 @@ def _cell(row: Any, column: str) -> str:
     return text
 
 
-def markdown_table(summary: Any) -> str:
+def markdown_table(summary: Any, paper_dataset: str | None = None) -> str:
     """Mean ± std accuracy per variant, with the paper's number and the gap.
 
     Parameters
     ----------
     summary : DataFrame
         The rows of a ``summary.csv``.
+    paper_dataset : str, optional
+        The dataset of the paper's numbers where it is not the one run (the experiment
+        file's ``paper_dataset``): the columns then read ``paper (<dataset>)`` and
+        ``gap (shape only)``, which ``cotrain report`` also reads.
 
     Examples
     --------
@@ -141,9 +145,13 @@ def markdown_table(summary: Any) -> str:
     | variant | method | accuracy | consensus | paper | gap | time s (all seeds) |
     | --- | --- | --- | --- | --- | --- | --- |
     | 5xDT | fedct | 0.900 ± 0.010 | 0.910 | 0.890 | +0.010 | 12 |
+    >>> head = markdown_table(pd.DataFrame([row]), paper_dataset="FashionMNIST").splitlines()[0]
+    >>> head.split(" | ")[4:6]
+    ['paper (FashionMNIST)', 'gap (shape only)']
     """
     has = [c for c in EXTRA_COLUMNS if c in summary]
-    head = "| variant | method | accuracy | consensus | paper | gap |"
+    paper_head = f"paper ({paper_dataset}) | gap (shape only)" if paper_dataset else "paper | gap"
+    head = f"| variant | method | accuracy | consensus | {paper_head} |"
     head += "".join(f" {EXTRA_COLUMNS[c]} |" for c in has) + " time s (all seeds) |"
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for _, r in summary.iterrows():
