@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from cotrain.baselines._common import check_client_data
 from cotrain.baselines.ensemble_distillation import FedDF, check_number, distillation_targets
 from cotrain.history import History
-from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores
+from cotrain.privacy.fedaux import CALIBRATIONS, CertaintyScorer, certainty_scores
 
 __all__ = ["FedAUX"]
 
@@ -175,7 +175,7 @@ class FedAUX(FedDF):
         check_number("lam", self.lam, low=0.0, low_open=True)
         if not isinstance(self.dp, bool | np.bool_):
             raise TypeError(f"dp must be True or False, got {self.dp!r}")
-        if self.calibration not in ("classic", "analytic"):
+        if self.calibration not in CALIBRATIONS:
             raise ValueError(
                 f"calibration must be 'classic' or 'analytic', got {self.calibration!r}"
             )
