@@ -117,6 +117,9 @@ def test_fedaux_pool_negatives_and_analytic_calibration(digits):
         ({"calibration": "exact"}, "calibration"),
         ({"negatives": "all"}, "negatives"),
         ({"delta": 1.0, "calibration": "analytic"}, "delta"),
+        ({"epsilon": "0.5"}, "epsilon must be a number; got '0.5'"),
+        ({"epsilon": True, "calibration": "analytic"}, "epsilon must be a number; got True"),
+        ({"lam": 0.0}, "lam must be a finite number > 0"),
     ],
 )
 def test_fedaux_option_checks(digits, params, name):

@@ -21,9 +21,9 @@ from sklearn.decomposition import PCA
 from sklearn.utils.validation import check_is_fitted
 
 from cotrain.baselines._common import check_client_data
-from cotrain.baselines.ensemble_distillation import FedDF, check_number, distillation_targets
+from cotrain.baselines.ensemble_distillation import FedDF, distillation_targets
 from cotrain.history import History
-from cotrain.privacy.fedaux import CALIBRATIONS, CertaintyScorer, certainty_scores
+from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores, check_privacy
 
 __all__ = ["FedAUX"]
 
@@ -172,25 +172,10 @@ class FedAUX(FedDF):
             raise ValueError(f"negative_fraction must be a number in (0, 1), got {f!r}")
         if self.negatives not in ("split", "pool"):
             raise ValueError(f"negatives must be 'split' or 'pool', got {self.negatives!r}")
-        check_number("lam", self.lam, low=0.0, low_open=True)
         if not isinstance(self.dp, bool | np.bool_):
             raise TypeError(f"dp must be True or False, got {self.dp!r}")
-        if self.calibration not in CALIBRATIONS:
-            raise ValueError(
-                f"calibration must be 'classic' or 'analytic', got {self.calibration!r}"
-            )
-        v = self.delta
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
-            raise ValueError(f"delta must be a number in (0, 1), got {v!r}")
-        v = self.epsilon
-        if self.calibration == "classic":
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
-                raise ValueError(
-                    f"epsilon must be a number in (0, 1) with calibration='classic' "
-                    f"(use calibration='analytic' for ε >= 1), got {v!r}"
-                )
-        else:
-            check_number("epsilon", v, low=0.0, low_open=True)
+        # ε and δ are checked even when dp=False, so that switching dp on cannot fail later
+        check_privacy(self.lam, self.epsilon, self.delta, calibration=self.calibration)
         fm = self.feature_map
         if not ((isinstance(fm, str) and fm == "auto") or callable(fm) or hasattr(fm, "transform")):
             raise TypeError(

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ __all__ = [
     "CertaintyScorer",
     "DPSoftmaxHead",
     "certainty_scores",
+    "check_privacy",
     "fedaux_features",
     "fedaux_sigma",
     "fedaux_weights",
@@ -73,18 +75,37 @@ SCORE_EPS = 1e-8
 
 
 # ------------------------------------------------------------------------------- helpers
-def _check_privacy(
-    lam: Any, epsilon: Any, delta: Any, dp: bool, calibration: Any = "classic"
+def check_privacy(
+    lam: Any, epsilon: Any, delta: Any, dp: bool = True, calibration: Any = "classic"
 ) -> tuple[float, float, float]:
-    """Validate λ (always) and ε, δ, calibration (when ``dp``); return λ, ε, δ as floats."""
-    lam_f = float(lam)
+    """Validate a scorer's λ (always) and ε, δ, calibration (when ``dp``).
+
+    Raises a ``ValueError`` naming the argument and what was expected, before any fit;
+    FedAUX calls it on its own parameters for the same rule.
+
+    Returns
+    -------
+    (lam, epsilon, delta) : tuple of float
+        ``epsilon = inf`` and ``delta = 0.0`` when ``dp`` is False.
+
+    Examples
+    --------
+    >>> from cotrain.privacy.fedaux import check_privacy
+    >>> check_privacy(0.1, 2.0, 1e-5, calibration="analytic")
+    (0.1, 2.0, 1e-05)
+    >>> check_privacy(0.1, 2.0, 1e-5)
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon must satisfy 0 < epsilon < 1 for the classic Gaussian-mechanism calibration sigma = sqrt(2 ln(1.25/delta)) * sensitivity / epsilon (use calibration='analytic' for epsilon >= 1); got 2.0
+    """  # noqa: E501
+    lam_f = _real(lam, "lam")
     if not math.isfinite(lam_f) or lam_f <= 0:
         raise ValueError(f"lam must be a finite number > 0; got {lam!r}")
     if not dp:
         return lam_f, float("inf"), 0.0
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be 'classic' or 'analytic'; got {calibration!r}")
-    eps_f, delta_f = float(epsilon), float(delta)
+    eps_f, delta_f = _real(epsilon, "epsilon"), _real(delta, "delta")
     if calibration == "analytic":
         if not (math.isfinite(eps_f) and eps_f > 0):
             raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}")
@@ -97,6 +118,13 @@ def _check_privacy(
     if not 0 < delta_f < 1:
         raise ValueError(f"delta must satisfy 0 < delta < 1; got {delta!r}")
     return lam_f, eps_f, delta_f
+
+
+def _real(value: Any, name: str) -> float:
+    """``float(value)`` for a real number (not a bool or a string), else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number; got {value!r}")
+    return float(value)
 
 
 def fedaux_sigma(
@@ -153,7 +181,7 @@ def fedaux_sigma(
     >>> round(fedaux_sigma(2500, lam=0.1, epsilon=1.0, delta=1e-5, calibration="analytic"), 6)
     0.029845
     """
-    lam, epsilon, delta = _check_privacy(lam, epsilon, delta, dp=True, calibration=calibration)
+    lam, epsilon, delta = check_privacy(lam, epsilon, delta, dp=True, calibration=calibration)
     if int(n_samples) < 1 or int(n_classes) < 1:
         raise ValueError(f"n_samples and n_classes must be >= 1; got {n_samples!r}, {n_classes!r}")
     if calibration == "analytic":
@@ -344,7 +372,7 @@ class CertaintyScorer(BaseEstimator):
         -------
         self
         """
-        lam, epsilon, delta = _check_privacy(
+        lam, epsilon, delta = check_privacy(
             self.lam, self.epsilon, self.delta, self.dp, self.calibration
         )
         X_private = _as_2d(X_private, "X_private")
@@ -610,7 +638,7 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        lam, epsilon, delta = _check_privacy(self.lam, self.epsilon, self.delta, self.dp)
+        lam, epsilon, delta = check_privacy(self.lam, self.epsilon, self.delta, self.dp)
         X = _as_2d(X, "X")
         y = np.asarray(y)
         if y.shape != (X.shape[0],):
