@@ -3,7 +3,7 @@
 Runs :class:`cotrain.FederatedCoTrainer` twice per setting, ``encoding="packed"`` and
 ``encoding="delta"`` (same seed, so the same consensus, checked), and reads ``bytes_down``
 from the history: with delta coding each client receives the consensus labels that changed
-since the consensus it last acknowledged (:mod:`cotrain.broadcast`). Digits and breast
+since the consensus it last acknowledged (:mod:`cotrain.wire.broadcast`). Digits and breast
 cancer, 5 clients (3 random forests, 2 decision trees), 20 rounds; majority vote with full
 participation, and qualified majority (abstains) with 60 % of the clients sampled per round
 (so clients skip rounds and their references age).
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import record
 from cotrain import FederatedCoTrainer
-from cotrain.datasets import load_breast_cancer_split, load_digits_split
+from cotrain.datasets.loaders import load_breast_cancer_split, load_digits_split
 
 ROUNDS = 20
 

@@ -24,8 +24,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.checkpoint import Checkpointer
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
+from cotrain.persistence.checkpoint import Checkpointer
 from learners import XGBoostClassifier
 from learners.modules import MLP
 from learners.torch import TorchClassifier

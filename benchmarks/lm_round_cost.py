@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from _common import record
 
-from cotrain.text import load_movie_reviews
+from cotrain.datasets.text import load_movie_reviews
 from learners import LMClassifier
 
 
@@ -73,7 +73,7 @@ def make(cls: type, args: argparse.Namespace, texts: list[str]) -> LMClassifier:
             eos_token_id=0,
         )
         return cls(config, **common)
-    from learners.lm_weights import packaged_model_path
+    from learners.lm.weights import packaged_model_path
 
     return cls(packaged_model_path("all-MiniLM-L6-v2"), **common)
 

@@ -1,13 +1,14 @@
 """Uplink bytes per client per round: raw, packed, delta-coded and quantised label messages.
 
-Runs federated co-training round by round with :class:`cotrain.client.Client` objects and a
+Runs federated co-training round by round with :class:`cotrain.federation.client.Client` objects
+and a
 majority-vote consensus (exactly what ``FederatedCoTrainer`` does each round, written out so
 that every round's per-client hard labels on U are at hand), on digits and breast cancer,
 5 clients (3 random forests, 2 decision trees), 20 rounds. Each client's labels are encoded as:
 
 * raw: ``int64`` codes, ``8 * |U|`` bytes;
-* packed: :class:`cotrain.messages.HardLabels` (what the trainer sends today);
-* delta+zlib, delta+lzma: :class:`cotrain.compact.DeltaEncoder` (round 1 is a full message).
+* packed: :class:`cotrain.wire.messages.HardLabels` (what the trainer sends today);
+* delta+zlib, delta+lzma: :class:`cotrain.wire.compact.DeltaEncoder` (round 1 is a full message).
 
 Soft labels (each client's ``predict_proba`` on U, last round): float32 ``SoftLabels`` vs
 ``QuantizedSoftLabels`` at 8, 4 and 2 bits (sizes depend only on the shape).
@@ -35,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import record
 from consensus import get_consensus
-from cotrain.client import Client, decode_labels
-from cotrain.compact import DeltaEncoder, QuantizedSoftLabels
-from cotrain.datasets import load_breast_cancer_split, load_digits_split
-from cotrain.messages import HardLabels, SoftLabels
+from cotrain.datasets.loaders import load_breast_cancer_split, load_digits_split
+from cotrain.federation.client import Client, decode_labels
+from cotrain.wire.compact import DeltaEncoder, QuantizedSoftLabels
+from cotrain.wire.messages import HardLabels, SoftLabels
 
 N_CLIENTS = 5
 ROUNDS = 20

@@ -55,10 +55,10 @@ from sklearn.ensemble import RandomForestClassifier
 
 from consensus import MajorityVote
 from cotrain import FederatedCoTrainer
-from cotrain.messages import HardLabels
-from cotrain.pools import InProcessPool, ProcessPool, host_objects
-from cotrain.runtime import JoblibRuntime
-from cotrain.worker_processes import idle_workers
+from cotrain.runtime.pools import InProcessPool, ProcessPool, host_objects
+from cotrain.runtime.runtimes import JoblibRuntime
+from cotrain.runtime.worker_processes import idle_workers
+from cotrain.wire.messages import HardLabels
 
 
 # ------------------------------------------------------------------------- the data

@@ -17,7 +17,7 @@ from _common import record
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.demo import mixed_estimators
 
 

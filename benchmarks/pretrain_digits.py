@@ -33,7 +33,7 @@ from sklearn.preprocessing import StandardScaler
 
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import FedAvg
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from cotrain.pretrain import PretrainedFeatures, pretrain_images
 from learners import SmallCNN, TorchClassifier
 

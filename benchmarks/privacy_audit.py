@@ -59,7 +59,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cotrain.audit import AuditResult, lira_attack, make_canaries, one_run_audit
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse, epsilon_spent
 from cotrain.privacy.teachers import SubsampleAndAggregate
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cotrain import FederatedCoTrainer, partition
 from cotrain.baselines import LocalOnly
-from cotrain.datasets import load_digits_split, load_paper_split
+from cotrain.datasets.loaders import load_digits_split, load_paper_split
 from cotrain.privacy import gaussian_noise_multiplier
 from cotrain.privacy.teachers import SubsampleAndAggregate
 

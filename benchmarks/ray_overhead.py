@@ -17,7 +17,7 @@ that ``host`` returns its real pool wrapped to time
   wrapped in :class:`TimedClient`, whose ``run_round`` times the client's whole
   ``run_round`` (decoding the broadcast, building D_i ∪ P, fit, predict, encoding)
   and returns ``(result, seconds)``; the wrapped pool hands the trainer the client's
-  own :class:`~cotrain.client.StepResult`, untouched. (``StepResult.learner_time_s``
+  own :class:`~cotrain.federation.client.StepResult`, untouched. (``StepResult.learner_time_s``
   is not used: it covers only fit and predict, not the decoding and encoding.)
   ``TimedClient`` is defined in ``__main__``, so cloudpickle sends its class by value
   (about 0.1 ms) with each placement and each joblib work-stealing move of a client:
@@ -30,7 +30,7 @@ the workers, placing the clients) and pulling the fitted clients back at the end
 once per fit, outside the rounds; they are shown in their own column.
 
 For comparison, the old shipping path: a runtime with only ``map`` (no ``host``), which
-the trainer serves through :func:`cotrain.pools.host_objects` by keeping the clients
+the trainer serves through :func:`cotrain.runtime.pools.host_objects` by keeping the clients
 here and shipping each client to a worker and back with every call, every round (what
 the README's earlier figures measured). Its wall is the ``runtime.map`` of each round
 and its client work is timed inside the worker around the same ``run_round``.
@@ -55,7 +55,7 @@ from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.runtime import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
+from cotrain.runtime.runtimes import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
 
 N_CLIENTS = 100
 

@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.privacy import RandomizedResponse
 from learners import MLP, TorchClassifier, XGBoostClassifier
 

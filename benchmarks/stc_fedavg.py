@@ -37,7 +37,7 @@ from _common import record
 from cotrain import partition
 from cotrain.baselines import FedAvg
 from cotrain.baselines.stc import SparseTernaryCompression, TopK
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from learners import MLP, TorchClassifier
 
 N_CLIENTS = 10

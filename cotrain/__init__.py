@@ -17,15 +17,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import cotrain.compact  # noqa: F401  (registers message kinds 3 and 4 for decode)
+from cotrain._moved import install_moved
 
 __all__ = ["Client", "FederatedCoTrainer", "History", "RoundRecord", "partition"]
 __version__ = "0.1.0"
 
+install_moved()  # old module paths (cotrain.client, ...) keep working for one release
+
 #: public name -> module holding it; imported on first use (PEP 562), so that importing a
 #: light submodule (e.g. a Flower site's relay ClientApp) does not import scikit-learn
 _LAZY = {
-    "Client": "cotrain.client",
+    "Client": "cotrain.federation.client",
     "FederatedCoTrainer": "cotrain.trainer",
     "History": "cotrain.history",
     "RoundRecord": "cotrain.history",
@@ -43,4 +45,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted([*__all__, "__version__"])

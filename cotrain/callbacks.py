@@ -1,6 +1,6 @@
 """Callbacks: what cuts across the rounds of a federation, outside the round itself.
 
-The round loop (:class:`cotrain.rounds.RoundLoop`) runs rounds; everything else that
+The round loop (:class:`cotrain.federation.loop.RoundLoop`) runs rounds; everything else that
 happens around them — a progress bar, a line per round, checkpoints, early stopping, a
 privacy budget, experiment tracking — is a :class:`Callback`. The same callbacks work
 on :class:`~cotrain.FederatedCoTrainer` and on the Flower strategy, because both drive
@@ -24,14 +24,55 @@ Hooks run in the order the callbacks were given; the trainer's own callbacks
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from cotrain.history import RoundRecord
-from cotrain.rounds import Callback, RoundLoop
+from cotrain.history import History, RoundRecord
 
 __all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar"]
+
+class RoundLoop(Protocol):
+    """What a callback may use of the loop that calls it
+    (:class:`cotrain.federation.loop.RoundLoop`, which imports this module)."""
+
+    history: History
+    rounds: int
+    start: int
+    owner: Any
+    stopped_reason: str | None
+
+    def stop(self, reason: str) -> None:
+        """Ask the loop to end."""
+
+
+class Callback:
+    """Base class of round-loop callbacks: override the hooks you need.
+
+    Examples
+    --------
+    >>> class StopWhenCovered(Callback):
+    ...     def on_round_end(self, loop, record):
+    ...         if record.coverage == 1.0:
+    ...             loop.stop("full coverage")
+    >>> StopWhenCovered()
+    StopWhenCovered()
+    """
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        """Called once before the first round that will run."""
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        """Called before round ``t`` with the sampled client ids."""
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        """Called after round ``record.round``, once it is in ``loop.history``."""
+
+    def on_fit_end(self, loop: RoundLoop) -> None:
+        """Called once when the loop ends (not after an exception)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
 class EarlyStopping(Callback):

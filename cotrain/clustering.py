@@ -56,7 +56,7 @@ Clusters only split (as in CFL); each split is recursive within a round (a clust
 bi-partitioned again while the criterion holds on a side), and later rounds may split
 further. :func:`agreement_matrix`, :func:`bipartition` and :func:`cluster_clients` are
 pure vectorised functions; :class:`AgreementClustering` holds the parameters and is
-what ``FederatedCoTrainer(clustering=...)`` and :class:`cotrain.server.CoTrainingServer`
+what ``FederatedCoTrainer(clustering=...)`` and :class:`cotrain.federation.server.CoTrainingServer`
 take.
 
 Examples

@@ -19,7 +19,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import partition
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.trainer import FederatedCoTrainer
 from cotrain.trust import DEFAULT_TRUST
 

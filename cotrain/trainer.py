@@ -26,25 +26,25 @@ from cotrain._validation import (
     refusing_nan,
 )
 from cotrain.callbacks import EarlyStopping, PrivacyBudget, ProgressBar
-from cotrain.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
-from cotrain.client import Client, with_pseudo_labels
-from cotrain.federation import (
+from cotrain.federation.client import Client
+from cotrain.federation.loop import RoundLoop
+from cotrain.federation.privacy_setup import (
     check_privacy_setup,
     dry_run_consensus,
     make_ledger,
     replayable_noise_warning,
 )
+from cotrain.federation.sampling import ClientSampler
+from cotrain.federation.seeding import client_seed, seeded_clone, spawn_seeds
+from cotrain.federation.server import CoTrainingServer
+from cotrain.federation.simulation import SimulatedFederation, aggregate
 from cotrain.history import summarise_warnings
-from cotrain.pools import host_objects
-from cotrain.rounds import RoundLoop
-from cotrain.runtime import make_runtime
-from cotrain.sampling import ClientSampler
-from cotrain.saving import load_federation, save_federation
-from cotrain.seeding import client_seed, seeded_clone, spawn_seeds
-from cotrain.server import CoTrainingServer
-from cotrain.simulation import SimulatedFederation, aggregate
-from cotrain.trust import DEFAULT_TRUST, client_trust
-from cotrain.wire import WireFormat
+from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
+from cotrain.persistence.saving import load_federation, save_federation
+from cotrain.runtime.pools import host_objects
+from cotrain.runtime.runtimes import make_runtime
+from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
+from cotrain.wire.format import WireFormat
 from learners import ClassAlignedClassifier
 
 __all__ = ["FederatedCoTrainer", "client_seed", "seeded_clone"]
@@ -83,7 +83,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         changed, compressed (zlib), with a CRC. Uploads are coded against the client's
         previous upload (the server keeps each client's last labels to decode them), a hard
         consensus broadcast against the consensus each client last acknowledged
-        (:mod:`cotrain.broadcast`); ``bytes_down`` counts each client's own message.
+        (:mod:`cotrain.wire.broadcast`); ``bytes_down`` counts each client's own message.
     soft_bits : int, default=None
         Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
         per class, rows kept summing to one (largest-remainder rounding); None sends
@@ -153,7 +153,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     checkpoint_dir : str or path, default=None
         Write a checkpoint after every round (client models with skops — torch tensors
         with ``torch.save`` —, pseudo-labels, the server's message state, generator states
-        and the history; atomically, see :mod:`cotrain.checkpoint`), so that
+        and the history; atomically, see :mod:`cotrain.persistence.checkpoint`), so that
         ``fit(..., resume=True)`` continues an interrupted run from its last complete
         round with exactly the result of an uninterrupted one. A fit without ``resume``
         starts afresh and replaces the directory's checkpoints.
@@ -435,7 +435,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         A fitted trainer holds, in a simulation, every client's training data, the public
         pool and the evaluation set; by default none of it is written. The folder holds
         the fitted client models, the consensus, ``history_``, ``pseudo_labels_``, the
-        learner warnings and the privacy report (see :mod:`cotrain.saving`).
+        learner warnings and the privacy report (see :mod:`cotrain.persistence.saving`).
 
         Parameters
         ----------
@@ -465,7 +465,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             Types skops may build besides scikit-learn's, XGBoost's, numpy's, scipy's,
             the ``learners`` adapters' and this library's own (e.g. your own learner
             class); any other type in the files is refused with a
-            :class:`cotrain.saving.SavedFederationError`.
+            :class:`cotrain.persistence.saving.SavedFederationError`.
 
         Returns
         -------

@@ -41,7 +41,9 @@ __all__ = [
     "client_trust",
     "get_trust",
     "pick_weight",
+    "pseudo_labelled_rows",
     "weighted_training_set",
+    "with_pseudo_labels",
 ]
 
 
@@ -473,3 +475,54 @@ def client_trust(
             seed = int(seed.generate_state(1)[0])
         seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
     return get_trust(trust, seed, estimator)
+
+
+def with_pseudo_labels(
+    X: np.ndarray,
+    y: np.ndarray,
+    X_public: np.ndarray,
+    pseudo: np.ndarray | None,
+    classes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Append the pseudo-labelled public rows P to a labelled set (D ∪ P).
+
+    ``pseudo`` is ``None`` (no consensus yet), hard codes ``(n_public,)`` with ``-1``
+    for abstain, or soft targets ``(n_public, C)`` with NaN rows for abstain. Soft
+    targets give 2-D training targets, with the labelled rows one-hot.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.zeros((1, 2)), np.array(["b"])
+    >>> U = np.ones((3, 2))
+    >>> Xp, yp = with_pseudo_labels(X, y, U, np.array([0, -1, 1]), np.array(["a", "b"]))
+    >>> yp.tolist()
+    ['b', 'a', 'b']
+    """
+    if pseudo is None:
+        return X, y
+    X_pool, y_pool = pseudo_labelled_rows(X_public, pseudo, classes)
+    if y_pool.ndim == 2:  # soft targets: the labelled rows one-hot
+        y = (y[:, None] == classes[None, :]).astype(np.float64)
+    return np.concatenate([X, X_pool]), np.concatenate([y, y_pool])
+
+
+def pseudo_labelled_rows(
+    X_public: np.ndarray, pseudo: np.ndarray, classes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The public rows that carry a pseudo-label (P), with their labels in ``classes``'
+    values, or their soft targets as float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> U = np.arange(3.0).reshape(3, 1)
+    >>> rows, labels = pseudo_labelled_rows(U, np.array([1, -1, 0]), np.array(["a", "b"]))
+    >>> rows.ravel().tolist(), labels.tolist()
+    ([0.0, 2.0], ['b', 'a'])
+    """
+    if pseudo.ndim == 1:
+        keep = pseudo >= 0
+        return X_public[keep], classes[pseudo[keep]]
+    keep = ~np.isnan(pseudo).any(axis=1)
+    return X_public[keep], pseudo[keep].astype(np.float64)

@@ -41,7 +41,7 @@ from cotrain.baselines import (
     LocalOnly,
     SparseTernaryCompression,
 )
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from learners import MLP, SmallCNN, TorchClassifier, XGBoostClassifier
 
 N_CLIENTS = 5

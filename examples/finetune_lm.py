@@ -1,7 +1,7 @@
 """Federated fine-tuning of a language model on movie reviews: FedCT, FedAvg, local, central.
 
 The FedCT paper's text protocol, scaled to a CPU: the movie-review polarity data (Pang & Lee
-2004, ``cotrain.text.load_movie_reviews``) split into ``--clients`` clients with
+2004, ``cotrain.datasets.text.load_movie_reviews``) split into ``--clients`` clients with
 ``--labeled`` labelled reviews each (default 10 x 145), a public pool U of ``--public``
 unlabelled reviews (150) and ``--test`` held-out reviews (300). Every client fine-tunes its
 own copy of one language model with a classification head. Four methods:
@@ -61,7 +61,7 @@ import pandas as pd
 
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import FedAvg
-from cotrain.text import load_movie_reviews
+from cotrain.datasets.text import load_movie_reviews
 
 TINY = "tiny-gpt2"
 LEARNERS = ("LMClassifier", "GPT2Classifier")
@@ -246,7 +246,7 @@ def default_model() -> str:
     >>> Path(default_model()).name  # doctest: +SKIP
     'sentence-transformers__all-MiniLM-L6-v2'
     """
-    from learners.lm_weights import packaged_model_path
+    from learners.lm.weights import packaged_model_path
 
     try:
         return str(packaged_model_path("all-MiniLM-L6-v2"))
@@ -435,7 +435,7 @@ def shared_tokenizer(args: argparse.Namespace, public_texts: np.ndarray) -> Any:
     """For tiny-gpt2: one BPE tokenizer trained on U and shared by every client (else None)."""
     if args.model != TINY:
         return None
-    from learners.gpt2_tokenizer import train_bpe_tokenizer
+    from learners.lm.tokenizer import train_bpe_tokenizer
 
     return train_bpe_tokenizer(list(public_texts), 2000)
 

@@ -58,7 +58,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import PAPER_SPLITS, load_paper_split
+from cotrain.datasets.loaders import PAPER_SPLITS, load_paper_split
 
 N_CLIENTS = 5
 DATASETS = ("breast_cancer", "wine_quality", "adult")

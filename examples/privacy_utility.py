@@ -59,7 +59,7 @@ import pandas as pd
 from cotrain import FederatedCoTrainer, partition
 from cotrain.audit import audit_clients, label_privatizer
 from cotrain.baselines import PATE, DistributedDistillation, DPFedAvg, FedAvg
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from learners import MLP, TorchClassifier
 
 N_CLIENTS = 5

@@ -2,7 +2,7 @@
 
 Digits scaled to [0, 1] (360 test rows, 700 public rows U, the remaining 737 rows split iid
 over 10 clients), extra-trees clients, 5 rounds. A seeded share of the clients (0 %, 20 %,
-40 %) is hostile (:mod:`cotrain.hostile`):
+40 %) is hostile (:mod:`cotrain.robustness.hostile`):
 
 - ``random``: uniform random labels on U;
 - ``constant``: always the same class — all hostile clients the same one (a colluding bloc);
@@ -36,8 +36,8 @@ from sklearn.ensemble import ExtraTreesClassifier
 
 from consensus import QualifiedMajority, ReputationVote, TrimmedVote
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_digits_split
-from cotrain.hostile import make_hostile
+from cotrain.datasets.loaders import load_digits_split
+from cotrain.robustness.hostile import make_hostile
 
 KINDS = ("random", "constant", "permuted", "noise", "crash")
 FRACTIONS = (0.2, 0.4)

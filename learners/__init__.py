@@ -32,8 +32,9 @@ array([[0., 0., 1.]])
 
 from ._aligned import ClassAlignedClassifier, continues_training
 from ._alignment import align_proba
+from ._moved import MOVED, install
 from ._soft_targets import expand_soft_targets
-from .lm_weights import PACKAGED_MODELS, packaged_model_path, packaged_models
+from .lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
 from .rulefit import RuleFitClassifier
 from .xgboost import XGBoostClassifier
 
@@ -55,13 +56,15 @@ __all__ = [
     "packaged_models",
 ]
 
+install(MOVED)  # old module paths (learners.lm_weights, ...) keep working, with a warning
+
 _LAZY = {
     "TorchClassifier": "torch",
     "DPTorchClassifier": "dp_torch",
     "MLP": "modules",
     "SmallCNN": "modules",
-    "GPT2Classifier": "gpt2",
-    "LMClassifier": "lm",
+    "GPT2Classifier": "lm.gpt2",
+    "LMClassifier": "lm.classifier",
 }
 
 
@@ -75,4 +78,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted(__all__)

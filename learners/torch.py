@@ -579,7 +579,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[codes]
 
     # -------------------------------------------------------------- checkpoints
-    #: attributes holding tensors, stored by :func:`cotrain.checkpoint.save_model` with
+    #: attributes holding tensors, stored by :func:`cotrain.persistence.checkpoint.save_model` with
     #: ``torch.save`` (read back with ``weights_only=True``) instead of skops
     _checkpoint_tensor_attrs = ("module_", "optimizer_", "_rng_state")
 

@@ -16,7 +16,7 @@ from cotrain.audit.canary import (
     make_canaries,
     one_run_audit,
 )
-from cotrain.datasets import load_digits_split
+from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse
 from cotrain.privacy.accounting import epsilon_spent
 

@@ -26,7 +26,7 @@ from cotrain.baselines import (
     gnmax,
 )
 from cotrain.baselines.fedavg import _epsilons, dp_aggregate
-from cotrain.messages import HardLabels, SoftLabels
+from cotrain.wire.messages import HardLabels, SoftLabels
 
 
 def hard_bytes(n: int, n_classes: int) -> int:

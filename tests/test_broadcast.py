@@ -1,5 +1,5 @@
 """Delta-coded broadcasts: each client receives the changes since the consensus it
-acknowledged (cotrain.broadcast), in-process and with the state a client keeps."""
+acknowledged (cotrain.wire.broadcast), in-process and with the state a client keeps."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.broadcast import BroadcastDecoder, BroadcastEncoder, Downlink, MissingReference
-from cotrain.client import Client
-from cotrain.wire import MalformedMessage, WireFormat
+from cotrain.federation.client import Client
+from cotrain.wire.broadcast import BroadcastDecoder, BroadcastEncoder, Downlink, MissingReference
+from cotrain.wire.format import MalformedMessage, WireFormat
 
 
 @pytest.fixture

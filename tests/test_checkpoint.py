@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.checkpoint import Checkpointer, CheckpointError, load_model
+from cotrain.persistence.checkpoint import Checkpointer, CheckpointError, load_model
 from tests.conftest import RecordingTree, SlowTree, cancer_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_a_fresh_fit_replaces_old_checkpoints(cancer, tmp_path):
 
 
 def test_crash_while_writing_leaves_the_previous_checkpoint_usable(cancer, tmp_path, monkeypatch):
-    from cotrain import checkpoint
+    from cotrain.persistence import checkpoint
 
     real = checkpoint.save_model
 
@@ -326,7 +326,7 @@ def test_noise_streams_and_privacy_ledger_continue_exactly(cancer, tmp_path):
 
 def test_reputation_state_is_checkpointed(cancer, tmp_path):
     from consensus import ReputationVote
-    from cotrain.hostile import HostileClassifier
+    from cotrain.robustness.hostile import HostileClassifier
 
     def hostile(rounds, **kw):
         estimators = [
@@ -366,7 +366,7 @@ def test_xgboost_continued_boosting_and_joblib_workers_resume_exactly(cancer, tm
 def test_checkpointer_finds_the_latest_round_before_a_given_one(tmp_path):
     """A Flower site restores the state of its last round before the one it is asked to
     run (a ServerApp that resumed an earlier round finds the site's state of that time)."""
-    from cotrain.checkpoint import Checkpointer
+    from cotrain.persistence.checkpoint import Checkpointer
 
     ckpt = Checkpointer(tmp_path, config="x", keep=3)
     for t in (1, 2, 4):

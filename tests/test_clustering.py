@@ -11,7 +11,6 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import MajorityVote
 from cotrain import FederatedCoTrainer
-from cotrain.broadcast import BroadcastDecoder, Downlink
 from cotrain.clustering import (
     AgreementClustering,
     agreement_matrix,
@@ -20,10 +19,11 @@ from cotrain.clustering import (
     get_clustering,
     separation_gap,
 )
+from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.history import History, RoundRecord
 from cotrain.params import check_params
-from cotrain.server import CoTrainingServer, Upload
-from cotrain.wire import WireFormat
+from cotrain.wire.broadcast import BroadcastDecoder, Downlink
+from cotrain.wire.format import WireFormat
 
 # ----------------------------------------------------------------- pure functions
 

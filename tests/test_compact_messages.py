@@ -1,4 +1,4 @@
-"""Tests for cotrain.compact: quantised soft labels and delta-coded hard labels."""
+"""Tests for cotrain.wire.compact: quantised soft labels and delta-coded hard labels."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cotrain.compact import (
+from cotrain.wire.compact import (
     DELTA_HEADER_SIZE,
     DeltaDecoder,
     DeltaEncoder,
@@ -19,7 +19,7 @@ from cotrain.compact import (
     QuantizedSoftLabels,
     quantize_probs,
 )
-from cotrain.messages import HEADER_SIZE, HardLabels, Message, decode
+from cotrain.wire.messages import HEADER_SIZE, HardLabels, Message, decode
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -204,7 +204,7 @@ def test_pathological_digits_quality_beats_majority():
     from sklearn.linear_model import LogisticRegression
 
     from cotrain import FederatedCoTrainer
-    from cotrain.datasets import load_digits_split
+    from cotrain.datasets.loaders import load_digits_split
     from cotrain.partition import two_alpha
     from cotrain.privacy.fedaux import fedaux_weights
 

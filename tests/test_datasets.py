@@ -10,7 +10,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 
 from cotrain import datasets
-from cotrain.datasets import (
+from cotrain.datasets.loaders import (
     PAPER_SPLITS,
     data_home,
     load_adult,

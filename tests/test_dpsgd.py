@@ -415,8 +415,8 @@ def test_clone_and_pickle_fitted(small):
 
 
 def test_checkpoint_round_trip_keeps_the_privacy_record(small, tmp_path):
-    """cotrain.checkpoint stores the DP state as plain numbers beside the tensors."""
-    from cotrain.checkpoint import estimator_types, load_model, save_model
+    """cotrain.persistence.checkpoint stores the DP state as plain numbers beside the tensors."""
+    from cotrain.persistence.checkpoint import estimator_types, load_model, save_model
 
     X, y, _ = small
     est = DPTorchClassifier(batch_size=10, max_epochs=1, epochs_per_fit=0, random_state=0)
@@ -527,9 +527,9 @@ def test_a_client_that_does_not_report_its_dp_event_is_a_client_failure():
     """A DP-trained client's ε is known only from the event it reports: an upload without
     one (or with garbage) is refused like a malformed message, and the others go on."""
     from consensus import MajorityVote
+    from cotrain.federation.server import CoTrainingServer, Upload
     from cotrain.privacy import PrivacyLedger
-    from cotrain.server import CoTrainingServer, Upload
-    from cotrain.wire import WireFormat
+    from cotrain.wire.format import WireFormat
 
     wire = WireFormat(n_classes=2, n_public=4)
     ledger = PrivacyLedger([DPSGD()], 3, 2, 4)

@@ -17,9 +17,9 @@ from sklearn.tree import DecisionTreeClassifier
 from consensus import DualDistillation, QualifiedMajority, majority_vote, soft_mean
 from consensus.dual import soft_targets_of
 from cotrain import FederatedCoTrainer
-from cotrain.federation import bind_public
+from cotrain.federation.privacy_setup import bind_public
 
-HEADER = 10  # bytes of a SoftLabels / QuantizedSoftLabels header (cotrain.messages)
+HEADER = 10  # bytes of a SoftLabels / QuantizedSoftLabels header (cotrain.wire.messages)
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def test_compare_methods_runs_every_method(examples_on_path, capsys):
 
 def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
     pytest.importorskip("transformers")
-    from cotrain.datasets import data_home
+    from cotrain.datasets.loaders import data_home
 
     try:
         data_home()
@@ -236,7 +236,7 @@ def test_mixed_models_quick_leaves_out_rulefit_and_says_so(examples_on_path, cap
 
 def test_finetune_gpt2_shows_a_bar_per_round_and_per_client(examples_on_path, capsys):
     pytest.importorskip("transformers")
-    from cotrain.datasets import data_home
+    from cotrain.datasets.loaders import data_home
 
     try:
         data_home()

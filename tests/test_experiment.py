@@ -86,8 +86,8 @@ def test_tiny_experiment_runs_summarises_and_resumes(tmp_path, capsys):
 
 
 def test_finished_run_kept_with_its_checkpoint_is_extended_by_more_rounds(tmp_path, monkeypatch):
-    from cotrain.checkpoint import CheckpointCallback
     from cotrain.experiment import run_one
+    from cotrain.persistence.checkpoint import CheckpointCallback
 
     path = write(tmp_path, TINY.replace("rounds = 2", "rounds = 4"))
     out = tmp_path / "out"
@@ -196,7 +196,7 @@ learner = "sklearn.linear_model.LogisticRegression"
 
 @pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.toml")), ids=lambda p: p.stem)
 def test_shipped_experiment_files_are_valid(path):
-    from cotrain.datasets import data_home
+    from cotrain.datasets.loaders import data_home
 
     try:  # the split sizes are checked against the data where ../shared/data is present
         data_home()

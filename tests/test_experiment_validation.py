@@ -267,7 +267,7 @@ def test_variant_and_seed_flags_run_a_subset(tmp_path, capsys):
 
 
 def test_a_finished_run_keeps_no_checkpoint_and_an_interrupted_one_resumes(tmp_path, monkeypatch):
-    from cotrain.checkpoint import CheckpointCallback
+    from cotrain.persistence.checkpoint import CheckpointCallback
 
     text = SMALL.replace("rounds = 1", "rounds = 3").replace("seeds = [0, 1]", "seeds = [0]")
     path = write(tmp_path, text)

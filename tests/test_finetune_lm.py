@@ -4,7 +4,7 @@ The tiny randomly initialised GPT-2 (``--model tiny-gpt2``) runs offline in seco
 accuracies are near chance and only checked to be accuracies. What is checked exactly is the
 table's shape and the uplink bytes: a hard FedCT upload of |U| binary labels is
 ``10 + ceil(|U| / 8)`` bytes (a 10-byte header, labels packed at 1 bit, see
-:mod:`cotrain.messages`), a soft one ``10 + |U| * 2 * 4`` (float32), and a FedAvg upload
+:mod:`cotrain.wire.messages`), a soft one ``10 + |U| * 2 * 4`` (float32), and a FedAvg upload
 4 bytes per trainable parameter (with LoRA: the adapters and the head).
 """
 
@@ -37,7 +37,7 @@ COLUMNS = [
 @pytest.fixture
 def finetune_lm(monkeypatch):
     pytest.importorskip("transformers")
-    from cotrain.datasets import data_home
+    from cotrain.datasets.loaders import data_home
 
     try:
         data_home()

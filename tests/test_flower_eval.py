@@ -20,7 +20,7 @@ from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, write_site, write_sites
 from cotrain.flower.worker import decode, encode
 from cotrain.privacy import SubsampleAndAggregate
-from cotrain.wire import WireFormat
+from cotrain.wire.format import WireFormat
 from tests.test_flower_strategy import InMemoryGrid, mixed
 
 

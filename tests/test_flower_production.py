@@ -26,9 +26,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch
 
 from cotrain import FederatedCoTrainer
+from cotrain.federation.loop import Callback
 from cotrain.flower.localhost import LocalFederation
 from cotrain.flower.site import mechanism_from_spec
-from cotrain.rounds import Callback
 from learners import TorchClassifier, XGBoostClassifier, continues_training
 
 pytestmark = pytest.mark.slow

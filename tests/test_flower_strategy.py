@@ -21,13 +21,13 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.broadcast import Downlink
 from cotrain.callbacks import Callback
 from cotrain.flower import protocol
 from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, pool_fingerprint, write_site, write_sites
-from cotrain.messages import HardLabels
+from cotrain.wire.broadcast import Downlink
+from cotrain.wire.messages import HardLabels
 from tests.conftest import FailingClassifier
 from tests.conftest import mixed_site_learners as mixed
 

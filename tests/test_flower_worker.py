@@ -30,7 +30,7 @@ from cotrain.flower.worker import (
     read_frame,
     write_frame,
 )
-from cotrain.wire import WireFormat
+from cotrain.wire.format import WireFormat
 from tests.conftest import mixed_site_learners as mixed
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"
@@ -178,7 +178,7 @@ def test_relay_module_import_is_light():
     code = (
         "import sys; sys.path.insert(0, 'examples/flower'); "
         "import cotrain.flower.relay, cotrain_app.client_app; "
-        "print(sorted(m for m in ('sklearn', 'torch', 'scipy', 'cotrain.client') "
+        "print(sorted(m for m in ('sklearn', 'torch', 'scipy', 'cotrain.federation.client') "
         "if m in sys.modules))"
     )
     done = subprocess.run(

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from learners import ClassAlignedClassifier, GPT2Classifier  # noqa: E402
-from learners.gpt2 import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
+from learners.lm.gpt2 import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
 
 POS = "good great fine excellent wonderful lovely superb".split()
 NEG = "bad awful terrible poor horrible dull boring".split()
@@ -300,8 +300,8 @@ def test_tiny_federation_runs_two_rounds(data):
 
 
 def test_load_movie_reviews():
-    from cotrain.datasets import data_home
-    from cotrain.text import load_movie_reviews
+    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.text import load_movie_reviews
 
     try:
         root = data_home()
@@ -320,7 +320,7 @@ def test_load_movie_reviews():
 
 
 def test_load_movie_reviews_missing(tmp_path):
-    from cotrain.text import load_movie_reviews
+    from cotrain.datasets.text import load_movie_reviews
 
     with pytest.raises(FileNotFoundError, match="review_polarity"):
         load_movie_reviews(tmp_path)

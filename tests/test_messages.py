@@ -1,4 +1,4 @@
-"""Tests for cotrain.messages: exact byte sizes, round trips, corruption handling."""
+"""Tests for cotrain.wire.messages: exact byte sizes, round trips, corruption handling."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cotrain.messages import (
+from cotrain.wire.messages import (
     HEADER_SIZE,
     HardLabels,
     Message,

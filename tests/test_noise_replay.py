@@ -12,8 +12,8 @@ import pytest
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
+from cotrain.federation.seeding import noise_seed_for, spawn_seeds
 from cotrain.privacy import RandomizedResponse
-from cotrain.seeding import noise_seed_for, spawn_seeds
 
 pytest.importorskip("dp_accounting")
 

@@ -14,8 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from cotrain import pool_worker
-from cotrain.pools import (
+from cotrain.runtime.pools import (
     ClientPool,
     InProcessPool,
     ProcessPool,
@@ -23,8 +22,14 @@ from cotrain.pools import (
     WorkerDiedError,
     host_objects,
 )
-from cotrain.runtime import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
-from cotrain.worker_processes import idle_workers
+from cotrain.runtime.runtimes import (
+    JoblibRuntime,
+    RayRuntime,
+    SequentialRuntime,
+    Straggler,
+    pool_worker,
+)
+from cotrain.runtime.worker_processes import idle_workers
 
 # the workers get this module's classes by value, so that they need not import it (and
 # pytest, numpy, cotrain...) to start: a pool then starts in a fraction of a second
@@ -277,7 +282,7 @@ def test_real_clients_give_the_same_messages(process_pool):
     """cotrain Clients (pickled by reference: the workers import cotrain) stay resident."""
     from sklearn.tree import DecisionTreeClassifier
 
-    from cotrain.client import Client
+    from cotrain.federation.client import Client
 
     rng = np.random.default_rng(0)
     public = rng.normal(size=(60, 3))
@@ -584,7 +589,7 @@ class Probe:
 
 
 def test_a_worker_starts_without_importing_cotrain():
-    """The worker runs cotrain/pool_worker.py on its own: no cotrain (nor scikit-learn)."""
+    """The worker runs cotrain/runtime/pool_worker.py on its own: no cotrain (nor scikit-learn)."""
     with ProcessPool([Probe()], n_workers=1) as pool:
         assert pool.call("modules", {0: ()}) == {0: []}
 
@@ -736,7 +741,7 @@ def test_a_forked_child_forgets_the_idle_workers(idle):
 
 def test_idle_workers_stop_at_interpreter_exit():
     code = (
-        "from cotrain.runtime import JoblibRuntime\n"
+        "from cotrain.runtime.runtimes import JoblibRuntime\n"
         "with JoblibRuntime(n_jobs=2) as rt, rt.host([[1], [2]]) as pool:\n"
         "    pool.call('append', {0: (3,)})\n"
         "    print(*pool.pids)\n"

@@ -225,7 +225,7 @@ def test_pretrained_features_beat_a_random_body_on_few_labels(digits):
 def test_text_pretraining_changes_the_body_and_gpt2classifier_loads_it(tmp_path):
     transformers = pytest.importorskip("transformers")
     from learners import GPT2Classifier
-    from learners.gpt2_tokenizer import train_bpe_tokenizer
+    from learners.lm.tokenizer import train_bpe_tokenizer
 
     words = "good great bad awful film plot actor scene".split()
     rng = np.random.default_rng(0)

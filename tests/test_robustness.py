@@ -1,5 +1,5 @@
 """Hostile clients and robust consensus: hand-computed votes and reputations, the simulation
-helpers of `cotrain.hostile`, and a seeded end-to-end check on digits."""
+helpers of `cotrain.robustness.hostile`, and a seeded end-to-end check on digits."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from consensus import (
     trimmed_vote,
 )
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_digits_split
-from cotrain.hostile import (
+from cotrain.datasets.loaders import load_digits_split
+from cotrain.robustness.hostile import (
     CrashingClassifier,
     FitCounter,
     HangingClassifier,

@@ -13,15 +13,15 @@ from sklearn.tree import DecisionTreeClassifier
 from consensus import MajorityVote, ReputationVote
 from cotrain import FederatedCoTrainer
 from cotrain.callbacks import Callback
-from cotrain.client import Client
-from cotrain.messages import HardLabels, SoftLabels
-from cotrain.pools import host_objects
+from cotrain.federation.client import Client
+from cotrain.federation.sampling import ClientSampler
+from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.privacy import RandomizedResponse
 from cotrain.privacy.ledger import PrivacyLedger
-from cotrain.runtime import SequentialRuntime
-from cotrain.sampling import ClientSampler
-from cotrain.server import CoTrainingServer, Upload
-from cotrain.wire import WireFormat
+from cotrain.runtime.pools import host_objects
+from cotrain.runtime.runtimes import SequentialRuntime
+from cotrain.wire.format import WireFormat
+from cotrain.wire.messages import HardLabels, SoftLabels
 
 # ---------------------------------------------------------------- malformed uploads
 
@@ -127,7 +127,7 @@ def test_malformed_upload_under_raise_names_the_client(cancer, kind):
 
 
 def test_delta_coding_detects_a_desynchronised_reference_and_recovers(cancer):
-    from cotrain.compact import DeltaHardLabels
+    from cotrain.wire.compact import DeltaHardLabels
 
     def lie_in_round_3(message, t):
         if t != 3:
@@ -248,7 +248,7 @@ class SizeSpy(SequentialRuntime):
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_only_labels_come_back_from_a_round_never_the_model(cancer, n_jobs):
-    from cotrain.runtime import make_runtime
+    from cotrain.runtime.runtimes import make_runtime
 
     spy = SizeSpy(make_runtime(n_jobs))
     trainer = FederatedCoTrainer(

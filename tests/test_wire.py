@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cotrain._format import HEADER_SIZE, register_kind, registered_kinds
-from cotrain.compact import (
+from cotrain.wire.compact import (
     DELTA_HEADER_SIZE,
     DeltaDecoder,
     DeltaEncoder,
@@ -25,8 +24,16 @@ from cotrain.compact import (
     QuantizedSoftLabels,
     quantize_probs,
 )
-from cotrain.messages import HardLabels, Message, SoftLabels, decode, encode_labels, encode_message
-from cotrain.wire import MalformedMessage, UploadReceiver, UploadSender, WireFormat
+from cotrain.wire.format import MalformedMessage, UploadReceiver, UploadSender, WireFormat
+from cotrain.wire.messages import (
+    HardLabels,
+    Message,
+    SoftLabels,
+    decode,
+    encode_labels,
+    encode_message,
+)
+from cotrain.wire.packing import HEADER_SIZE, register_kind, registered_kinds
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -54,7 +61,7 @@ def digest(data: bytes) -> str:
 
 
 def legacy_client_encode(labels, share, encoding, soft_dtype, soft_bits, last_sent, n_classes):
-    """``cotrain.client.Client.encode`` as it was before the wire format (commit 93f07a7)."""
+    """``Client.encode`` as it was before the wire format (commit 93f07a7)."""
     if share == "soft":
         if soft_bits is not None:
             return QuantizedSoftLabels(labels, bits=soft_bits).to_bytes()
@@ -74,7 +81,7 @@ def legacy_encode_broadcast(pseudo, n_classes, soft_dtype, soft_bits):
 
 
 def legacy_decode(data):
-    """``cotrain.client.decode_labels`` before the wire format (the server's packed decode)."""
+    """``decode_labels`` before the wire format (the server's packed decode)."""
     message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
 
@@ -782,7 +789,7 @@ def test_delta_encoder_and_decoder_still_work():
 
 def test_encode_message_and_its_deprecated_alias():
     assert encode_message(np.array([1, 0, 1]), 2).to_bytes() == HardLabels([1, 0, 1], 2).to_bytes()
-    with pytest.warns(DeprecationWarning, match="use cotrain.messages.encode_message"):
+    with pytest.warns(DeprecationWarning, match="use cotrain.wire.messages.encode_message"):
         old = encode_labels(np.eye(2), 2, soft_dtype="float16")
     assert old.to_bytes() == encode_message(np.eye(2), 2, soft_dtype="float16").to_bytes()
 
@@ -807,7 +814,7 @@ def test_importing_only_cotrain_messages_decodes_compact_kinds():
     quantised = QuantizedSoftLabels(np.full((2, 3), 1 / 3), 3).to_bytes()
     delta = DeltaHardLabels.encode([1], None, 2)
     script = (
-        "from cotrain.messages import decode; "
+        "from cotrain.wire.messages import decode; "
         f"print(type(decode({quantised!r})).__name__, type(decode({delta!r})).__name__)"
     )
     out = subprocess.run(
@@ -837,7 +844,7 @@ def test_message_modules_have_no_cycle_and_no_private_imports():
     format_imports = _imports(pkg / "_format.py")
     assert not [m for m, _ in format_imports if m.startswith("cotrain")]
     message_imports = _imports(pkg / "messages.py")
-    assert not [m for m, _ in message_imports if m in ("cotrain.compact", "cotrain.wire")]
+    assert not [m for m, _ in message_imports if m in ("cotrain.wire.compact", "cotrain.wire")]
     assert ("cotrain", "compact") not in message_imports
     assert not [m for m, _ in _imports(pkg / "compact.py") if m == "cotrain.wire"]
     for name in ("messages.py", "compact.py", "wire.py"):

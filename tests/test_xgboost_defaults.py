@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
 from learners import XGBoostClassifier
 
 OLD = {"subsample": 1.0, "colsample_bynode": 1.0}  # xgboost's own defaults

@@ -19,8 +19,8 @@ from cotrain._validation import (
     describe_shape,
     feature_shape,
 )
-from cotrain.messages import HardLabels
-from cotrain.seeding import seeded_clone
+from cotrain.federation.seeding import seeded_clone
+from cotrain.wire.messages import HardLabels
 
 __all__ = [
     "check_client_data",

@@ -31,9 +31,9 @@ from cotrain.baselines._common import (
     weights_nbytes,
 )
 from cotrain.baselines.stc import CompressedExchange, make_compression
+from cotrain.federation.sampling import sample_clients
 from cotrain.history import History, RoundRecord
-from cotrain.runtime import make_runtime
-from cotrain.sampling import sample_clients
+from cotrain.runtime.runtimes import make_runtime
 
 __all__ = ["DPFedAvg", "FedAvg", "average_weights", "dp_aggregate"]
 

@@ -20,7 +20,7 @@ from cotrain.baselines._common import (
     seeded,
 )
 from cotrain.history import History, RoundRecord
-from cotrain.runtime import make_runtime
+from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
 
 __all__ = ["Centralised", "LocalOnly"]

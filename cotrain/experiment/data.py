@@ -213,7 +213,7 @@ def check_split(config: dict[str, Any], base: str | Path | None = None) -> None:
     ...     print(err.keys, str(err)[:60])
     ('split', 'n_public') split.n_public = 5000 + n_labeled = 85 + n_test = 114 = 5199
     """
-    from cotrain.datasets import PAPER_SPLITS
+    from cotrain.datasets.loaders import PAPER_SPLITS
 
     data, split = config["data"], config["split"]
     keys = ("n_public", "n_labeled", "n_test")

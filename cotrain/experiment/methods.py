@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotrain.checkpoint import checkpoint_blocker
 from cotrain.experiment.errors import ExperimentError, InvalidValue
+from cotrain.persistence.checkpoint import checkpoint_blocker
 
 __all__ = [
     "CERTAINTY_CONSENSUS",

@@ -14,13 +14,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from cotrain.checkpoint import fingerprint
 from cotrain.experiment.config import Run, load_experiment
 from cotrain.experiment.data import client_parts, load_data
 from cotrain.experiment.errors import ExperimentError, RunFailed
 from cotrain.experiment.learners import client_learners
 from cotrain.experiment.methods import METHODS, MethodInput
 from cotrain.experiment.report import EPSILON_COLUMNS, write_summary
+from cotrain.persistence.checkpoint import fingerprint
 
 __all__ = ["run_experiment", "run_fingerprint", "run_one", "select_runs", "tidy_checkpoint"]
 
@@ -124,7 +124,7 @@ def tidy_checkpoint(folder: Path, keep: bool = False) -> None:
     >>> (folder / "checkpoint").exists()
     False
     """
-    from cotrain.checkpoint import LATEST
+    from cotrain.persistence.checkpoint import LATEST
 
     checkpoint = folder / "checkpoint"
     if not checkpoint.is_dir():

@@ -1,4 +1,4 @@
-"""The site side: a Flower ClientApp that runs one :class:`cotrain.client.Client` round.
+"""The site side: a Flower ClientApp that runs one :class:`cotrain.federation.client.Client` round.
 
 The site's private data, public pool and learner come from its ``site.toml`` (see
 :mod:`cotrain.flower.site`), located through the SuperNode's node config:
@@ -7,7 +7,7 @@ The site's private data, public pool and learner come from its ``site.toml`` (se
 - ``partition-id=N`` with the run config's ``sites-dir`` holding ``site-N/site.toml``
   (Flower's simulation engine, which numbers its virtual SuperNodes).
 
-Each ``train`` message runs exactly :meth:`cotrain.client.Client.run_round`, the code an
+Each ``train`` message runs exactly :meth:`cotrain.federation.client.Client.run_round`, the code an
 in-process federation runs. Between rounds the site keeps its state — its model (so
 learners that continue training, e.g. XGBoost's boosting or torch clients, continue as
 in-process) and its last upload (the reference of delta coding) — on disk under its own
@@ -27,17 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.broadcast import Downlink
-from cotrain.checkpoint import checkpoint_blocker
-from cotrain.client import Client
+from cotrain.federation.client import Client
+from cotrain.federation.seeding import seeded_clone
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
 from cotrain.flower.site import Site, load_site
 from cotrain.flower.site_state import SiteState
+from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledger import event_to_json
-from cotrain.seeding import seeded_clone
 from cotrain.trust import client_trust
-from cotrain.wire import WireFormat
+from cotrain.wire.broadcast import Downlink
+from cotrain.wire.format import WireFormat
 from learners import continues_training
 
 _LOG = logging.getLogger("cotrain.site")

@@ -1,6 +1,7 @@
 """Consensus accuracy of a Flower federation on an evaluation set the sites share.
 
-An in-process run scores the federation's prediction rule (:func:`cotrain.simulation.aggregate`
+An in-process run scores the federation's prediction rule
+(:func:`cotrain.federation.simulation.aggregate`
 of every client's latest predictions) on its evaluation data. A Flower server holds no
 evaluation data, so the sites that hold the *same* one (a public test set, e.g.
 ``write_sites(..., eval_set=...)``) share it with the server:
@@ -29,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.federation.simulation import aggregate
 from cotrain.flower import protocol
-from cotrain.simulation import aggregate
 
 
 def eval_fingerprint(X_eval: np.ndarray, y_eval: np.ndarray) -> str:

@@ -2,7 +2,8 @@
 
 :class:`FlowerCoTraining` drives a Flower Grid from the ServerApp (it is not a Flower
 ``Strategy``: cotrain's round is its own). It runs the same
-:class:`cotrain.rounds.RoundLoop` and :class:`cotrain.server.CoTrainingServer` as
+:class:`cotrain.federation.loop.RoundLoop` and :class:`cotrain.federation.server.CoTrainingServer`
+as
 :class:`~cotrain.FederatedCoTrainer` (sampling, decode, consensus, broadcast, round record,
 callbacks for checkpoints, early stopping, the privacy budget and tracking), and seeds
 the sites' learners the same way, so a Flower federation gives the pseudo-labels of an
@@ -28,26 +29,26 @@ from sklearn.base import clone
 
 from consensus import get_consensus
 from cotrain._validation import check_params
-from cotrain.broadcast import Downlink
 from cotrain.callbacks import EarlyStopping, PrivacyBudget
-from cotrain.checkpoint import CheckpointCallback, Checkpointer, fingerprint
-from cotrain.federation import (
+from cotrain.federation.loop import RoundLoop
+from cotrain.federation.privacy_setup import (
     bind_public,
     dry_run_consensus,
     make_ledger,
     refuse_replayable_noise,
 )
+from cotrain.federation.sampling import ClientSampler
+from cotrain.federation.seeding import client_seed, spawn_seeds
+from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import History, RoundRecord
+from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.privacy.ledger import event_from_json
-from cotrain.rounds import RoundLoop
-from cotrain.sampling import ClientSampler
-from cotrain.seeding import client_seed, spawn_seeds
-from cotrain.server import CoTrainingServer, Upload
-from cotrain.wire import WireFormat
+from cotrain.wire.broadcast import Downlink
+from cotrain.wire.format import WireFormat
 
 _LOG = logging.getLogger("cotrain.flower")
 

@@ -5,7 +5,7 @@ model between rounds (learners that continue training: XGBoost's boosting, torch
 ``warm_start``) stores it at the site — never on the server — under
 ``<site folder>/state/run-<token>/``, one checkpoint per round it took part in, written
 atomically by the same store as ``FederatedCoTrainer(checkpoint_dir=...)``
-(:class:`cotrain.checkpoint.Checkpointer`: a manifest of SHA-256 digests, skops for the
+(:class:`cotrain.persistence.checkpoint.Checkpointer`: a manifest of SHA-256 digests, skops for the
 model, no pickle). The token identifies the run; the ServerApp sends it with every round.
 
 Round ``t`` starts from the site's latest checkpoint of a round before ``t`` (so a
@@ -20,15 +20,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cotrain.checkpoint import (
+from cotrain.federation.client import Client
+from cotrain.flower.site import Site
+from cotrain.persistence.checkpoint import (
     Checkpointer,
     CheckpointError,
     estimator_types,
     fingerprint,
     split_arrays,
 )
-from cotrain.client import Client
-from cotrain.flower.site import Site
 
 __all__ = ["STATE_DIR", "SiteState"]
 

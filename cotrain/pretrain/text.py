@@ -107,7 +107,7 @@ def _load(model: Any, tokenizer: Any, texts: list[str]) -> tuple[Any, Any]:
     """The causal LM and its tokenizer (a configuration builds random weights offline)."""
     import transformers
 
-    from learners.gpt2_tokenizer import train_bpe_tokenizer
+    from learners.lm.tokenizer import train_bpe_tokenizer
 
     if isinstance(model, transformers.PretrainedConfig):
         lm = transformers.AutoModelForCausalLM.from_config(model)
@@ -164,7 +164,7 @@ def pretrain_text(
         ``GPT2Config``): randomly initialised, built offline.
     tokenizer : tokenizer, str or path-like, optional
         Default: the model's own; for a configuration, a byte-level BPE tokenizer trained
-        on `texts_public` (:func:`learners.gpt2_tokenizer.train_bpe_tokenizer`).
+        on `texts_public` (:func:`learners.lm.tokenizer.train_bpe_tokenizer`).
     epochs : int, default=1
         Passes over the public texts.
     batch_size : int, default=8

@@ -11,7 +11,8 @@ bits). Record-level DP for any learner comes by construction from subsample-and-
 :func:`sensitivity_lower_bound` replaces one record by adversarial neighbours (its label
 flipped, the record moved to the extremes of the feature ranges or far outside them, copies of
 other records) and refits along the co-training trajectory the client really follows: in round
-t the client fits on D ∪ P_t (:func:`cotrain.client.with_pseudo_labels`), continuing from its
+t the client fits on D ∪ P_t (:func:`cotrain.federation.client.with_pseudo_labels`), continuing
+from its
 previous model if its learner warm-starts, so the neighbour's client fits on D' ∪ P_t from its
 own previous model, and the labels both give U are compared round by round.
 """
@@ -30,7 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
-from cotrain.client import with_pseudo_labels
+from cotrain.trust import with_pseudo_labels
 from learners import ClassAlignedClassifier
 
 __all__ = ["STRATEGIES", "SensitivityLowerBound", "sensitivity_lower_bound"]
@@ -339,7 +340,7 @@ def sensitivity_lower_bound(
       None). They stay inside the data distribution and find far fewer changes.
 
     The trajectory: in round t the client fits on D ∪ P_t
-    (:func:`cotrain.client.with_pseudo_labels`; P_t replaces P_{t-1}) through
+    (:func:`cotrain.federation.client.with_pseudo_labels`; P_t replaces P_{t-1}) through
     :class:`learners.ClassAlignedClassifier` exactly as a :class:`cotrain.Client` does, so a
     learner that warm-starts continues from its own previous model — the neighbour's client
     from the neighbour's model. P_t is the same for both: it is the public consensus of earlier

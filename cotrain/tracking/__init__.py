@@ -1,7 +1,7 @@
 """Experiment tracking: round-loop callbacks that log every round to MLflow or TensorBoard.
 
 Both loggers are :class:`~cotrain.callbacks.Callback` objects: pass them to
-``FederatedCoTrainer(callbacks=[...])`` (or to any :class:`~cotrain.rounds.RoundLoop`) and
+``FederatedCoTrainer(callbacks=[...])`` (or to any :class:`~cotrain.federation.loop.RoundLoop`) and
 they log, per round, the scalars of :func:`round_metrics` at ``step=record.round``.
 
 Failure policy

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cotrain.rounds import Callback
+from cotrain.federation.loop import Callback
 
 if TYPE_CHECKING:  # pragma: no cover
+    from cotrain.federation.loop import RoundLoop
     from cotrain.history import RoundRecord
-    from cotrain.rounds import RoundLoop
 
 __all__ = [
     "MAX_PARAM_LENGTH",

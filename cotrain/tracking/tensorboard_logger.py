@@ -16,8 +16,8 @@ from cotrain.tracking.common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from cotrain.federation.loop import RoundLoop
     from cotrain.history import RoundRecord
-    from cotrain.rounds import RoundLoop
 
 __all__ = ["TensorBoardLogger"]
 

@@ -21,7 +21,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.datasets import load_breast_cancer_split
+from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.flower.site import write_sites
 
 

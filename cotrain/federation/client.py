@@ -1,0 +1,375 @@
+"""A federation member: one estimator and one private dataset.
+
+:class:`Client` is the only place that touches private data. What leaves it each
+round is an encoded message of labels on the public pool, never parameters and never
+private examples. A client is set up once with what stays fixed over a run (its data,
+the public pool, the wire format, its privacy mechanism, evaluation data) and then
+needs only the round's broadcast, so a runtime can keep it resident in a worker
+process (or at a Flower site) and send it nothing else.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cotrain.trust import (
+    FixedTrust,
+    PseudoLabelTrust,
+    pseudo_labelled_rows,
+    weighted_training_set,
+    with_pseudo_labels,
+)
+from cotrain.wire.broadcast import BroadcastDecoder, Downlink, MissingReference
+from cotrain.wire.format import WireFormat
+from cotrain.wire.messages import HardLabels, decode
+from cotrain.wire.upload import Upload
+from learners import ClassAlignedClassifier
+
+__all__ = [
+    "Client",
+    "StepResult",
+    "decode_labels",
+    "run_client_step",
+]
+
+
+@dataclass
+class StepResult(Upload):
+    """What one client step returns: its :class:`~cotrain.federation.server.Upload` for the server,
+    plus its predictions on the evaluation data (simulation only, never sent to the
+    server; a deployment reports its own metrics)."""
+
+    eval_codes: np.ndarray | None = None
+    eval_proba: np.ndarray | None = None
+    #: the pool weight the client chose for this round's fit (see :mod:`cotrain.trust`)
+    trust: float | None = None
+    #: the client has a privacy mechanism: its learner's warnings and fit time are
+    #: data-dependent side channels outside the ε, so they stay off the upload
+    private: bool = False
+
+    def upload(self) -> Upload:
+        """The part of the result the server receives (for a private client: the labels,
+        the failure if any, and the round's privacy event — no warnings, no timing)."""
+        if self.private:
+            return Upload(
+                self.client_id, self.message, self.error, dp_event=self.dp_event,
+                broadcast_version=self.broadcast_version,
+            )  # fmt: skip
+        return Upload(
+            self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
+            self.dp_event, self.broadcast_version, self.quality,
+        )  # fmt: skip
+
+
+class Client:
+    """One client of the federation: its estimator and its private data D_i.
+
+    Each round the client fits its model on D_i ∪ P (its private data plus the public
+    examples that carry a pseudo-label; P replaces the previous round's P, it never
+    accumulates), then labels the public pool, randomises the labels with its privacy
+    mechanism if it has one, and encodes them as a message.
+
+    Parameters
+    ----------
+    client_id : int
+        Position of the client in the federation.
+    estimator : classifier
+        A scikit-learn-style classifier; it is wrapped (not mutated) in a
+        :class:`learners.ClassAlignedClassifier` that speaks the global label space.
+    X, y : ndarray
+        The client's private training data, labels in the caller's values.
+    classes : ndarray
+        The global classes, sorted.
+    X_public : ndarray, optional
+        The public pool U (needed by :meth:`run_round`).
+    wire : cotrain.wire.WireFormat, optional
+        How labels travel; default: packed hard labels on ``X_public``.
+    privacy : cotrain.privacy mechanism, optional
+        Applied before anything leaves the client, by its ``applies_to``: ``"hard"`` /
+        ``"soft"`` randomise the labels; ``"data"`` releases labels from the client's data
+        itself (subsample-and-aggregate teachers); ``"model"`` trains the model privately
+        (its ``prepare`` configures the estimator once) and the upload carries the round's
+        privacy event for the ledger. Its noise comes from the operating system's entropy
+        unless :meth:`run_round` is given a ``privacy_seed``.
+    X_eval : ndarray, optional
+        Evaluation data predicted every round (for the history; never trained on).
+    eval_proba : bool, default=False
+        Also return probabilities on ``X_eval`` (for a soft consensus's accuracy).
+    trust : cotrain.trust.PseudoLabelTrust or FixedTrust, optional
+        How much weight the pseudo-labelled pool gets in each fit (default: full weight,
+        the paper's FedCT). A :class:`~cotrain.trust.PseudoLabelTrust` chooses it every
+        round by cross-validation on the private rows; its out-of-fold accuracy is sent
+        as the upload's ``quality`` (not by a private client).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array(["a", "a", "b", "b"])
+    >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array(["a", "b"]),
+    ...                 X_public=np.array([[0.5], [2.5]]))
+    >>> result = client.run_round(1, broadcast=None)
+    >>> len(result.message)  # 10-byte header + 2 labels packed at 1 bit each
+    11
+    """
+
+    def __init__(
+        self,
+        client_id: int,
+        estimator: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        *,
+        X_public: np.ndarray | None = None,
+        wire: WireFormat | None = None,
+        privacy: Any = None,
+        X_eval: np.ndarray | None = None,
+        eval_proba: bool = False,
+        trust: FixedTrust | PseudoLabelTrust | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.classes = classes
+        if getattr(privacy, "applies_to", None) == "model":
+            estimator = privacy.prepare(estimator)
+        self.model = ClassAlignedClassifier(estimator, classes=classes)
+        self.fitted = False
+        self.X_public = X_public
+        if wire is None and X_public is not None:
+            wire = WireFormat(n_classes=len(classes), n_public=len(X_public))
+        self.wire = wire
+        self.sender = None if wire is None else wire.sender()
+        #: the consensus versions this client decoded (delta-coded broadcasts)
+        self.broadcasts = None if wire is None else BroadcastDecoder(wire)
+        self.privacy = privacy
+        self.X_eval = X_eval
+        self.eval_proba = eval_proba
+        self.trust = FixedTrust(1.0) if trust is None else trust
+        #: what the trust keeps between rounds (out-of-fold accuracy of private-only fits)
+        self.trust_cache: dict[Any, np.ndarray] = {}
+        self._X = X
+        self._y = y
+
+    @property
+    def n_samples(self) -> int:
+        """Number of private training examples."""
+        return self._X.shape[0]
+
+    @property
+    def last_sent(self) -> np.ndarray | None:
+        """Hard codes of this client's last upload (delta coding's reference)."""
+        return None if self.sender is None else self.sender.state_dict()["codes"]
+
+    def training_set(
+        self, X_public: np.ndarray, pseudo: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """D_i ∪ P: private data plus the public rows that carry a pseudo-label."""
+        return with_pseudo_labels(self._X, self._y, X_public, pseudo, self.classes)
+
+    def run_round(
+        self,
+        t: int,
+        broadcast: bytes | None,
+        ref_round: int = 0,
+        privacy_seed: int | None = None,
+        downlink: Downlink | None = None,
+    ) -> StepResult:
+        """Run round ``t`` on this client: decode P, fit on D_i ∪ P, label U, encode.
+
+        Parameters
+        ----------
+        t : int
+            The round (from 1).
+        broadcast : bytes or None
+            The encoded consensus of the previous round (None in round 1).
+        ref_round : int, default=0
+            Round of this client's last upload that the server decoded (0: none): the
+            reference of a delta-coded upload.
+        privacy_seed : int, optional
+            Seeds this round's privacy noise — only for simulations with
+            ``reproducible_noise``; None (the default): the noise is drawn from the operating
+            system's entropy, so nobody who knows the run's ``random_state`` can replay it.
+        downlink : Downlink, optional
+            This client's own broadcast, delta-coded against a consensus version it
+            acknowledged (see :mod:`cotrain.wire.broadcast`); replaces ``broadcast``. A client
+            that no longer holds that version trains on its own data alone this round,
+            with a warning, and reports that it holds none.
+
+        Returns
+        -------
+        StepResult
+            Never raises: a failure is returned in ``error`` with the previous model left
+            in place, so the server decides whether to skip the client.
+        """
+        if self.wire is None or self.X_public is None:
+            raise ValueError("run_round needs a client set up with X_public (and a wire)")
+        result = StepResult(self.client_id, private=self.privacy is not None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                pseudo = self._decode_broadcast(t, downlink or Downlink(broadcast))
+                if getattr(self.privacy, "applies_to", None) == "model":  # DP training noise
+                    self.privacy.seed_noise(self.model, privacy_seed)
+                labels = self._fit_and_label(pseudo, result)
+                if self.privacy is not None:  # applied before anything leaves the client
+                    labels = self._privatize(labels, pseudo, privacy_seed, result)
+                result.message = self.sender.encode(labels, t, ref_round)
+            except Exception as err:  # reported to the server, which raises or skips
+                result.error = err
+        result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
+        result.broadcast_version = self.broadcasts.version
+        return result
+
+    def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:
+        """The consensus of round ``t - 1``; None (and a warning) when it is a delta
+        against a version this client lost."""
+        try:
+            return self.broadcasts.decode(downlink, version=t - 1)
+        except MissingReference as err:
+            self.broadcasts.forget()
+            warnings.warn(
+                f"{err}; training on the private data alone this round", RuntimeWarning,
+                stacklevel=2,
+            )  # fmt: skip
+            return None
+
+    def _privatize(
+        self, labels: np.ndarray, pseudo: np.ndarray | None, seed: int | None, result: StepResult
+    ) -> np.ndarray:
+        """The labels that leave the client, through its privacy mechanism."""
+        applies_to = getattr(self.privacy, "applies_to", None)
+        if applies_to == "model":  # a DP-trained model: its labels are post-processing
+            result.dp_event = self.privacy.round_event(self.model.estimator_)
+            return labels
+        rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+        if applies_to == "data":
+            X_train, y_train = self.training_set(self.X_public, pseudo)
+            n = self.n_samples
+            return self.privacy.release(
+                self.model, self._X, self._y, self.X_public, self.classes, rng,
+                X_extra=X_train[n:], y_extra=y_train[n:],
+            )  # fmt: skip
+        return self.privacy.randomize(labels, len(self.classes), rng)
+
+    def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
+        """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
+        sharing) and put the evaluation predictions and learner time in ``result``."""
+        start = time.perf_counter()
+        X_train, y_train, weight = self._X, self._y, None
+        if pseudo is not None:  # how much the pool counts: see cotrain.trust
+            X_pool, y_pool = pseudo_labelled_rows(self.X_public, pseudo, self.classes)
+            choice = self.trust.choose(
+                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+                cache=self.trust_cache,
+            )  # fmt: skip
+            X_train, y_train, weight = weighted_training_set(
+                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+                choice.weight, getattr(self.trust, "random_state", None),
+            )  # fmt: skip
+            result.trust = choice.weight
+            result.quality = None if self.privacy is not None else choice.quality
+        self.model.fit(X_train, y_train, sample_weight=weight)
+        self.fitted = True
+        trust_time = time.perf_counter() - start - self.model.fit_time_
+        start = time.perf_counter()
+        soft = self.wire.share == "soft"
+        on_public = (
+            self.model.predict_proba(self.X_public) if soft else self.model.predict(self.X_public)
+        )
+        if self.X_eval is not None:
+            result.eval_codes = self.codes(self.model.predict(self.X_eval))
+            if self.eval_proba:
+                result.eval_proba = self.model.predict_proba(self.X_eval)
+        result.learner_time_s = trust_time + self.model.fit_time_ + time.perf_counter() - start
+        return on_public if soft else self.codes(on_public)
+
+    def step(
+        self,
+        X_public: np.ndarray,
+        broadcast: bytes | None,
+        share: str,
+        X_eval: np.ndarray | None = None,
+        eval_proba: bool = False,
+        soft_dtype: str = "float32",
+        privacy: Any = None,
+        privacy_seed: int | None = None,
+        encoding: str = "packed",
+        soft_bits: int | None = None,
+    ) -> StepResult:
+        """One round with the setting passed in (the interface before :meth:`run_round`).
+
+        Sets the client up with these arguments, then runs :meth:`run_round`; a
+        delta-coded upload is coded against this client's previous upload.
+        """
+        wire = WireFormat(
+            n_classes=len(self.classes),
+            n_public=len(X_public),
+            share=share,
+            encoding=encoding,
+            soft_dtype=soft_dtype,
+            soft_bits=soft_bits,
+        )
+        if wire != self.wire:
+            self.wire, self.sender, self.broadcasts = wire, wire.sender(), BroadcastDecoder(wire)
+        self.X_public, self.privacy, self.X_eval, self.eval_proba = (
+            X_public,
+            privacy,
+            X_eval,
+            eval_proba,
+        )
+        last = self.sender.state_dict()["round"]
+        return self.run_round(last + 1, broadcast, ref_round=last, privacy_seed=privacy_seed)
+
+    def codes(self, labels: np.ndarray) -> np.ndarray:
+        """Indices of global-class labels in ``classes``."""
+        return np.searchsorted(self.classes, labels).astype(np.int64)
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """What the client keeps between rounds: its model (an object: checkpoints store
+        it with skops), whether it is fitted, and its delta-coding state."""
+        return {
+            "model": self.model if self.fitted else None,
+            "fitted": self.fitted,
+            "sender": None if self.sender is None else self.sender.state_dict(),
+            "broadcasts": None if self.broadcasts is None else self.broadcasts.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        if state["fitted"]:
+            self.model, self.fitted = state["model"], True
+        if state["sender"] is not None and self.sender is not None:
+            self.sender.load_state_dict(state["sender"])
+        if state.get("broadcasts") is not None and self.broadcasts is not None:
+            self.broadcasts.load_state_dict(state["broadcasts"])
+
+
+def decode_labels(data: bytes) -> np.ndarray:
+    """Labels carried by an encoded message: hard codes ``(n,)`` or probabilities ``(n, C)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.wire.messages import HardLabels
+    >>> decode_labels(HardLabels(np.array([1, 0, 2]), 3).to_bytes()).tolist()
+    [1, 0, 2]
+    """
+    message = decode(data)
+    return message.codes if isinstance(message, HardLabels) else message.probs
+
+
+def run_client_step(client: Client, step: dict[str, Any], privacy_seed: int | None) -> StepResult:
+    """Module-level entry point so that ``runtime.map`` can ship a client step to a worker.
+
+    ``step`` holds the arguments of :meth:`Client.step` every client of the round
+    receives; ``privacy_seed`` is this client's own.
+    """
+    return client.step(**step, privacy_seed=privacy_seed)

@@ -1,0 +1,190 @@
+"""The in-process federation a :class:`~cotrain.FederatedCoTrainer` simulates.
+
+:class:`SimulatedFederation` holds the clients and the server of one run and plays a
+round between them through a client pool (the clients resident wherever the runtime
+keeps them). It also scores each round on evaluation data, which only a simulation
+has, and collects the state dicts of every part for checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from consensus import majority_vote
+from cotrain._validation import FitData
+from cotrain.federation.client import Client
+from cotrain.federation.privacy_setup import bind_public
+from cotrain.federation.sampling import ClientSampler
+from cotrain.federation.seeding import noise_seed_for
+from cotrain.federation.server import CoTrainingServer
+from cotrain.history import History, RoundRecord
+from cotrain.runtime.runtimes import Straggler
+
+__all__ = ["SimulatedFederation", "aggregate"]
+
+
+def aggregate(consensus: Any, codes: np.ndarray, probas: np.ndarray | None, n_classes: int):
+    """The prediction rule of a federation: a soft consensus applies to probabilities; a
+    hard one (majority, qualified majority, certainty) is a plain majority vote that
+    never abstains.
+
+    Examples
+    --------
+    >>> from consensus import MajorityVote
+    >>> aggregate(MajorityVote(), np.array([[0, 1], [1, 1], [0, 1]]), None, 2).tolist()
+    [0, 1]
+    """
+    if consensus.output == "soft" and probas is not None:
+        return np.argmax(consensus(probas, n_classes=n_classes), axis=1)
+    return majority_vote(codes, n_classes)
+
+
+class SimulatedFederation:
+    """The clients, server, sampler and ledger of one in-process run.
+
+    Parameters
+    ----------
+    clients : list of Client
+        Set up with the public pool, wire format, privacy mechanism and evaluation data.
+    server : CoTrainingServer
+    sampler : ClientSampler
+    ledger : PrivacyLedger or None
+    data : FitData
+        The validated inputs (for evaluation: ``y_eval_codes``, ``y_public_codes``).
+    noise_seed : numpy.random.SeedSequence, optional
+        Seeds each client's privacy noise per round (``reproducible_noise=True`` only);
+        None: every client draws its noise from the operating system's entropy.
+    """
+
+    def __init__(
+        self,
+        clients: list[Client],
+        server: CoTrainingServer,
+        sampler: ClientSampler,
+        ledger: Any,
+        data: FitData,
+        noise_seed: np.random.SeedSequence | None = None,
+    ) -> None:
+        self.clients = clients
+        self.server = server
+        self.sampler = sampler
+        self.ledger = ledger
+        self.data = data
+        #: seeds the clients' privacy noise only with reproducible_noise (else: OS entropy)
+        self.noise_seed = noise_seed
+        #: learner warnings of private clients, which never reach the server
+        self.local_warnings: Counter = Counter()
+        self.history = History()
+        #: client id -> its latest (codes, probabilities) on the evaluation data
+        self.last_eval: dict[int, tuple[Any, Any]] = {}
+        self.pool: Any = None
+        bind_public(server.consensus, data.X_public)  # e.g. dual distillation's server model
+
+    def run_round(self, t: int, sampled: np.ndarray, timeout: float | None) -> RoundRecord:
+        """One round: the sampled clients get the broadcast and upload their labels;
+        the server decodes, votes and records; the round is scored."""
+        start = time.perf_counter()
+        server = self.server
+        broadcast = server.broadcast_bytes()  # sent once per worker; deltas per client
+        links = {int(i): server.downlink_for(int(i)) for i in sampled}
+        args = {
+            i: (
+                server.ref_round(i), noise_seed_for(self.noise_seed, t, i),
+                link if link.ref or link.data != broadcast else None,  # delta or own cluster's
+            )
+            for i, link in links.items()
+        }  # fmt: skip
+        out = self.pool.call("run_round", args, (t, broadcast), timeout=timeout)
+        results = [r for r in out.values() if not isinstance(r, Straggler)]
+        timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
+        record, answered = server.finish_round(
+            t, sampled, [r.upload() for r in results], timed_out, started=start,
+            bytes_down=sum(link.nbytes for link in links.values()),
+        )  # fmt: skip
+        for r in results:
+            if r.client_id in answered:
+                self.last_eval[r.client_id] = (r.eval_codes, r.eval_proba)
+        # what private clients keep off their uploads, the experimenter still sees
+        private = [r for r in results if r.private]
+        for r in private:
+            for (category, message), n in r.warnings.items():
+                self.local_warnings[(r.client_id, category, message)] += n
+        local_time = sum(r.learner_time_s for r in private)
+        trust = {r.client_id: r.trust for r in results if r.trust is not None}
+        return replace(
+            record, learner_time_s=record.learner_time_s + local_time, trust=trust,
+            **self.evaluate(),
+        )  # fmt: skip
+
+    @property
+    def learner_warnings(self) -> Counter:
+        """``(client, category, message) -> count`` of every learner warning so far: those
+        the server received and those private clients kept to themselves."""
+        return self.server.warnings + self.local_warnings
+
+    def evaluate(self) -> dict[str, Any]:
+        """Accuracies for the round record (only from evaluation-only data)."""
+        data, out = self.data, {}
+        hard = self.server.hard_consensus
+        covered = hard >= 0
+        if data.y_public_codes is not None and covered.any():
+            out["pseudo_label_accuracy"] = float(
+                np.mean(hard[covered] == data.y_public_codes[covered])
+            )
+        if data.X_eval is None:
+            return out
+        ids = sorted(self.last_eval)
+        codes = np.stack([self.last_eval[i][0] for i in ids])
+        acc = {
+            i: float(np.mean(row == data.y_eval_codes)) for i, row in zip(ids, codes, strict=True)
+        }
+        probas = [self.last_eval[i][1] for i in ids]
+        pred = aggregate(
+            self.server.consensus, codes, None if probas[0] is None else np.stack(probas),
+            len(data.classes),
+        )  # fmt: skip
+        out.update(
+            client_accuracy=acc,
+            mean_accuracy=float(np.mean(list(acc.values()))),
+            std_accuracy=float(np.std(list(acc.values()))),
+            consensus_accuracy=float(np.mean(pred == data.y_eval_codes)),
+        )
+        return out
+
+    def state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
+        """``(state, broadcast, models)``: every part's state dict (the clients' from
+        where they live), the encoded broadcast, and the fitted models by client."""
+        clients = self.pool.call("state_dict", {c.client_id: () for c in self.clients})
+        models = {i: s.pop("model") for i, s in clients.items() if s["fitted"]}
+        state = {
+            **self.server.state_dict(),
+            "clients": [clients[i] for i in sorted(clients)],
+            "eval": {str(i): list(v) for i, v in self.last_eval.items()},
+            "sampler": self.sampler.state_dict(),
+            "ledger": None if self.ledger is None else self.ledger.state_dict(),
+            "local_warnings": [[*key, n] for key, n in self.local_warnings.items()],
+            "history": [r.to_json() for r in self.history],
+        }
+        return state, state.pop("broadcast"), models
+
+    def load_state_dict(
+        self, state: dict[str, Any], broadcast: bytes | None, models: dict[int, Any]
+    ) -> None:
+        """Put a :meth:`state_dict` back (before the clients are hosted)."""
+        for client, s in zip(self.clients, state["clients"], strict=True):
+            client.load_state_dict({**s, "model": models.get(client.client_id)})
+        self.server.load_state_dict({**state, "broadcast": broadcast})
+        self.last_eval = {int(i): tuple(v) for i, v in state["eval"].items()}
+        self.sampler.load_state_dict(state["sampler"])
+        if self.ledger is not None:
+            self.ledger.load_state_dict(state["ledger"])
+        self.local_warnings = Counter(
+            {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
+        )
+        for record in state["history"]:
+            self.history.append(RoundRecord.from_json(record))

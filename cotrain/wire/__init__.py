@@ -1,0 +1,48 @@
+"""The wire format: what travels between clients and the server, byte for byte.
+
+- :mod:`~cotrain.wire.messages`: the message kinds (packed hard labels, soft labels) and
+  :func:`~cotrain.wire.messages.decode`;
+- :mod:`~cotrain.wire.compact`: the compact kinds (delta-coded hard labels, quantised soft
+  labels);
+- :mod:`~cotrain.wire.packing`: bit packing and the registry of message kinds;
+- :mod:`~cotrain.wire.format`: :class:`WireFormat`, the one object that encodes and decodes
+  uploads, with the per-client delta state on each side;
+- :mod:`~cotrain.wire.broadcast`: the server's broadcast of the consensus and its decoder;
+- :mod:`~cotrain.wire.upload`: :class:`Upload`, all the server sees of a client in a round.
+
+Nothing here imports the rest of :mod:`cotrain`: the format can be read and tested alone.
+
+Examples
+--------
+>>> import numpy as np
+>>> from cotrain.wire import WireFormat
+>>> wire = WireFormat(share="hard", n_classes=3, n_public=4)
+>>> wire.decode(wire.encode(np.array([0, 2, 1, 1]))).codes.tolist()
+[0, 2, 1, 1]
+"""
+
+from cotrain.wire.broadcast import BroadcastDecoder, BroadcastEncoder, Downlink, MissingReference
+from cotrain.wire.compact import DeltaHardLabels, QuantizedSoftLabels, quantize_probs
+from cotrain.wire.format import MalformedMessage, UploadReceiver, UploadSender, WireFormat
+from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_labels
+from cotrain.wire.upload import Upload
+
+__all__ = [
+    "BroadcastDecoder",
+    "BroadcastEncoder",
+    "DeltaHardLabels",
+    "Downlink",
+    "HardLabels",
+    "MalformedMessage",
+    "Message",
+    "MissingReference",
+    "QuantizedSoftLabels",
+    "SoftLabels",
+    "Upload",
+    "UploadReceiver",
+    "UploadSender",
+    "WireFormat",
+    "decode",
+    "encode_labels",
+    "quantize_probs",
+]
