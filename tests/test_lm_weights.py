@@ -7,7 +7,7 @@ from importlib.machinery import ModuleSpec
 
 import pytest
 
-from learners import lm_weights
+from learners.lm import weights as lm_weights
 from learners.lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
 
 MINILM = PACKAGED_MODELS["all-MiniLM-L6-v2"]

@@ -27,8 +27,8 @@ from cotrain.runtime.runtimes import (
     RayRuntime,
     SequentialRuntime,
     Straggler,
-    pool_worker,
 )
+from cotrain.runtime import pool_worker
 from cotrain.runtime.worker_processes import idle_workers
 
 # the workers get this module's classes by value, so that they need not import it (and
