@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_breast_cancer
 
-from cotrain import datasets
+from cotrain.datasets import loaders
 from cotrain.datasets.loaders import (
     PAPER_SPLITS,
     data_home,
@@ -243,7 +243,8 @@ def test_data_home_nothing_found_lists_tries(tmp_path, monkeypatch):
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
-    monkeypatch.setattr(datasets, "__file__", str(tmp_path / "x" / "repo" / "cotrain" / "d.py"))
+    fake_module = tmp_path / "x" / "repo" / "cotrain" / "datasets" / "d.py"
+    monkeypatch.setattr(loaders, "__file__", str(fake_module))
     with pytest.raises(FileNotFoundError) as info:
         data_home()
     msg = str(info.value)

@@ -170,7 +170,7 @@ def data_home(path: str | os.PathLike[str] | None = None) -> Path:
         )
     candidates = [
         Path.cwd() / ".." / "shared" / "data",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
+        Path(__file__).resolve().parents[2].parent / "shared" / "data",
     ]
     for p in candidates:
         if p.is_dir():
