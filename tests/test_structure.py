@@ -205,3 +205,80 @@ def test_dependencies_point_one_way(package):
     assert not found, f"{package} must not import {' or '.join(FORBIDDEN[package])}:\n" + (
         "\n".join(found)
     )
+
+
+# --------------------------------------------------------------------------- the layers
+
+#: DESIGN.md, "Inside cotrain/": subpackage -> the parts of ``cotrain`` it must never import
+#: (besides itself). ``wire`` and ``runtime`` import nothing else from cotrain; ``privacy``
+#: sits below ``federation``; ``federation`` below ``persistence`` and the trainer; and
+#: ``baselines``, ``flower`` and ``experiment`` are on top: nothing below imports them.
+TOP = ("cotrain.baselines", "cotrain.flower", "cotrain.experiment", "cotrain.cli")
+LAYERS = {
+    "cotrain.wire": ("cotrain",),
+    "cotrain.runtime": ("cotrain",),
+    "cotrain.privacy": ("cotrain.federation", "cotrain.persistence", "cotrain.trainer", *TOP),
+    "cotrain.federation": ("cotrain.persistence", "cotrain.trainer", *TOP),
+    "cotrain.persistence": TOP,
+    "cotrain.trainer": TOP,
+    "cotrain.callbacks": ("cotrain.federation", "cotrain.trainer", *TOP),
+    "cotrain.history": ("cotrain.federation", "cotrain.trainer", *TOP),
+}
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_violations(modules: dict[str, Module]) -> list[str]:
+    """Every import of a module of a layer that its layer must not import."""
+    found = []
+    for name, module in modules.items():
+        for layer, forbidden in LAYERS.items():
+            if not _within(name, layer):
+                continue
+            for imported in module.all_imported:
+                if _within(imported, layer):
+                    continue
+                if any(_within(imported, f) for f in forbidden):
+                    found.append(f"{name} imports {imported} (below: {', '.join(forbidden)})")
+    return sorted(found)
+
+
+def test_layers_of_the_design():
+    found = layer_violations(import_graph())
+    assert not found, "an import against the layering of DESIGN.md:\n" + "\n".join(found)
+
+
+def test_layer_check_catches_a_wire_module_importing_the_federation():
+    known = {"cotrain.wire.format", "cotrain.federation.client", "cotrain.trust"}
+    wire = _module("cotrain.wire.format", "from cotrain.federation.client import Client\n", known)
+    ok = _module("cotrain.federation.client", "from cotrain.wire.format import W\n", known)
+    trust = _module("cotrain.trust", "from cotrain.baselines.fedavg import FedAvg\n", known)
+    modules = {m.name: m for m in (wire, ok, trust)}
+    assert layer_violations(modules) == [
+        "cotrain.wire.format imports cotrain.federation.client (below: cotrain)"
+    ]
+
+
+#: modules allowed at the root of ``cotrain`` (the facade and the pieces every part uses)
+ROOT_LIMIT = 12
+#: no module longer than this, but for the ones named here with why each is one job
+MAX_LINES = 650
+LONG_MODULES: dict[str, str] = {}
+
+
+def test_the_root_keeps_the_facade_only():
+    root = Path(importlib.util.find_spec("cotrain").origin).parent
+    modules = sorted(p.name for p in root.glob("*.py"))
+    assert len(modules) <= ROOT_LIMIT, f"{len(modules)} modules at cotrain/'s root: {modules}"
+
+
+def test_no_module_is_too_long():
+    long = sorted(
+        f"{name}: {n} lines"
+        for name, module in import_graph().items()
+        if (n := len(module.path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        and name not in LONG_MODULES
+    )
+    assert not long, f"modules over {MAX_LINES} lines (split along a seam):\n" + "\n".join(long)
