@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from cotrain.runtime import pool_worker
 from cotrain.runtime.pools import (
     ClientPool,
     InProcessPool,
@@ -29,7 +30,6 @@ from cotrain.runtime.runtimes import (
     SequentialRuntime,
     Straggler,
 )
-from cotrain.runtime import pool_worker
 from cotrain.runtime.worker_processes import idle_workers
 
 # the workers get this module's classes by value, so that they need not import it (and
