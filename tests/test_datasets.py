@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_breast_cancer
 
-from cotrain.datasets import loaders
+from cotrain.datasets import loaders, paths, splits, tabular
 from cotrain.datasets.loaders import (
     PAPER_SPLITS,
     data_home,
@@ -244,7 +244,7 @@ def test_data_home_nothing_found_lists_tries(tmp_path, monkeypatch):
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
     fake_module = tmp_path / "x" / "repo" / "cotrain" / "datasets" / "d.py"
-    monkeypatch.setattr(loaders, "__file__", str(fake_module))
+    monkeypatch.setattr(paths, "__file__", str(fake_module))
     with pytest.raises(FileNotFoundError) as info:
         data_home()
     msg = str(info.value)
@@ -267,6 +267,48 @@ def test_loader_missing_file_message(tmp_path, monkeypatch):
         load_wine_quality()
     with pytest.raises(FileNotFoundError, match=r"adult/adult-train\.csv"):
         load_adult()
+
+
+def test_data_file_finds_a_file_and_names_a_missing_one(fake_home):
+    (fake_home / "sub").mkdir(exist_ok=True)
+    (fake_home / "sub" / "f.csv").write_text("1,2\n")
+    assert paths.data_file(None, "sub", "f.csv") == fake_home.resolve() / "sub" / "f.csv"
+    with pytest.raises(FileNotFoundError, match=r"sub/g\.csv not found .*COTRAIN_DATA"):
+        paths.data_file(None, "sub", "g.csv")
+
+
+def test_standardize_on_public_scales_every_part_by_the_pool():
+    split = paper_split(
+        np.array([[0.0], [2.0], [4.0], [6.0], [10.0]]),
+        np.array([0, 1, 0, 1, 0]),
+        n_labeled=1,
+        n_public=2,
+        n_test=2,
+        random_state=0,
+        stratify=False,
+    )
+    parts = ("X_labeled", "X_public", "X_test")
+    raw = {part: np.asarray(split[part], dtype=float).copy() for part in parts}
+    scaler = splits.standardize_on_public(split)
+    mean, std = raw["X_public"].mean(), raw["X_public"].std()
+    assert scaler.mean_.tolist() == [mean]
+    for part, before in raw.items():
+        np.testing.assert_allclose(split[part], (before - mean) / std)
+
+
+def test_loaders_keeps_the_names_of_its_split_modules():
+    """``cotrain.datasets.loaders`` still exports what moved to paths, splits and tabular."""
+    moved = {
+        "data_home": paths,
+        "paper_split": splits,
+        "load_adult": tabular,
+        "load_wine_quality": tabular,
+        "ADULT_COLUMNS": tabular,
+        "WINE_FEATURES": tabular,
+    }
+    for name, home in moved.items():
+        assert getattr(loaders, name) is getattr(home, name), name
+        assert name in loaders.__all__
 
 
 # --------------------------------------------------------------------------------------------

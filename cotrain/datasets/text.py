@@ -14,7 +14,7 @@ import tarfile
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.datasets import loaders as datasets
+from cotrain.datasets import paths
 
 __all__ = ["load_movie_reviews"]
 
@@ -53,12 +53,12 @@ def load_movie_reviews(
     >>> len(texts), sorted(set(y.tolist()))  # doctest: +SKIP
     (2000, ['neg', 'pos'])
     """
-    root = datasets.data_home(data_home)
+    root = paths.data_home(data_home)
     path = root.joinpath(*_ARCHIVE)
     if not path.is_file():
         raise FileNotFoundError(
             f"{'/'.join(_ARCHIVE)} not found in the data folder {root} (looked for {path}). "
-            f"Place the archive there, or point data_home= / {datasets.ENV_VAR} at a folder "
+            f"Place the archive there, or point data_home= / {paths.ENV_VAR} at a folder "
             "that has it."
         )
     found: list[tuple[str, str, str]] = []
