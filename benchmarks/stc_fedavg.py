@@ -36,7 +36,7 @@ from _common import record
 
 from cotrain import partition
 from cotrain.baselines import FedAvg
-from cotrain.baselines.stc import SparseTernaryCompression, TopK
+from cotrain.compression import SparseTernaryCompression, TopK
 from cotrain.datasets.loaders import load_digits_split
 from learners import MLP, TorchClassifier
 

@@ -32,15 +32,15 @@ from sklearn.tree import DecisionTreeClassifier
 from cotrain import FederatedCoTrainer, partition
 from cotrain.baselines import (
     PATE,
-    Centralised,
+    Centralized,
     DistributedDistillation,
     FedAUX,
     FedAvg,
     FedDF,
     FedDS,
     LocalOnly,
-    SparseTernaryCompression,
 )
+from cotrain.compression import SparseTernaryCompression
 from cotrain.datasets.loaders import load_digits_split
 from learners import MLP, SmallCNN, TorchClassifier, XGBoostClassifier
 
@@ -122,7 +122,7 @@ def run_methods(
             random_state=seed,
         ).fit(X, y, X_public=split["X_public"], eval_set=test),
         "local only": lambda: LocalOnly(clients()).fit(X, y, eval_set=test),
-        "centralised": lambda: Centralised(neural(args.model, seed, E, B)).fit(X, y, eval_set=test),
+        "centralised": lambda: Centralized(neural(args.model, seed, E, B)).fit(X, y, eval_set=test),
     }
     rows = []
     for name, run in methods.items():

@@ -17,7 +17,7 @@ from consensus import majority_vote
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import (
     PATE,
-    Centralised,
+    Centralized,
     DistributedDistillation,
     DPFedAvg,
     FedAvg,
@@ -386,7 +386,7 @@ def test_local_only_and_centralised_on_breast_cancer(cancer):
         local = LocalOnly([make()] * 3, random_state=0).fit(
             cancer["X"], cancer["y"], eval_set=eval_set
         )
-        central = Centralised(make(), random_state=0).fit(
+        central = Centralized(make(), random_state=0).fit(
             cancer["X"], cancer["y"], eval_set=eval_set
         )
         (lr,), (cr,) = local.history_, central.history_
@@ -399,7 +399,7 @@ def test_local_only_and_centralised_on_breast_cancer(cancer):
         assert cr.mean_accuracy == pytest.approx(central.score(*eval_set))
         assert local.predict_proba(cancer["X_test"]).shape == (len(cancer["y_test"]), 2)
     # the pooled data may also be given as single arrays
-    pooled = Centralised(LogisticRegression()).fit(
+    pooled = Centralized(LogisticRegression()).fit(
         np.concatenate(cancer["X"]), np.concatenate(cancer["y"])
     )
     np.testing.assert_array_equal(
@@ -428,7 +428,7 @@ def test_all_histories_tabulate_together(cancer):
         frames.append(model.history_.to_frame().assign(method=name))
     for name, model in {
         "local": LocalOnly([GaussianNB()] * 3),
-        "central": Centralised(GaussianNB()),
+        "central": Centralized(GaussianNB()),
     }.items():
         model.fit(cancer["X"], cancer["y"], eval_set=(cancer["X_test"], cancer["y_test"]))
         frames.append(model.history_.to_frame().assign(method=name))

@@ -11,18 +11,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import load_digits
 
 from cotrain.baselines import DPFedAvg, FedAvg
-from cotrain.baselines.golomb import (
+from cotrain.compression import (
+    CompressedExchange,
+    SparseTernaryCompression,
+    TopK,
+    make_compression,
+)
+from cotrain.compression.golomb import (
     expected_position_bits,
     golomb_decode,
     golomb_encode,
     golomb_parameter,
     pack_bits,
-)
-from cotrain.baselines.stc import (
-    CompressedExchange,
-    SparseTernaryCompression,
-    TopK,
-    make_compression,
 )
 
 
@@ -375,3 +375,24 @@ def test_fedavg_stc_with_a_torch_learner(digits):
         assert decoded.keys() == shapes.keys()
     assert fedavg.history_[-1].bytes_up == sum(map(len, fedavg.compression_.last_messages))
     assert fedavg.history_[-1].bytes_up < 3 * 4 * sum(math.prod(s) for s in shapes.values()) / 30
+
+
+def test_old_import_paths_warn_and_give_the_moved_objects():
+    import cotrain.baselines
+    import cotrain.baselines.golomb as old_golomb
+    import cotrain.baselines.stc as old_stc
+    import cotrain.compression
+
+    for module, name, new in [
+        (old_stc, "SparseTernaryCompression", SparseTernaryCompression),
+        (old_stc, "CompressedExchange", CompressedExchange),
+        (old_stc, "make_compression", make_compression),
+        (cotrain.baselines, "TopK", TopK),
+        (old_golomb, "golomb_parameter", golomb_parameter),
+    ]:
+        with pytest.warns(DeprecationWarning, match=r"use cotrain\.compression\."):
+            assert getattr(module, name) is new
+    assert "TopK" not in dir(cotrain.baselines)
+    assert "TopK" in dir(cotrain.compression)
+    with pytest.raises(AttributeError, match="golomb_encoder"):
+        old_golomb.golomb_encoder  # noqa: B018

@@ -5,7 +5,7 @@
 - :class:`PATE`: teachers vote on the public pool with GNMax noise, one student learns;
 - :class:`DistributedDistillation`: clients share soft labels and train on their mean
   (a :class:`~cotrain.FederatedCoTrainer` with ``share="soft"`` and ``consensus="mean"``);
-- :class:`LocalOnly` and :class:`Centralised`: no communication, and all data pooled;
+- :class:`LocalOnly` and :class:`Centralized`: no communication, and all data pooled;
 - :class:`FedDF`, :class:`FedDS` and :class:`FedAUX`: FedAvg plus server-side ensemble
   distillation on the public pool (plain mean; entropy-weighted with rotation
   self-supervision; DP certainty-weighted with a pretrained initialisation).
@@ -31,12 +31,12 @@ from cotrain.baselines.ensemble_distillation import FedDF, FedDS
 from cotrain.baselines.fedaux_distillation import FedAUX
 from cotrain.baselines.fedavg import DPFedAvg, FedAvg, average_weights
 from cotrain.baselines.pate import PATE, gnmax
-from cotrain.baselines.reference import Centralised, LocalOnly
-from cotrain.baselines.stc import SparseTernaryCompression, TopK
+from cotrain.baselines.reference import Centralized, LocalOnly
+from learners._deprecation import deprecated_names
 
 __all__ = [
     "PATE",
-    "Centralised",
+    "Centralized",
     "DPFedAvg",
     "DistributedDistillation",
     "FedAUX",
@@ -44,8 +44,20 @@ __all__ = [
     "FedDF",
     "FedDS",
     "LocalOnly",
-    "SparseTernaryCompression",
-    "TopK",
     "average_weights",
     "gnmax",
 ]
+
+# old names, for one release: the compressors moved to cotrain.compression
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "Centralised": "cotrain.baselines.Centralized",
+        "SparseTernaryCompression": "cotrain.compression.SparseTernaryCompression",
+        "TopK": "cotrain.compression.TopK",
+    },
+)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

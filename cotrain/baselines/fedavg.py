@@ -30,7 +30,7 @@ from cotrain.baselines._common import (
     seeded,
     weights_nbytes,
 )
-from cotrain.baselines.stc import CompressedExchange, make_compression
+from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import make_runtime
@@ -208,8 +208,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         averages uniformly.
     compression : None, "stc", "topk" or compressor, default=None
         Clients send compressed weight updates with error accumulation instead of their
-        weights (:class:`~cotrain.baselines.SparseTernaryCompression`,
-        :class:`~cotrain.baselines.TopK`); the history records the encoded bytes.
+        weights (:class:`~cotrain.compression.SparseTernaryCompression`,
+        :class:`~cotrain.compression.TopK`); the history records the encoded bytes.
     n_jobs : int, default=None
         Joblib workers for the client steps.
     random_state : int, default=None
@@ -400,7 +400,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
                     bytes_down = weights_nbytes(global_w) * len(sampled)
                     bytes_up = sum(weights_nbytes(w) for w in locals_)
                     global_w = self._aggregate(global_w, locals_, n_samples[sampled])
-                else:  # compressed updates with residuals (cotrain.baselines.stc)
+                else:  # compressed updates with residuals (cotrain.compression)
                     counts = n_samples[sampled] if self.weighted else None
                     global_w, bytes_up, bytes_down = self.compression_.round(
                         global_w, locals_, sampled, counts

@@ -1,4 +1,4 @@
-"""Reference points without federation: local-only training and centralised training."""
+"""Reference points without federation: local-only training and centralized training."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from cotrain.baselines._common import (
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
+from learners._deprecation import deprecated_names
 
-__all__ = ["Centralised", "LocalOnly"]
+__all__ = ["Centralized", "LocalOnly"]
 
 
 class LocalOnly(ClassifierMixin, BaseEstimator):
@@ -166,7 +167,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         return soft_mean(np.stack([m.predict_proba(X) for m in self._models]), len(self.classes_))
 
 
-class Centralised(ClassifierMixin, BaseEstimator):
+class Centralized(ClassifierMixin, BaseEstimator):
     """One model trained on all clients' data pooled: the upper reference.
 
     Parameters
@@ -198,9 +199,9 @@ class Centralised(ClassifierMixin, BaseEstimator):
     --------
     >>> from sklearn.datasets import load_breast_cancer
     >>> from sklearn.tree import DecisionTreeClassifier
-    >>> from cotrain.baselines import Centralised
+    >>> from cotrain.baselines import Centralized
     >>> X, y = load_breast_cancer(return_X_y=True)
-    >>> central = Centralised(DecisionTreeClassifier(), random_state=0)
+    >>> central = Centralized(DecisionTreeClassifier(), random_state=0)
     >>> central = central.fit([X[:50], X[50:100]], [y[:50], y[50:100]])
     >>> central.predict(X[400:403]).shape
     (3,)
@@ -215,7 +216,7 @@ class Centralised(ClassifierMixin, BaseEstimator):
 
     def fit(
         self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None
-    ) -> Centralised:
+    ) -> Centralized:
         """Fit one model on the union of the clients' data.
 
         Parameters
@@ -275,3 +276,7 @@ class Centralised(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probabilities of the pooled model, columns in ``classes_`` order."""
         return self._model.predict_proba(check_predict_inputs(self, X))
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(__name__, {"Centralised": "cotrain.baselines.reference.Centralized"})

@@ -1,4 +1,4 @@
-"""Sparse ternary compression (STC) of FedAvg's weight updates (Sattler's thesis, ch. 3–4).
+"""Sparse ternary compression (STC) and top-k of weight updates (Sattler's thesis, ch. 3–4).
 
 A client sends its weight update ``Δθ_i = θ_i − θ`` (its weights after local training
 minus the global weights it started from) instead of its weights. With error
@@ -7,7 +7,7 @@ out), compresses ``A_i = Δθ_i + R_i`` and keeps ``R_i ← A_i − decompress(m
 (eqs. 3.8, 4.5). Per tensor (Algorithm 6), STC keeps the ``k = max(⌊n·p⌋, 1)`` entries
 of largest magnitude, replaces each by ``±μ`` with ``μ`` the mean magnitude of the
 kept entries, and codes the kept positions as Golomb-coded gaps with the thesis's
-``b*`` (:mod:`cotrain.baselines.golomb`), one sign bit each. The server averages the
+``b*`` (:mod:`cotrain.compression.golomb`), one sign bit each. The server averages the
 decoded updates and, with ``downstream=True``, compresses the average plus its own
 residual the same way before broadcasting it (eq. 4.6–4.8, Algorithm 7).
 
@@ -18,21 +18,21 @@ Message layouts (bytes, exact; ``len(message)`` is what the history records):
   to a whole byte. The decoder knows the tensor shapes and ``p``, hence every ``k``.
 - :class:`TopK`: the kept values as float32, then the Golomb-coded positions.
 
-:class:`CompressedExchange` holds one FedAvg run's state (client residuals, server
-residual, which global model each client holds); :class:`~cotrain.baselines.FedAvg`
-creates it when given ``compression=``.
+:class:`~cotrain.compression.CompressedExchange` holds one FedAvg run's state (client
+residuals, server residual, which global model each client holds);
+:class:`~cotrain.baselines.FedAvg` creates it when given ``compression=``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from cotrain.baselines.golomb import (
+from cotrain.compression.golomb import (
     golomb_decode,
     golomb_encode,
     golomb_parameter,
@@ -40,7 +40,7 @@ from cotrain.baselines.golomb import (
     unpack_bits,
 )
 
-__all__ = ["CompressedExchange", "SparseTernaryCompression", "TopK", "make_compression"]
+__all__ = ["SparseTernaryCompression", "TopK", "make_compression"]
 
 
 def _check_fraction(value: Any, name: str, *, allow_none: bool = False) -> None:
@@ -378,131 +378,3 @@ def make_compression(compression: Any) -> Any:
     if callable(check):
         check()
     return compression
-
-
-class CompressedExchange:
-    """One compressed FedAvg run: residuals, the server's residual, and exact bytes.
-
-    Parameters
-    ----------
-    compressor : object
-        From :func:`make_compression`.
-    n_clients : int
-        Number of clients (each keeps its own residual across rounds, also across the
-        rounds it sits out).
-
-    Attributes
-    ----------
-    residuals : list of dict or None
-        Each client's residual (None before its first upload).
-    server_residual : dict or None
-        The server's residual (downstream compression).
-    uplink_sizes : list of list of int
-        Per round, the byte length of every sampled client's message.
-    broadcast_sizes : list of int
-        Per round, the byte length of the server's downstream message (compressed
-        downstream only).
-    last_messages : list of bytes
-        The last round's uplink messages, in the order of its sampled clients.
-
-    Notes
-    -----
-    Downstream bytes with ``downstream=True``: a client downloads the dense global
-    weights the first time it is sampled, and later the broadcast messages of every
-    round since the model it holds (the thesis's cache of partial updates, §4.2.2,
-    sent as the list of messages), or the dense weights if those are fewer bytes.
-    With ``downstream=False`` every sampled client downloads the dense weights.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> ex = CompressedExchange(SparseTernaryCompression(sparsity=0.25), n_clients=2)
-    >>> w = {"w": np.zeros(4, dtype=np.float32)}
-    >>> locals_ = [{"w": np.array([1.0, 0, 0, 0])}, {"w": np.array([0, 0, 0, 3.0])}]
-    >>> new, up, down = ex.round(w, locals_, [0, 1], None)
-    >>> new["w"].tolist()   # mean update [0.5, 0, 0, 1.5], downstream STC keeps k = 1
-    [0.0, 0.0, 0.0, 1.5]
-    >>> up, down   # 2 messages of 4 bytes μ + 1 byte of bits; 2 dense downloads
-    (10, 32)
-    >>> ex.server_residual["w"].tolist()
-    [0.5, 0.0, 0.0, 0.0]
-    """
-
-    def __init__(self, compressor: Any, n_clients: int) -> None:
-        self.compressor = compressor
-        self.residuals: list[dict[str, np.ndarray] | None] = [None] * n_clients
-        self.server_residual: dict[str, np.ndarray] | None = None
-        self.uplink_sizes: list[list[int]] = []
-        self.broadcast_sizes: list[int] = []
-        self.last_messages: list[bytes] = []
-        self._holds = np.full(n_clients, -1)  # round of the global model held; -1 none
-
-    def _downstream(self) -> bool:
-        return bool(getattr(self.compressor, "downstream", False))
-
-    def round(
-        self,
-        global_w: Mapping[str, np.ndarray],
-        locals_: Sequence[Mapping[str, np.ndarray]],
-        clients: Sequence[int],
-        counts: Sequence[float] | None,
-    ) -> tuple[dict[str, np.ndarray], int, int]:
-        """One round: compress the clients' updates, average, update the global weights.
-
-        Parameters
-        ----------
-        global_w : dict of str to ndarray
-            The global weights the sampled clients started from.
-        locals_ : sequence of dict
-            Their weights after local training.
-        clients : sequence of int
-            Their indices.
-        counts : sequence of float, optional
-            Averaging weights (numbers of examples); None averages uniformly.
-
-        Returns
-        -------
-        weights : dict of str to ndarray of float32
-            The new global weights.
-        bytes_up, bytes_down : int
-            Exact bytes of the uplink messages and of what the sampled clients
-            downloaded to hold ``global_w``.
-        """
-        t = len(self.uplink_sizes) + 1
-        shapes = {k: np.shape(v) for k, v in global_w.items()}
-        dense = int(sum(4 * math.prod(s) for s in shapes.values()))
-        base = {k: np.asarray(v, dtype=np.float32) for k, v in global_w.items()}
-        bytes_down = 0
-        for i in clients:
-            if not self._downstream() or self._holds[i] < 0:
-                bytes_down += dense
-            else:
-                bytes_down += min(dense, sum(self.broadcast_sizes[self._holds[i] : t - 1]))
-            self._holds[i] = t - 1
-        coef = np.full(len(clients), 1.0 / len(clients))
-        if counts is not None:
-            coef = np.asarray(counts, dtype=np.float64) / float(np.sum(counts))
-        messages, average = [], {k: np.zeros(s) for k, s in shapes.items()}
-        for c, i, local in zip(coef, clients, locals_, strict=True):
-            update = {k: np.asarray(local[k], dtype=np.float32) - base[k] for k in base}
-            message, residual = self.compressor.compress(update, self.residuals[i])
-            self.residuals[i] = residual
-            messages.append(message)
-            for k, v in self.compressor.decompress(message, shapes).items():
-                average[k] += c * v
-        self.uplink_sizes.append([len(m) for m in messages])
-        self.last_messages = messages
-        if self._downstream():
-            down = getattr(self.compressor, "sparsity_down", None)
-            kwargs = {} if down is None else {"sparsity": down}
-            message, self.server_residual = self.compressor.compress(
-                average, self.server_residual, **kwargs
-            )
-            self.broadcast_sizes.append(len(message))
-            step = self.compressor.decompress(message, shapes, **kwargs)
-        else:
-            step = average
-        new = {
-            k: (base[k] + np.asarray(step[k], dtype=np.float32)).astype(np.float32) for k in base
-        }
-        return new, int(sum(len(m) for m in messages)), int(bytes_down)

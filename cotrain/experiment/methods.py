@@ -411,9 +411,9 @@ def _local(inp: MethodInput) -> Any:
 
 
 def _centralised(inp: MethodInput) -> Any:
-    from cotrain.baselines import Centralised
+    from cotrain.baselines import Centralized
 
-    model = Centralised(inp.learners[0], random_state=inp.seed)
+    model = Centralized(inp.learners[0], random_state=inp.seed)
     model.fit(inp.X, inp.y, eval_set=inp.eval_set)
     return model
 
