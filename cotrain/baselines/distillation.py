@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from sklearn.base import clone
 
 from cotrain.trainer import FederatedCoTrainer
+from cotrain.trust import DEFAULT_TRUST
 
 __all__ = ["DistributedDistillation"]
 
@@ -36,12 +37,21 @@ class DistributedDistillation(FederatedCoTrainer):
         parameters are the trainer's).
     soft_bits : int, default=None
         Quantise the soft labels to this many bits per class; None sends floats.
+    trust : "auto", None, float or cotrain.trust.PseudoLabelTrust, default="auto"
+        How much each client trusts the pseudo-labelled pool in its own fit (see
+        :class:`~cotrain.FederatedCoTrainer`); None trains on every averaged soft label at
+        full weight.
+    clustering : None, "agreement" or cotrain.clustering.AgreementClustering, default=None
+        Clustered co-training: clients whose labels disagree beyond chance get their own
+        cluster's mean.
     rounds : int, default=20
         Communication rounds.
     participation : float, default=1.0
         Fraction of clients asked each round.
     privacy : cotrain.privacy mechanism, default=None
         A label-privacy mechanism for soft labels (e.g. ``GaussianSoftLabels``).
+    reproducible_noise : bool, default=False
+        Derive the privacy noise from ``random_state`` (simulations only; warns).
     early_stopping : int, default=None
         Stop once the (argmax of the) consensus has not changed for this many rounds.
     on_client_error : {"raise", "skip"}, default="raise"
@@ -105,9 +115,12 @@ class DistributedDistillation(FederatedCoTrainer):
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,
+        trust: Any = DEFAULT_TRUST,
+        clustering: Any = None,
         rounds: int = 20,
         participation: float = 1.0,
         privacy: Any = None,
+        reproducible_noise: bool = False,
         early_stopping: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
@@ -127,9 +140,12 @@ class DistributedDistillation(FederatedCoTrainer):
             soft_dtype=soft_dtype,
             encoding=encoding,
             soft_bits=soft_bits,
+            trust=trust,
+            clustering=clustering,
             rounds=rounds,
             participation=participation,
             privacy=privacy,
+            reproducible_noise=reproducible_noise,
             early_stopping=early_stopping,
             on_client_error=on_client_error,
             min_clients=min_clients,
