@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from learners._deprecation import deprecated_names
+
 
 @dataclass(frozen=True)
 class RoundRecord:
@@ -237,7 +239,7 @@ class History:
         return fig
 
 
-def summarise_warnings(counts: Counter, stacklevel: int = 2) -> None:
+def summarize_warnings(counts: Counter, stacklevel: int = 2) -> None:
     """Warn once per distinct learner warning, with how often and by which clients.
 
     Parameters
@@ -252,7 +254,7 @@ def summarise_warnings(counts: Counter, stacklevel: int = 2) -> None:
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     summarise_warnings(Counter({(0, "UserWarning", "odd"): 3,
+    ...     summarize_warnings(Counter({(0, "UserWarning", "odd"): 3,
     ...                                 (2, "UserWarning", "odd"): 1}))
     >>> str(caught[0].message)
     'UserWarning raised 4 times by clients [0, 2] during fit: odd'
@@ -269,3 +271,9 @@ def summarise_warnings(counts: Counter, stacklevel: int = 2) -> None:
             UserWarning,
             stacklevel=stacklevel + 1,
         )
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(
+    __name__, {"summarise_warnings": "cotrain.history.summarize_warnings"}
+)

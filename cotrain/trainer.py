@@ -38,7 +38,7 @@ from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.seeding import client_seed, seeded_clone, spawn_seeds
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.simulation import SimulatedFederation, aggregate
-from cotrain.history import summarise_warnings
+from cotrain.history import summarize_warnings
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
 from cotrain.persistence.saving import load_federation, save_federation
 from cotrain.runtime.pools import host_objects
@@ -315,7 +315,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             self._run(start, checkpoint)
         self.n_rounds_ = len(self.history_)
         self.learner_warnings_ = dict(self._federation.learner_warnings)
-        summarise_warnings(self._federation.learner_warnings, stacklevel=3)
+        summarize_warnings(self._federation.learner_warnings, stacklevel=3)
         return self
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:

@@ -332,7 +332,7 @@ def test_reputation_state_is_checkpointed(cancer, tmp_path):
         estimators = [
             DecisionTreeClassifier(max_depth=2),
             LogisticRegression(),
-            HostileClassifier(DecisionTreeClassifier(), behaviour="random", random_state=0),
+            HostileClassifier(DecisionTreeClassifier(), behavior="random", random_state=0),
         ]
         return trainer(rounds, estimators=estimators, consensus=ReputationVote(decay=0.5), **kw)
 

@@ -293,8 +293,8 @@ Y6 = np.array([0, 0, 1, 1, 2, 2])
 
 
 def test_hostile_classifier_seeded_outputs():
-    def fitted(behaviour, seed=0, **kw):
-        return HostileClassifier(DecisionTreeClassifier(), behaviour, random_state=seed, **kw).fit(
+    def fitted(behavior, seed=0, **kw):
+        return HostileClassifier(DecisionTreeClassifier(), behavior, random_state=seed, **kw).fit(
             X6, Y6
         )
 
@@ -376,10 +376,10 @@ def test_hostile_classifier_sklearn_conventions_and_errors():
     fitted = clone(est).fit(X6, Y6)
     assert fitted.score(X6, Y6) <= 1.0  # ClassifierMixin works on the hostile answers
     for kwargs, match in [
-        ({"behaviour": "evil"}, "behaviour must be one of"),
+        ({"behavior": "evil"}, "behavior must be one of"),
         ({"rate": 1.5}, "rate must be a probability"),
-        ({"behaviour": "random", "constant": 1}, "constant is only used"),
-        ({"behaviour": "constant", "constant": 7}, "not among the training classes"),
+        ({"behavior": "random", "constant": 1}, "constant is only used"),
+        ({"behavior": "constant", "constant": 7}, "not among the training classes"),
         ({"random_state": -1}, "random_state must be"),
     ]:
         with pytest.raises(ValueError, match=match):
@@ -442,7 +442,7 @@ def test_make_hostile_mask_and_wrappers():
     for i, (est, bad) in enumerate(zip(ests, mask, strict=True)):
         if bad:
             assert isinstance(est, HostileClassifier) and est.estimator is base[i]
-            assert est.behaviour == "permuted" and est.random_state == i
+            assert est.behavior == "permuted" and est.random_state == i
         else:
             assert est is base[i]
     _, colluding = make_hostile(base, 0.4, "constant", random_state=5, collude=True)
@@ -463,8 +463,42 @@ def test_make_hostile_mask_and_wrappers():
     assert sum(isinstance(h, HangingClassifier) for h in hang) == 1
     with pytest.raises(ValueError, match="fraction must be"):
         make_hostile(base, 1.2, "random")
-    with pytest.raises(ValueError, match="behaviour must be one of"):
+    with pytest.raises(ValueError, match="behavior must be one of"):
         make_hostile(base, 0.2, "sneaky")
+
+
+def test_the_british_spellings_still_work_with_a_warning():
+    import pickle
+
+    import cotrain.robustness
+    from cotrain.robustness import hostile
+
+    with pytest.warns(DeprecationWarning, match=r"use behavior="):
+        old = HostileClassifier(DecisionTreeClassifier(), behaviour="constant", constant=1)
+    assert old.get_params(deep=False)["behavior"] == "constant"
+    assert "behaviour" not in old.get_params(deep=False)
+    assert clone(old).behavior == "constant"
+    with pytest.warns(DeprecationWarning, match=r"use behavior="):
+        old.set_params(behaviour="noise", constant=None)
+    assert old.behavior == "noise"
+    with pytest.warns(DeprecationWarning, match=r"use behavior"):
+        assert old.behaviour == "noise"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'behavour'"):
+        HostileClassifier(DecisionTreeClassifier(), behavour="noise")
+    with pytest.warns(DeprecationWarning, match=r"make_hostile's behaviour= is deprecated"):
+        ests, mask = make_hostile([DecisionTreeClassifier()] * 4, 0.5, behaviour="permuted")
+    assert [e.behavior for e, bad in zip(ests, mask, strict=True) if bad] == ["permuted"] * 2
+    for module in (hostile, cotrain.robustness):
+        with pytest.warns(DeprecationWarning, match=r"BEHAVIORS"):
+            assert module.BEHAVIOURS == ("random", "constant", "permuted", "noise")
+    # a classifier pickled before the rename kept its parameter as ``behaviour``
+    fitted = HostileClassifier(DecisionTreeClassifier(), "permuted", random_state=0).fit(X6, Y6)
+    state = dict(fitted.__getstate__())
+    state["behaviour"] = state.pop("behavior")
+    restored = HostileClassifier.__new__(HostileClassifier)
+    restored.__setstate__(state)
+    np.testing.assert_array_equal(restored.predict(X6), fitted.predict(X6))
+    assert pickle.loads(pickle.dumps(restored)).behavior == "permuted"
 
 
 # -------------------------------------------------------------------------- end to end

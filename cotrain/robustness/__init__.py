@@ -1,9 +1,10 @@
-"""Hostile and faulty clients, for testing that one bad site never stops a federation.
+"""Hostile and faulty clients, and label corruption, for robustness experiments.
 
 :mod:`~cotrain.robustness.hostile` wraps any classifier so that it lies
 (:class:`HostileClassifier`), crashes (:class:`CrashingClassifier`) or hangs
-(:class:`HangingClassifier`); label corruption of a client's private rows is
-:func:`cotrain.partition.label_noise` and :func:`cotrain.partition.make_byzantine`.
+(:class:`HangingClassifier`), for testing that one bad site never stops a federation;
+:mod:`~cotrain.robustness.corruption` corrupts a client's private labels instead
+(:func:`label_noise`, :func:`make_byzantine`; also importable from :mod:`cotrain.partition`).
 
 Examples
 --------
@@ -13,20 +14,32 @@ Examples
 HostileClassifier(behavior='constant', estimator=DecisionTreeClassifier())
 """
 
+from cotrain.robustness.corruption import BYZANTINE_KINDS, label_noise, make_byzantine
 from cotrain.robustness.hostile import (
-    BEHAVIOURS,
+    BEHAVIORS,
     CrashingClassifier,
     FitCounter,
     HangingClassifier,
     HostileClassifier,
     make_hostile,
 )
+from learners._deprecation import deprecated_names
 
 __all__ = [
-    "BEHAVIOURS",
+    "BEHAVIORS",
+    "BYZANTINE_KINDS",
     "CrashingClassifier",
     "FitCounter",
     "HangingClassifier",
     "HostileClassifier",
+    "label_noise",
+    "make_byzantine",
     "make_hostile",
 ]
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(__name__, {"BEHAVIOURS": "cotrain.robustness.BEHAVIORS"})
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

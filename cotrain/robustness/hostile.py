@@ -12,7 +12,7 @@ Examples
 >>> from sklearn.tree import DecisionTreeClassifier
 >>> from cotrain.robustness.hostile import make_hostile
 >>> estimators, hostile = make_hostile(
-...     [DecisionTreeClassifier()] * 5, fraction=0.4, behaviour="random", random_state=0)
+...     [DecisionTreeClassifier()] * 5, fraction=0.4, behavior="random", random_state=0)
 >>> hostile.tolist()
 [False, False, False, True, True]
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -30,8 +31,10 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from learners._deprecation import deprecated_names, renamed_keywords
+
 __all__ = [
-    "BEHAVIOURS",
+    "BEHAVIORS",
     "CrashingClassifier",
     "FitCounter",
     "HangingClassifier",
@@ -39,8 +42,16 @@ __all__ = [
     "make_hostile",
 ]
 
-#: The hostile behaviours of :class:`HostileClassifier`.
-BEHAVIOURS = ("random", "constant", "permuted", "noise")
+#: The hostile behaviors of :class:`HostileClassifier`.
+BEHAVIORS = ("random", "constant", "permuted", "noise")
+
+# the British spellings, for one release
+__getattr__ = deprecated_names(__name__, {"BEHAVIOURS": f"{__name__}.BEHAVIORS"})
+
+
+def _renamed(owner: str, kwargs: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
+    """``behaviour=`` (deprecated) as ``behavior=``."""
+    return renamed_keywords(owner, kwargs, {"behaviour": "behavior"}, strict=strict, stacklevel=4)
 
 
 def _fit_inner(estimator: Any, X: Any, y: Any, sample_weight: Any) -> Any:
@@ -79,7 +90,7 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
     ----------
     estimator : classifier
         Any scikit-learn-style classifier (cloned, never mutated).
-    behaviour : {"random", "constant", "permuted", "noise"}, default="random"
+    behavior : {"random", "constant", "permuted", "noise"}, default="random"
         - ``"random"``: each label drawn uniformly from ``classes_``, independently of the
           input;
         - ``"constant"``: always ``constant``, or (if None) one class drawn at fit time;
@@ -88,12 +99,14 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
         - ``"noise"``: each honest prediction replaced, with probability ``rate``, by one of
           the *other* classes drawn uniformly.
     rate : float, default=1.0
-        Flip probability of ``"noise"``, in [0, 1]; ignored by the other behaviours.
+        Flip probability of ``"noise"``, in [0, 1]; ignored by the other behaviors.
     constant : label, optional
         The class answered by ``"constant"``; must be one of the training labels.
     random_state : int or None, default=None
         Seed of every hostile draw (see Notes; the trainer gives each client's unset
         ``random_state`` its own seed).
+    **old
+        ``behaviour=``, the deprecated spelling of ``behavior=`` (warns).
 
     Attributes
     ----------
@@ -147,26 +160,50 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimator: Any,
-        behaviour: str = "random",
+        behavior: str = "random",
         rate: float = 1.0,
         constant: Any = None,
         random_state: int | None = None,
+        **old: Any,
     ) -> None:
         self.estimator = estimator
-        self.behaviour = behaviour
+        self.behavior = _renamed("HostileClassifier", old, strict=True).get("behavior", behavior)
         self.rate = rate
         self.constant = constant
         self.random_state = random_state
 
+    def set_params(self, **params: Any) -> HostileClassifier:
+        """Set parameters (``behaviour=`` is taken as ``behavior=``, with a warning)."""
+        params.update(_renamed("HostileClassifier.set_params", params))
+        return super().set_params(**params)
+
+    @property
+    def behaviour(self) -> str:
+        """Deprecated spelling of :attr:`behavior`."""
+        warnings.warn(
+            "HostileClassifier.behaviour is deprecated: use behavior (the old name goes in the "
+            "next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return str(self.behavior)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a classifier pickled before the rename holds ``behaviour``
+        if "behaviour" in state:
+            state = dict(state)
+            state["behavior"] = state.pop("behaviour")
+        super().__setstate__(state)
+
     def _check_params(self) -> float:
-        if self.behaviour not in BEHAVIOURS:
-            raise ValueError(f"behaviour must be one of {BEHAVIOURS}, got {self.behaviour!r}")
+        if self.behavior not in BEHAVIORS:
+            raise ValueError(f"behavior must be one of {BEHAVIORS}, got {self.behavior!r}")
         rate = self.rate
         if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate <= 1:
             raise ValueError(f"rate must be a probability in [0, 1], got {rate!r}")
-        if self.constant is not None and self.behaviour != "constant":
+        if self.constant is not None and self.behavior != "constant":
             raise ValueError(
-                f"constant is only used with behaviour='constant', got {self.behaviour!r}"
+                f"constant is only used with behavior='constant', got {self.behavior!r}"
             )
         if self.random_state is not None and (
             isinstance(self.random_state, bool)
@@ -208,11 +245,11 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
         rng = self._rng(None)
         self.permutation_ = None
         self.constant_ = None
-        if self.behaviour == "permuted":
+        if self.behavior == "permuted":
             if self.classes_.size < 2:
-                raise ValueError("behaviour='permuted' needs at least two classes")
+                raise ValueError("behavior='permuted' needs at least two classes")
             self.permutation_ = _derangement(self.classes_.size, rng)
-        elif self.behaviour == "constant":
+        elif self.behavior == "constant":
             if self.constant is None:
                 self.constant_ = self.classes_[rng.integers(self.classes_.size)]
             else:
@@ -230,15 +267,15 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
         self._calls += 1
         rng = self._rng(self._calls)
         n_classes = self.classes_.size
-        if self.behaviour == "random":
+        if self.behavior == "random":
             n = len(X) if not hasattr(X, "shape") else X.shape[0]
             return rng.integers(0, n_classes, size=n)
-        if self.behaviour == "constant":
+        if self.behavior == "constant":
             code = int(np.flatnonzero(self.classes_ == self.constant_)[0])
             n = len(X) if not hasattr(X, "shape") else X.shape[0]
             return np.full(n, code, dtype=np.int64)
         honest = np.searchsorted(self.classes_, np.asarray(self.estimator_.predict(X)))
-        if self.behaviour == "permuted":
+        if self.behavior == "permuted":
             return self.permutation_[honest]
         if n_classes < 2:
             return honest
@@ -473,7 +510,7 @@ class HangingClassifier(ClassifierMixin, BaseEstimator):
 def make_hostile(
     estimators: Sequence[Any],
     fraction: float,
-    behaviour: str = "random",
+    behavior: str = "random",
     random_state: int | np.random.Generator | None = None,
     *,
     collude: bool = False,
@@ -488,11 +525,11 @@ def make_hostile(
     fraction : float
         Share of the clients to make hostile, in [0, 1]; ``round(fraction * m)`` of them
         (Python's rounding: halves to even), chosen at random with ``random_state``.
-    behaviour : {"random", "constant", "permuted", "noise", "crash", "hang"}, default="random"
-        A :class:`HostileClassifier` behaviour, or ``"crash"`` (:class:`CrashingClassifier`)
+    behavior : {"random", "constant", "permuted", "noise", "crash", "hang"}, default="random"
+        A :class:`HostileClassifier` behavior, or ``"crash"`` (:class:`CrashingClassifier`)
         or ``"hang"`` (:class:`HangingClassifier`, needs ``seconds=``).
     random_state : int, Generator or None
-        Chooses the hostile clients. For the :class:`HostileClassifier` behaviours an int
+        Chooses the hostile clients. For the :class:`HostileClassifier` behaviors an int
         also seeds each wrapper: ``random_state + client index``, or ``random_state`` for all
         of them with ``collude=True`` (None leaves them unseeded: the trainer then seeds
         each client differently).
@@ -501,7 +538,8 @@ def make_hostile(
         derangement and ``"constant"`` clients one class: a colluding bloc that votes alike.
     **kwargs
         Passed to the wrapper: ``rate``, ``constant`` (hostile); ``after_fits`` (crash,
-        hang); ``seconds`` (hang).
+        hang); ``seconds`` (hang). ``behaviour=`` is the deprecated spelling of
+        ``behavior=`` (warns).
 
     Returns
     -------
@@ -530,9 +568,10 @@ def make_hostile(
         or not (0 <= fraction <= 1)
     ):
         raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
-    kinds = (*BEHAVIOURS, "crash", "hang")
-    if behaviour not in kinds:
-        raise ValueError(f"behaviour must be one of {kinds}, got {behaviour!r}")
+    behavior = _renamed("make_hostile", kwargs).get("behavior", behavior)
+    kinds = (*BEHAVIORS, "crash", "hang")
+    if behavior not in kinds:
+        raise ValueError(f"behavior must be one of {kinds}, got {behavior!r}")
     rng = np.random.default_rng(random_state)
     chosen = np.sort(rng.choice(m, size=round(fraction * m), replace=False)) if m else []
     mask = np.zeros(m, dtype=bool)
@@ -540,13 +579,13 @@ def make_hostile(
     out = list(estimators)
     for i in np.flatnonzero(mask):
         est = estimators[i]
-        if behaviour == "crash":
+        if behavior == "crash":
             out[i] = CrashingClassifier(est, **kwargs)
-        elif behaviour == "hang":
+        elif behavior == "hang":
             out[i] = HangingClassifier(est, **kwargs)
         else:
             params = dict(kwargs)
             if isinstance(random_state, numbers.Integral):
                 params["random_state"] = int(random_state) + (0 if collude else int(i))
-            out[i] = HostileClassifier(est, behaviour, **params)
+            out[i] = HostileClassifier(est, behavior, **params)
     return out, mask
