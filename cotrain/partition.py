@@ -1,4 +1,4 @@
-"""Split labeled data over clients, and corrupt labels for robustness experiments.
+"""Split labeled data over clients.
 
 Every splitter returns a ``list`` of ``int64`` index arrays into ``y``, one per client. Each
 array is sorted ascending, the arrays are pairwise disjoint, and together they cover every
@@ -9,7 +9,7 @@ Randomness comes from ``random_state`` (``None``, an ``int`` seed or a
 :class:`numpy.random.Generator`) through :func:`numpy.random.default_rng`: the same seed gives
 the same split.
 
-The protocols follow ``METHODS.md`` §6 (the project's digest of the papers):
+The protocols are those of the papers:
 
 - :func:`iid` — a random permutation cut into near-equal parts;
 - :func:`dirichlet` — the balanced Dirichlet split of FedAUX (Sattler et al., App. B, after
@@ -18,8 +18,21 @@ The protocols follow ``METHODS.md`` §6 (the project's digest of the papers):
   half with ``Dir(alpha2)``;
 - :func:`shards` — the "sort by label and deal out shards" split of McMahan et al.
 
-plus :func:`label_noise` and :func:`make_byzantine` for the robustness experiments of FedDS
-(noisy and hostile clients) and :func:`label_distribution` to inspect a split.
+plus :func:`label_distribution` to inspect a split. The label corruption of the robustness
+experiments of FedDS (noisy and hostile clients), :func:`label_noise` and
+:func:`make_byzantine`, lives in :mod:`cotrain.robustness.corruption` and is importable from
+here as well.
+
+Examples
+--------
+>>> import numpy as np
+>>> from cotrain import partition
+>>> parts = partition.iid(np.repeat([0, 1], 5), 2, random_state=0)
+>>> [len(p) for p in parts]
+[5, 5]
+>>> from cotrain.robustness.corruption import label_noise
+>>> partition.label_noise is label_noise
+True
 """
 
 from __future__ import annotations
@@ -29,6 +42,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from cotrain.datasets.labels import (
+    RandomState,
+    as_generator,
+    check_label_array,
+    check_label_space,
+    encode_labels,
+    factorize,
+)
+from cotrain.robustness.corruption import label_noise, make_byzantine
 
 __all__ = [
     "dirichlet",
@@ -40,41 +63,10 @@ __all__ = [
     "two_alpha",
 ]
 
-RandomState = None | int | np.integer | np.random.Generator
-
-_BYZANTINE_KINDS = ("random", "constant", "permuted")
-
 
 # --------------------------------------------------------------------------------------------
-# validation helpers
+# argument checks of the splitters
 # --------------------------------------------------------------------------------------------
-
-
-def _rng(random_state: Any) -> np.random.Generator:
-    """Return a Generator from ``None``, an int seed, a SeedSequence or a Generator."""
-    if isinstance(random_state, bool):
-        raise TypeError(
-            f"random_state must be None, an int or a numpy Generator, got {random_state!r}"
-        )
-    try:
-        return np.random.default_rng(random_state)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            "random_state must be None, a non-negative int or a numpy.random.Generator, "
-            f"got {random_state!r}"
-        ) from exc
-
-
-def _labels(y: Any, name: str = "y") -> np.ndarray:
-    """Return ``y`` as a non-empty 1-D array."""
-    if isinstance(y, (str, bytes)):
-        raise TypeError(f"{name} must be a 1-D array of labels, got a {type(y).__name__}")
-    arr = np.asarray(y)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} must not be empty")
-    return arr
 
 
 def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
@@ -105,69 +97,6 @@ def _alpha(alpha: Any, name: str = "alpha") -> float:
     if not np.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {alpha!r}")
     return alpha
-
-
-def _factorize(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(y, return_inverse=True)``, with a fallback for unorderable object labels."""
-    try:
-        classes, codes = np.unique(y, return_inverse=True)
-    except TypeError:  # e.g. a mix of str and int in an object array: keep first-seen order
-        lookup: dict[Any, int] = {}
-        codes = np.fromiter(
-            (lookup.setdefault(v, len(lookup)) for v in y.tolist()), dtype=np.int64, count=y.size
-        )
-        classes = np.empty(len(lookup), dtype=object)
-        classes[:] = list(lookup)
-    return classes, np.asarray(codes, dtype=np.int64).reshape(-1)
-
-
-def _classes(classes: Any) -> np.ndarray:
-    """Validate a user-given ``classes`` argument: 1-D, non-empty, no duplicates."""
-    if isinstance(classes, (str, bytes)):
-        raise TypeError("classes must be a 1-D sequence of labels, got a single string")
-    arr = np.asarray(classes)
-    if arr.ndim != 1:
-        raise ValueError(f"classes must be 1-D, got an array of shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("classes must not be empty")
-    uniq, _ = _factorize(arr)
-    if uniq.size != arr.size:
-        raise ValueError("classes must not contain duplicates")
-    return arr
-
-
-def _encode(y: np.ndarray, classes: np.ndarray, name: str = "y") -> np.ndarray:
-    """Codes of ``y`` in ``classes`` (position in the array); ValueError for unknown labels."""
-    codes: np.ndarray | None = None
-    try:
-        order = np.argsort(classes, kind="stable")
-        ordered = classes[order]
-        pos = np.clip(np.searchsorted(ordered, y), 0, classes.size - 1)
-        found = np.asarray(ordered[pos] == y, dtype=bool)
-        if found.shape == y.shape:
-            codes = np.where(found, order[pos], -1).astype(np.int64)
-    except (TypeError, ValueError, np.exceptions.DTypePromotionError):
-        codes = None
-    if codes is None:  # unorderable or incomparable labels: a dictionary look-up
-        lookup = {c: i for i, c in enumerate(classes.tolist())}
-        codes = np.fromiter((lookup.get(v, -1) for v in y.tolist()), dtype=np.int64, count=y.size)
-    if np.any(codes < 0):
-        missing = y[codes < 0][:5].tolist()
-        raise ValueError(f"{name} contains labels that are not in classes, e.g. {missing}")
-    return codes
-
-
-def _output_dtype(y: np.ndarray, classes: np.ndarray) -> np.dtype:
-    """``y``'s dtype if it can hold every class unchanged, else the common dtype."""
-    try:
-        if np.array_equal(classes.astype(y.dtype), classes):
-            return y.dtype
-    except (TypeError, ValueError, OverflowError):
-        pass
-    try:
-        return np.result_type(y.dtype, classes.dtype)
-    except (TypeError, np.exceptions.DTypePromotionError):
-        return np.dtype(object)
 
 
 def _sorted_parts(parts: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -210,9 +139,9 @@ def iid(y: Any, n_clients: int, random_state: RandomState = None) -> list[np.nda
         if n < 1:
             raise ValueError(f"y must be a positive number of samples, got {n}")
     else:
-        n = _labels(y).size
+        n = check_label_array(y).size
     n_clients = _n_clients(n_clients, n)
-    rng = _rng(random_state)
+    rng = as_generator(random_state)
     return _sorted_parts(np.array_split(rng.permutation(n), n_clients))
 
 
@@ -306,8 +235,7 @@ def dirichlet(
 ) -> list[np.ndarray]:
     """Balanced Dirichlet split: label skew controlled by ``alpha``, near-equal client sizes.
 
-    The protocol of FedAUX (Sattler et al., App. B, after Hsu et al. 2019), as summarised in
-    ``METHODS.md`` §6:
+    The protocol of FedAUX (Sattler et al., App. B, after Hsu et al. 2019):
 
     1. For every class ``j`` draw ``p_j ~ Dir(alpha)`` over the clients; stack into ``P``
        of shape ``(n_classes, n_clients)``.
@@ -335,7 +263,7 @@ def dirichlet(
     n_clients : int
         Number of clients, ``1 <= n_clients <= n_samples``.
     alpha : float
-        Dirichlet concentration, ``> 0``; the digest's grid is
+        Dirichlet concentration, ``> 0``; FedAUX's grid is
         0.01, 0.04, 0.16, 0.64, 2.56, 10.24, 100.
     random_state : None, int or numpy.random.Generator, default=None
         Seed or generator.
@@ -359,12 +287,12 @@ def dirichlet(
     >>> bool((counts.max(axis=1) >= 0.9 * 250).all())  # each client: mostly one class
     True
     """
-    y = _labels(y)
+    y = check_label_array(y)
     n_clients = _n_clients(n_clients, y.size)
     alpha = _alpha(alpha)
     max_iter = _int(max_iter, "max_iter", 1)
-    rng = _rng(random_state)
-    classes, codes = _factorize(y)
+    rng = as_generator(random_state)
+    classes, codes = factorize(y)
     return _dirichlet_codes(codes, classes.size, n_clients, alpha, rng, max_iter)
 
 
@@ -381,7 +309,7 @@ def two_alpha(
     A random half of the examples (``n // 2`` of them) is split with :func:`dirichlet` at
     ``alpha1`` and the rest at ``alpha2``; client ``i`` receives the union of its part of each
     half. FedCT (Table 2) uses ``(100, 2)`` for mild, ``(100, 0.01)`` for strong and
-    ``(0.01, 0.01)`` for pathological heterogeneity (``METHODS.md`` §6).
+    ``(0.01, 0.01)`` for pathological heterogeneity.
 
     Parameters
     ----------
@@ -412,13 +340,13 @@ def two_alpha(
     >>> np.array_equal(np.sort(np.concatenate(parts)), np.arange(1000))
     True
     """
-    y = _labels(y)
+    y = check_label_array(y)
     n_clients = _n_clients(n_clients, y.size)
     alpha1 = _alpha(alpha1, "alpha1")
     alpha2 = _alpha(alpha2, "alpha2")
     max_iter = _int(max_iter, "max_iter", 1)
-    rng = _rng(random_state)
-    classes, codes = _factorize(y)
+    rng = as_generator(random_state)
+    classes, codes = factorize(y)
     perm = rng.permutation(y.size)
     halves = (perm[: y.size // 2], perm[y.size // 2 :])
     parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
@@ -468,7 +396,7 @@ def shards(
     >>> (label_distribution(y, parts) > 0).sum(axis=1).tolist()
     [2, 2, 2, 2, 2]
     """
-    y = _labels(y)
+    y = check_label_array(y)
     n_clients = _n_clients(n_clients, y.size)
     shards_per_client = _int(shards_per_client, "shards_per_client", 1)
     n_shards = n_clients * shards_per_client
@@ -477,169 +405,13 @@ def shards(
             f"n_clients * shards_per_client ({n_shards}) must not exceed the number of "
             f"samples ({y.size})"
         )
-    rng = _rng(random_state)
-    _, codes = _factorize(y)
+    rng = as_generator(random_state)
+    _, codes = factorize(y)
     perm = rng.permutation(y.size)
     by_label = perm[np.argsort(codes[perm], kind="stable")]
     pieces = np.array_split(by_label, n_shards)
     deal = rng.permutation(n_shards).reshape(n_clients, shards_per_client)
     return _sorted_parts([np.concatenate([pieces[s] for s in row]) for row in deal])
-
-
-# --------------------------------------------------------------------------------------------
-# label corruption
-# --------------------------------------------------------------------------------------------
-
-
-def label_noise(
-    y: Any,
-    rate: float,
-    classes: Any = None,
-    random_state: RandomState = None,
-) -> np.ndarray:
-    """Flip exactly ``round(rate * n)`` labels, each to a different class chosen uniformly.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Labels (any hashable values).
-    rate : float
-        Fraction of labels to flip, in ``[0, 1]``.
-    classes : array-like, optional
-        The label space; defaults to ``np.unique(y)``. Must contain every label of ``y`` and,
-        when any label is flipped, at least two classes.
-    random_state : None, int or numpy.random.Generator, default=None
-        Seed or generator.
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-        A copy of ``y`` (same values and dtype, widened only if a class given in ``classes``
-        does not fit it) in which the chosen positions hold a class different from the
-        original one, drawn uniformly from the other ``len(classes) - 1`` classes.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cotrain.partition import label_noise
-    >>> y = np.array(["cat", "dog", "cat", "bird"] * 25)
-    >>> noisy = label_noise(y, 0.2, random_state=0)
-    >>> int((noisy != y).sum())
-    20
-    >>> noisy.dtype == y.dtype
-    True
-    """
-    y = _labels(y)
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
-        raise TypeError(f"rate must be a float in [0, 1], got {type(rate).__name__}")
-    rate = float(rate)
-    if not 0.0 <= rate <= 1.0:  # also rejects NaN
-        raise ValueError(f"rate must be in [0, 1], got {rate!r}")
-    if classes is None:
-        classes, codes = _factorize(y)
-    else:
-        classes = _classes(classes)
-        codes = _encode(y, classes)
-    rng = _rng(random_state)
-    n_flip = round(rate * y.size)
-    out = y.astype(_output_dtype(y, classes), copy=True)
-    if n_flip == 0:
-        return out
-    n_classes = classes.size
-    if n_classes < 2:
-        raise ValueError("label_noise needs at least two classes to flip labels to")
-    where = rng.choice(y.size, size=n_flip, replace=False)
-    shift = rng.integers(1, n_classes, size=n_flip)
-    out[where] = classes[(codes[where] + shift) % n_classes]
-    return out
-
-
-def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random permutation of ``range(n)`` with no fixed point (``n >= 2``)."""
-    while True:  # rejection: succeeds with probability ~ 1/e per draw
-        perm = rng.permutation(n)
-        if not np.any(perm == np.arange(n)):
-            return perm
-
-
-def make_byzantine(
-    y: Any,
-    kind: str = "random",
-    classes: Any = None,
-    random_state: RandomState = None,
-    *,
-    constant: Any = None,
-) -> np.ndarray:
-    """Labels for a hostile (Byzantine) client.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        The client's true labels.
-    kind : {"random", "constant", "permuted"}, default="random"
-        - ``"random"``: every label drawn uniformly from ``classes``, independently of ``y``;
-        - ``"constant"``: every label is the same class, ``constant`` or one drawn at random;
-        - ``"permuted"``: a fixed random derangement of the classes applied to ``y``, so every
-          label is wrong but consistently so (a confident liar).
-    classes : array-like, optional
-        The label space; defaults to ``np.unique(y)``.
-    random_state : None, int or numpy.random.Generator, default=None
-        Seed or generator.
-    constant : label, optional
-        The class used by ``kind="constant"``; must be in ``classes``.
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-        Labels in the caller's values (dtype of ``y`` where it can hold every class).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cotrain.partition import make_byzantine
-    >>> y = np.array([0, 1, 2, 0, 1, 2])
-    >>> bad = make_byzantine(y, "permuted", random_state=0)
-    >>> bool((bad != y).all())
-    True
-    >>> make_byzantine(y, "constant", constant=2).tolist()
-    [2, 2, 2, 2, 2, 2]
-    """
-    y = _labels(y)
-    if kind not in _BYZANTINE_KINDS:
-        raise ValueError(f"kind must be one of {_BYZANTINE_KINDS}, got {kind!r}")
-    if classes is None:
-        classes, codes = _factorize(y)
-    else:
-        classes = _classes(classes)
-        codes = _encode(y, classes)
-    rng = _rng(random_state)
-    if constant is not None and kind != "constant":
-        raise ValueError(f"constant is only used with kind='constant', got kind={kind!r}")
-    out_dtype = _output_dtype(y, classes)
-    if kind == "random":
-        new = rng.integers(0, classes.size, size=y.size)
-    elif kind == "constant":
-        if constant is None:
-            code = int(rng.integers(0, classes.size))
-        else:
-            matches = [i for i, c in enumerate(classes.tolist()) if _same(c, constant)]
-            if not matches:
-                raise ValueError(f"constant must be one of the classes, got {constant!r}")
-            code = matches[0]
-        new = np.full(y.size, code, dtype=np.int64)
-    else:  # permuted
-        if classes.size < 2:
-            raise ValueError("kind='permuted' needs at least two classes")
-        new = _derangement(classes.size, rng)[codes]
-    return np.asarray(classes[new]).astype(out_dtype, copy=False)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """``a == b`` for two scalar labels, False where they cannot be compared."""
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -672,12 +444,12 @@ def label_distribution(y: Any, parts: Sequence[Any], classes: Any = None) -> np.
     >>> label_distribution(y, [np.array([0, 1]), np.array([2, 3])]).tolist()
     [[1, 1, 0], [0, 1, 1]]
     """
-    y = _labels(y)
+    y = check_label_array(y)
     if classes is None:
-        classes, codes = _factorize(y)
+        classes, codes = factorize(y)
     else:
-        classes = _classes(classes)
-        codes = _encode(y, classes)
+        classes = check_label_space(classes)
+        codes = encode_labels(y, classes)
     if isinstance(parts, np.ndarray) and parts.ndim == 1 and parts.dtype != object:
         raise TypeError("parts must be a sequence of index arrays, one per client")
     counts = np.zeros((len(parts), classes.size), dtype=np.int64)
