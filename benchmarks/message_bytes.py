@@ -62,7 +62,7 @@ def run(name: str, split, vote: str = "majority") -> tuple[str, dict[str, float]
         DecisionTreeClassifier(random_state=4),
     ]
     clients = [
-        Client(i, est, X[p], y[p], classes)
+        Client(i, est, X[p], y[p], classes, X_public=X_public)
         for i, (est, p) in enumerate(zip(estimators, parts, strict=True))
     ]
     enc = {m: [DeltaEncoder(C, compress=m) for _ in clients] for m in ("zlib", "lzma")}
@@ -79,7 +79,7 @@ def run(name: str, split, vote: str = "majority") -> tuple[str, dict[str, float]
         if reseed:  # a stochastic learner: a fresh seed every fit, so labels keep churning
             for i, c in enumerate(clients):
                 c.model.estimator.set_params(random_state=1000 * t + i)
-        results = [c.step(X_public, broadcast, "hard") for c in clients]
+        results = [c.run_round(t, broadcast) for c in clients]
         for r in results:
             if r.error is not None:
                 raise r.error

@@ -28,15 +28,9 @@ from cotrain._validation import (
 from cotrain.callbacks import EarlyStopping, PrivacyBudget, ProgressBar
 from cotrain.federation.client import Client
 from cotrain.federation.loop import RoundLoop
-from cotrain.federation.privacy_setup import (
-    check_privacy_setup,
-    dry_run_consensus,
-    make_ledger,
-    replayable_noise_warning,
-)
-from cotrain.federation.sampling import ClientSampler
-from cotrain.federation.seeding import client_seed, seeded_clone, spawn_seeds
-from cotrain.federation.server import CoTrainingServer
+from cotrain.federation.privacy_setup import check_privacy_setup
+from cotrain.federation.seeding import client_seed, seeded_clone
+from cotrain.federation.setup import build_server
 from cotrain.federation.simulation import SimulatedFederation, aggregate
 from cotrain.history import summarize_warnings
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
@@ -44,7 +38,6 @@ from cotrain.persistence.saving import load_federation, save_federation
 from cotrain.runtime.pools import host_objects
 from cotrain.runtime.runtimes import make_runtime
 from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
-from cotrain.wire.format import WireFormat
 from learners import ClassAlignedClassifier
 
 __all__ = ["FederatedCoTrainer", "client_seed", "seeded_clone"]
@@ -319,43 +312,38 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         return self
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:
-        """Build the wire format, the clients, the server, the sampler and the ledger."""
+        """Build the server side of the run (as the Flower ServerApp does), then the
+        clients."""
+        rule = get_consensus(self.consensus)
+        check_share_consensus(self.share, rule)
+        check_privacy_setup(self.privacy, rule, estimators)
+        run = build_server(
+            consensus=rule, X_public=data.X_public, n_classes=len(data.classes),
+            client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
+            share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
+            soft_bits=self.soft_bits, clustering=self.clustering,
+            participation=self.participation, on_client_error=self.on_client_error,
+            min_clients=self.min_clients, privacy=self.privacy, random_state=self.random_state,
+            reproducible_noise=self.reproducible_noise,
+        )  # fmt: skip
         # a copy, so that a noisy consensus starts every fit from its own seed
-        self.consensus_ = clone(get_consensus(self.consensus), safe=False)
-        check_share_consensus(self.share, self.consensus_)
-        n, n_classes, n_public = len(estimators), len(data.classes), data.X_public.shape[0]
-        dry_run_consensus(self.consensus_, n, n_classes, n_public)
+        self.consensus_ = run.consensus
         self.classes_ = data.classes
         self._feature_shape = feature_shape(data.X_public)
         if len(self._feature_shape) == 1:
             self.n_features_in_ = self._feature_shape[0]
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
-        sampler_seed, client_seeds, noise_seed = spawn_seeds(self.random_state, n)
-        check_privacy_setup(self.privacy, self.consensus_, estimators)
-        replayable_noise_warning(self.consensus_, self.reproducible_noise)
-        ledger = make_ledger([self.privacy, self.consensus_], n, n_classes, n_public)
-        wire = WireFormat(
-            n_classes, n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
-        )
         eval_proba = self.consensus_.output == "soft" and data.X_eval is not None
         clients = [
             Client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
-                   wire=wire, privacy=self.privacy, X_eval=data.X_eval, eval_proba=eval_proba,
-                   trust=client_trust(self.trust, self.privacy, s, est))
+                   wire=run.wire, privacy=self.privacy, X_eval=data.X_eval,
+                   eval_proba=eval_proba, trust=client_trust(self.trust, self.privacy, s, est))
             for i, (est, s, Xi, yi) in enumerate(
-                zip(estimators, client_seeds, data.X_clients, data.y_clients, strict=True)
+                zip(estimators, run.client_seeds, data.X_clients, data.y_clients, strict=True)
             )
         ]  # fmt: skip
-        server = CoTrainingServer(
-            self.consensus_, wire, n, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, ledger=ledger, clustering=self.clustering,
-            client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
-        )  # fmt: skip
-        sampler = ClientSampler(sampler_seed, n, self.participation, self.min_clients)
-        self._federation = SimulatedFederation(
-            clients, server, sampler, ledger, data, noise_seed if self.reproducible_noise else None
-        )
+        self._federation = SimulatedFederation(clients, run, data, self.reproducible_noise)
         self.history_ = self._federation.history
         self.stopped_reason_ = None
 

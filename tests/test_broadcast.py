@@ -121,7 +121,7 @@ def test_client_with_a_lost_reference_trains_alone_and_reports_version_zero(canc
         0, DecisionTreeClassifier(random_state=0), cancer["X"][0], cancer["y"][0],
         np.array([0, 1]), X_public=cancer["X_public"], wire=wire,
     )  # fmt: skip
-    result = client.run_round(3, None, downlink=server.message_for(0))
+    result = client.run_round(3, server.message_for(0))
     assert result.error is None and result.broadcast_version == 0
     assert any("does not hold" in message for _, message in result.warnings)
     # it trained on its 20 private rows alone

@@ -165,8 +165,9 @@ def test_server_forms_one_consensus_per_cluster_and_sends_each_client_its_own():
     assert server.pending == {2}
     assert record.agreement == 1.0 and record.coverage == 1.0
     assert server.hard_consensus.tolist() == a.tolist()  # the largest cluster's
+    links = server.configure_round(2, np.arange(5))
     for i, expected in ((0, a), (2, np.full(120, -1)), (3, b), (4, b)):
-        link = server.downlink_for(i)
+        link = links[i]
         assert link.ref == 0 and wire.decode_broadcast(link.data).tolist() == expected.tolist()
     # round 2: clients acknowledge version 1; one label of cluster (3, 4) changes, and
     # client 2's own labels (b: the other map) place it in that cluster
@@ -179,17 +180,17 @@ def test_server_forms_one_consensus_per_cluster_and_sends_each_client_its_own():
     assert record.clusters == ((0, 1), (2, 3, 4)) and not server.pending
     # changed: client 2 now receives labels everywhere (it was sent none)
     assert record.changed == 120 and record.agreement == pytest.approx(1 - 1 / 600)
-    link = server.downlink_for(3)  # a delta against the codes client 3 holds
+    links = server.configure_round(3, np.arange(5))
+    link = links[3]  # a delta against the codes client 3 holds
     decoder = BroadcastDecoder(wire)
     decoder.decode(Downlink(wire.encode_broadcast(b)), version=1)
     assert link.ref == 1 and decoder.decode(link, version=2).tolist() == b2.tolist()
-    assert server.downlink_for(0).ref == 1  # cluster (0, 1, 2): an empty delta
+    assert links[0].ref == 1  # cluster (0, 1, 2): an empty delta
     # state survives a round trip
     fresh = CoTrainingServer(MajorityVote(), wire, n_clients=5, clustering="agreement")
     fresh.load_state_dict(server.state_dict())
     assert fresh.clusters == server.clusters
-    assert fresh.downlink_for(3) == server.downlink_for(3)
-    assert fresh.downlink_for(0) == server.downlink_for(0)
+    assert fresh.configure_round(3, [0, 3]) == server.configure_round(3, [0, 3])
 
 
 def test_probe_positions_are_left_out_of_every_consensus():

@@ -32,6 +32,7 @@ IMPORT_NAME = {"xgboost-cpu": "xgboost", "scikit-learn": "sklearn", "attrs": "at
 INDIRECT = {
     "six": "imodels imports it (rule_set/skope_rules.py) without declaring it",
     "ruff": "the linter CI runs (`ruff check`), a command, not a module",
+    "mypy": "the type checker CI runs (`mypy`), a command, not a module",
 }
 
 #: modules the packages import that no extra installs, and why
@@ -116,3 +117,62 @@ def test_every_third_party_module_of_the_packages_is_declared():
     declared |= {import_name(distribution(r)) for reqs in EXTRAS.values() for r in reqs}
     used = imported_modules(PACKAGES) - set(sys.stdlib_module_names) - {*PACKAGES, "__future__"}
     assert sorted(used - declared - set(UNDECLARED)) == []
+
+
+#: modules a test writes and imports itself
+WRITTEN_BY_TESTS = {"pool_toy_module": "tests/test_pools.py writes it to tmp_path"}
+
+
+def test_every_third_party_module_of_the_tests_is_declared():
+    # a test dependency that only arrives with another package (mpmath came with torch's
+    # sympy) breaks the suite in an environment without that package
+    declared = {import_name(distribution(r)) for r in CORE}
+    declared |= {import_name(distribution(r)) for reqs in EXTRAS.values() for r in reqs}
+    local = {path.stem for folder in SOURCES for path in (ROOT / folder).rglob("*.py")}
+    local |= {
+        path.name for folder in SOURCES for path in (ROOT / folder).rglob("*") if path.is_dir()
+    }
+    ignored = set(sys.stdlib_module_names) | {*PACKAGES, *SOURCES, "__future__"} | local
+    ignored |= set(WRITTEN_BY_TESTS)
+    used = imported_modules(("tests",)) - ignored
+    assert sorted(used - declared - set(UNDECLARED)) == []
+
+
+def skip_guard(node: ast.stmt) -> str | None:
+    """The module of a statement ``[x =] pytest.importorskip("m...")``, or None."""
+    call = node.value if isinstance(node, ast.Expr | ast.Assign) else None
+    if (
+        isinstance(call, ast.Call)
+        and getattr(call.func, "attr", None) == "importorskip"
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+    ):
+        return str(call.args[0].value).split(".")[0]
+    return None
+
+
+def test_a_test_file_imports_at_module_level_only_the_core_the_test_extra_or_what_it_skips():
+    # with only the core and the test extra installed, every test file must import (or skip)
+    core = {import_name(distribution(r)) for r in CORE} | {"pytest"}
+    test_extra = {import_name(distribution(r)) for r in EXTRAS["test"]}
+    local = {path.stem for folder in SOURCES for path in (ROOT / folder).rglob("*.py")}
+    first_party = {*PACKAGES, "tests", "__future__"} | local
+    unguarded = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        guarded: set[str] = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            guard = skip_guard(node)
+            if guard is not None:
+                guarded.add(guard)
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            else:
+                continue
+            for name in names:
+                if name in sys.stdlib_module_names or name in first_party:
+                    continue
+                if name not in core | test_extra | guarded:
+                    unguarded.append(f"{path.name}:{node.lineno} {name}")
+    assert unguarded == [], "import these after pytest.importorskip, or declare them in [test]"

@@ -231,7 +231,7 @@ def test_broadcasts_are_delta_coded_per_site_and_survive_a_lost_reply(federation
     assert [ref for t, n, ref in refs if n == node] == [0, 0, 1, 1, 3]
     assert not any("does not hold" in m for (_, _, m) in strategy.learner_warnings_)
     assert [r.failed for r in strategy.history_] == [{}] * 5
-    full = len(strategy._server.broadcast_bytes())
+    full = len(strategy._server.encoder.full)  # the consensus in full
     assert strategy.history_[1].bytes_down == 3 * full  # round 2: the first broadcast
     assert strategy.history_[4].bytes_down < 3 * full
 

@@ -20,6 +20,7 @@ from cotrain.privacy import RandomizedResponse
 from cotrain.privacy.ledger import PrivacyLedger
 from cotrain.runtime.pools import host_objects
 from cotrain.runtime.runtimes import SequentialRuntime
+from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 from cotrain.wire.messages import HardLabels, SoftLabels
 
@@ -53,7 +54,8 @@ class TamperingPool:
         out = self.pool.call(method, args, shared, timeout=timeout)
         victim = self.runtime.victim
         if method == "run_round" and victim in out:
-            out[victim].message = self.runtime.forge(out[victim].message, shared[0])
+            t = args[victim][0]  # run_round(t, downlink, privacy_seed)
+            out[victim].message = self.runtime.forge(out[victim].message, t)
         return out
 
     def get(self, ids=None):
@@ -277,9 +279,9 @@ def test_state_dicts_round_trip():
     server.finish_round(1, np.arange(2), uploads, started=0.0)
     twin = CoTrainingServer(ReputationVote(), wire, n_clients=2)
     twin.load_state_dict(server.state_dict())
-    assert twin.broadcast_bytes() == server.broadcast_bytes()
+    assert twin.configure_round(2, [0, 1]) == server.configure_round(2, [0, 1])
+    assert [link.ref_round for link in twin.configure_round(2, [0, 1]).values()] == [1, 1]
     np.testing.assert_array_equal(twin.hard_consensus, server.hard_consensus)
-    assert [twin.ref_round(i) for i in range(2)] == [1, 1]
     np.testing.assert_array_equal(
         twin.consensus.state_dict()["reputation"], server.consensus.state_dict()["reputation"]
     )
@@ -301,12 +303,12 @@ def test_state_dicts_round_trip():
     X = np.arange(8.0).reshape(-1, 1)
     client = Client(0, DecisionTreeClassifier(random_state=0), X, X[:, 0] > 3, np.array([0, 1]),
                     X_public=X, wire=WireFormat(2, 8, encoding="delta"))  # fmt: skip
-    client.run_round(1, None)
+    client.run_round(1)
     copy = Client(0, DecisionTreeClassifier(random_state=0), X, X[:, 0] > 3, np.array([0, 1]),
                   X_public=X, wire=WireFormat(2, 8, encoding="delta"))  # fmt: skip
     copy.load_state_dict(client.state_dict())
     assert copy.fitted and copy.last_sent.tolist() == client.last_sent.tolist()
     assert (
-        copy.run_round(2, None, ref_round=1).message
-        == client.run_round(2, None, ref_round=1).message
+        copy.run_round(2, Downlink(None, ref_round=1)).message
+        == client.run_round(2, Downlink(None, ref_round=1)).message
     )

@@ -193,33 +193,27 @@ def test_ray_runtime_outside_with_block():
         RayRuntime().map(square_plus, [(1, 1)])
 
 
-def test_ray_runtime_matches_sequential_client_steps(ray_session):
-    """Real client steps: same messages as sequential; the step dict is put once."""
+def test_ray_runtime_matches_sequential_client_rounds(ray_session):
+    """Real client rounds (the method the trainer calls): same messages as sequential."""
     from sklearn.tree import DecisionTreeClassifier
 
-    from cotrain.federation.client import run_client_step
-
-    trainer_clients = _clients(DecisionTreeClassifier, n=4)
-    rng = np.random.default_rng(0)
-    step = {
-        "X_public": rng.normal(size=(200, 4)),
-        "broadcast": None,
-        "share": "hard",
-        "X_eval": None,
-        "eval_proba": False,
-        "soft_dtype": "float32",
-        "privacy": None,
-    }
-    tasks = [(c, step, None) for c in trainer_clients]
+    X_public = np.random.default_rng(0).normal(size=(200, 4))
+    tasks = [(c, 1) for c in _clients(DecisionTreeClassifier, 4, X_public)]
     with SequentialRuntime() as rt:
-        expected = [r.message for r in rt.map(run_client_step, tasks)]
+        expected = [r.message for r in rt.map(first_round, tasks)]
     with RayRuntime(actor_pool_size=2) as rt:
-        results = rt.map(run_client_step, tasks)
+        results = rt.map(first_round, tasks)
     assert [r.error for r in results] == [None] * 4
+    assert [len(r.message) for r in results] == [10 + 200 // 8] * 4  # header + 1 bit each
     assert [r.message for r in results] == expected
 
 
-def _clients(estimator, n):
+def first_round(client, t):
+    """Round ``t`` of a client with no consensus yet (a module-level task for ``map``)."""
+    return client.run_round(t)
+
+
+def _clients(estimator, n, X_public):
     from cotrain.federation.client import Client
 
     rng = np.random.default_rng(1)
@@ -227,7 +221,9 @@ def _clients(estimator, n):
     for i in range(n):
         X = rng.normal(size=(20, 4))
         y = (X[:, i % 4] > 0).astype(int)
-        clients.append(Client(i, estimator(random_state=0), X, y, np.array([0, 1])))
+        clients.append(
+            Client(i, estimator(random_state=0), X, y, np.array([0, 1]), X_public=X_public)
+        )
     return clients
 
 

@@ -23,6 +23,7 @@ from cotrain.trust import (
     pick_weight,
     weighted_training_set,
 )
+from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 
 CLASSES = np.array([0, 1, 2])
@@ -237,7 +238,7 @@ def test_clients_send_their_out_of_fold_accuracy_and_the_consensus_gets_it():
     server = CoTrainingServer(RecordsQuality(), wire, 2)
     silent = Upload(1, wire.encode_upload(np.zeros(40, dtype=int)))
     server.finish_round(1, np.arange(2), [first.upload(), silent], started=0.0)
-    second = client.run_round(2, server.broadcast, ref_round=1)
+    second = client.run_round(2, server.configure_round(2, [0])[0])
     assert 0.5 < second.quality <= 1.0 and second.upload().quality == second.quality
     server.finish_round(2, np.arange(2), [second.upload(), silent], started=0.0)
     seen = server.consensus.seen
@@ -257,7 +258,7 @@ def test_a_private_client_keeps_its_quality_and_trust_off_the_upload():
                     trust=PseudoLabelTrust(random_state=0))  # fmt: skip
     client.run_round(1, None, privacy_seed=1)
     broadcast = wire.encode_broadcast(np.ones(40, dtype=int))
-    result = client.run_round(2, broadcast, ref_round=1, privacy_seed=2)
+    result = client.run_round(2, Downlink(broadcast, ref_round=1), privacy_seed=2)
     assert result.error is None and result.trust is not None
     assert result.quality is None and result.upload().quality is None
 

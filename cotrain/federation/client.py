@@ -36,7 +36,6 @@ __all__ = [
     "Client",
     "StepResult",
     "decode_labels",
-    "run_client_step",
 ]
 
 
@@ -115,7 +114,7 @@ class Client:
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array(["a", "a", "b", "b"])
     >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array(["a", "b"]),
     ...                 X_public=np.array([[0.5], [2.5]]))
-    >>> result = client.run_round(1, broadcast=None)
+    >>> result = client.run_round(1)  # round 1: no consensus yet
     >>> len(result.message)  # 10-byte header + 2 labels packed at 1 bit each
     11
     """
@@ -176,10 +175,8 @@ class Client:
     def run_round(
         self,
         t: int,
-        broadcast: bytes | None,
-        ref_round: int = 0,
+        downlink: Downlink | bytes | None = None,
         privacy_seed: int | None = None,
-        downlink: Downlink | None = None,
     ) -> StepResult:
         """Run round ``t`` on this client: decode P, fit on D_i ∪ P, label U, encode.
 
@@ -187,20 +184,20 @@ class Client:
         ----------
         t : int
             The round (from 1).
-        broadcast : bytes or None
-            The encoded consensus of the previous round (None in round 1).
-        ref_round : int, default=0
-            Round of this client's last upload that the server decoded (0: none): the
-            reference of a delta-coded upload.
+        downlink : Downlink, bytes or None, default=None
+            What the server sent this client for the round
+            (:meth:`cotrain.federation.server.CoTrainingServer.configure_round`): the
+            consensus of the previous round, delta-coded against a consensus version the
+            client acknowledged or in full (see :mod:`cotrain.wire.broadcast`), and
+            ``ref_round``, the round of this client's last upload the server decoded (the
+            reference of a delta-coded upload). Bytes: a full broadcast, with no upload
+            reference; None: no consensus yet (round 1). A client that no longer holds
+            the version a delta refers to trains on its own data alone this round, with
+            a warning, and reports that it holds none.
         privacy_seed : int, optional
             Seeds this round's privacy noise — only for simulations with
             ``reproducible_noise``; None (the default): the noise is drawn from the operating
             system's entropy, so nobody who knows the run's ``random_state`` can replay it.
-        downlink : Downlink, optional
-            This client's own broadcast, delta-coded against a consensus version it
-            acknowledged (see :mod:`cotrain.wire.broadcast`); replaces ``broadcast``. A client
-            that no longer holds that version trains on its own data alone this round,
-            with a warning, and reports that it holds none.
 
         Returns
         -------
@@ -210,17 +207,23 @@ class Client:
         """
         if self.wire is None or self.X_public is None:
             raise ValueError("run_round needs a client set up with X_public (and a wire)")
+        if downlink is None or isinstance(downlink, bytes):
+            downlink = Downlink(downlink)
+        elif not isinstance(downlink, Downlink):
+            raise TypeError(
+                f"downlink must be a Downlink, bytes or None, got {type(downlink).__name__}"
+            )
         result = StepResult(self.client_id, private=self.privacy is not None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                pseudo = self._decode_broadcast(t, downlink or Downlink(broadcast))
+                pseudo = self._decode_broadcast(t, downlink)
                 if getattr(self.privacy, "applies_to", None) == "model":  # DP training noise
                     self.privacy.seed_noise(self.model, privacy_seed)
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
                     labels = self._privatize(labels, pseudo, privacy_seed, result)
-                result.message = self.sender.encode(labels, t, ref_round)
+                result.message = self.sender.encode(labels, t, downlink.ref_round)
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
@@ -290,43 +293,6 @@ class Client:
         result.learner_time_s = trust_time + self.model.fit_time_ + time.perf_counter() - start
         return on_public if soft else self.codes(on_public)
 
-    def step(
-        self,
-        X_public: np.ndarray,
-        broadcast: bytes | None,
-        share: str,
-        X_eval: np.ndarray | None = None,
-        eval_proba: bool = False,
-        soft_dtype: str = "float32",
-        privacy: Any = None,
-        privacy_seed: int | None = None,
-        encoding: str = "packed",
-        soft_bits: int | None = None,
-    ) -> StepResult:
-        """One round with the setting passed in (the interface before :meth:`run_round`).
-
-        Sets the client up with these arguments, then runs :meth:`run_round`; a
-        delta-coded upload is coded against this client's previous upload.
-        """
-        wire = WireFormat(
-            n_classes=len(self.classes),
-            n_public=len(X_public),
-            share=share,
-            encoding=encoding,
-            soft_dtype=soft_dtype,
-            soft_bits=soft_bits,
-        )
-        if wire != self.wire:
-            self.wire, self.sender, self.broadcasts = wire, wire.sender(), BroadcastDecoder(wire)
-        self.X_public, self.privacy, self.X_eval, self.eval_proba = (
-            X_public,
-            privacy,
-            X_eval,
-            eval_proba,
-        )
-        last = self.sender.state_dict()["round"]
-        return self.run_round(last + 1, broadcast, ref_round=last, privacy_seed=privacy_seed)
-
     def codes(self, labels: np.ndarray) -> np.ndarray:
         """Indices of global-class labels in ``classes``."""
         return np.searchsorted(self.classes, labels).astype(np.int64)
@@ -365,11 +331,3 @@ def decode_labels(data: bytes) -> np.ndarray:
     message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
 
-
-def run_client_step(client: Client, step: dict[str, Any], privacy_seed: int | None) -> StepResult:
-    """Module-level entry point so that ``runtime.map`` can ship a client step to a worker.
-
-    ``step`` holds the arguments of :meth:`Client.step` every client of the round
-    receives; ``privacy_seed`` is this client's own.
-    """
-    return client.step(**step, privacy_seed=privacy_seed)

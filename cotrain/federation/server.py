@@ -1,11 +1,15 @@
 """The server half of a co-training round, shared by every way of running clients.
 
-:class:`CoTrainingServer` holds what the server knows: the consensus, the wire format
-and its delta state for each client, the current broadcast and the privacy ledger. It
-never sees private data or models: its input is each client's :class:`Upload` — the
-encoded message and its status. :class:`~cotrain.FederatedCoTrainer` drives it with
-in-process, joblib or Ray clients, and :mod:`cotrain.flower` drives the same object
-with Flower SuperNodes, so the round logic is written once.
+:class:`CoTrainingServer` holds what the server knows: the consensus (one per cluster,
+as formed), the wire format and its delta state for each client, and the privacy
+ledger. It never sees private data or models. A round is two calls, as in Flower's
+configure/aggregate: :meth:`~CoTrainingServer.configure_round` hands each sampled
+client its one :class:`~cotrain.wire.broadcast.Downlink`, and
+:meth:`~CoTrainingServer.finish_round` takes each client's :class:`Upload` — the encoded
+message and its status — and forms the next consensus. :class:`~cotrain.FederatedCoTrainer`
+drives it with in-process, joblib or Ray clients, and :mod:`cotrain.flower` drives the
+same object with Flower SuperNodes, so the round logic is written once; both build it
+with :func:`cotrain.federation.setup.build_server`.
 
 A malformed upload (it does not decode, or it does not fit the federation: another
 number of classes, another length, another kind of message) is a failure of the client
@@ -22,6 +26,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -59,8 +64,16 @@ class CoTrainingServer:
     clustering : None, "agreement" or cotrain.clustering.AgreementClustering, optional
         Clustered co-training: one consensus per cluster of clients that label alike
         (:attr:`clusters`); None: one consensus for all (plain FedCT). The headline
-        consensus (:attr:`hard_consensus`, :attr:`broadcast`) is then the largest
-        cluster's; :attr:`cluster_consensus` holds each cluster's.
+        consensus (:attr:`hard_consensus`, :attr:`consensus_labels`) is then the largest
+        cluster's.
+
+    Attributes
+    ----------
+    cluster_consensus : list of ndarray or None
+        Each cluster's last consensus as the rule formed it (codes with -1, or soft
+        targets): the one form the server keeps. :attr:`hard_consensus` and
+        :attr:`consensus_labels` are derived from it, and each client's broadcast is
+        its encoding.
 
     Examples
     --------
@@ -72,6 +85,9 @@ class CoTrainingServer:
     >>> record, answered = server.finish_round(1, np.arange(3), uploads, started=0.0)
     >>> server.hard_consensus.tolist(), record.bytes_up, answered
     ([0, 1, 1, 0], 33, [0, 1, 2])
+    >>> link = server.configure_round(2, [0, 2])[2]  # what client 2 receives in round 2
+    >>> wire.decode_broadcast(link.data).tolist(), link.ref_round
+    ([0, 1, 1, 0], 1)
     """
 
     def __init__(
@@ -103,36 +119,91 @@ class CoTrainingServer:
         self.ledger = ledger
         self.client_names = list(client_names or [f"client {i}" for i in range(n_clients)])
         self.receivers = [wire.receiver() for _ in range(n_clients)]
-        #: the consensus broadcast and what each client acknowledged (delta coding)
-        self.downlink = BroadcastEncoder(wire, n_clients)
-        self.hard_consensus: np.ndarray | None = None
+        #: the encoded broadcasts and the consensus version each client acknowledged
+        #: (what the next delta-coded broadcast to it refers to)
+        self.encoder = BroadcastEncoder(wire, n_clients)
         self.warnings: Counter = Counter()
 
+    # ------------------------------------------------------------ consensus
     @property
-    def broadcast(self) -> bytes | None:
-        """The full encoded consensus of the last round (None at first)."""
-        return self.downlink.full
-
-    def broadcast_bytes(self) -> bytes | None:
-        """The full encoded consensus the clients of the next round receive (None at
-        first); with delta coding each client receives :meth:`downlink_for` instead."""
-        return self.downlink.full
-
-    def downlink_for(self, client_id: int) -> Downlink:
-        """The broadcast for one client of the next round: a delta against the consensus
-        it acknowledged when ``encoding="delta"`` (and shorter), else the full message."""
-        return self.downlink.message_for(client_id)
+    def hard_consensus(self) -> np.ndarray | None:
+        """The headline consensus (the largest cluster's) as hard codes, -1 where it
+        abstained (argmax of a soft one); None before the first round."""
+        pseudo = self._headline()
+        return None if pseudo is None else hard_codes(pseudo)
 
     @property
     def consensus_labels(self) -> np.ndarray | None:
-        """The last consensus as the clients receive it (codes with -1, or probabilities
-        at wire precision); None before the first round."""
-        return self.wire.decode_broadcast(self.broadcast)
+        """The headline consensus as the clients receive it (codes with -1, or
+        probabilities at wire precision); None before the first round."""
+        pseudo = self._headline()
+        return None if pseudo is None else self.wire.decode_broadcast(
+            self.wire.encode_broadcast(pseudo)
+        )  # fmt: skip
 
-    def ref_round(self, client_id: int) -> int:
-        """Round of the client's last upload this server decoded (0: none), which the
-        client needs to delta-code its next upload against."""
-        return self.receivers[client_id].ref_round
+    def _headline(self) -> np.ndarray | None:
+        """The largest cluster's consensus as formed (None before the first round)."""
+        if all(p is None for p in self.cluster_consensus):
+            return None
+        return self.cluster_consensus[self._largest()]
+
+    # ---------------------------------------------------------------- round
+    def configure_round(self, t: int, sampled: Any) -> dict[int, Downlink]:
+        """What each client sampled for round ``t`` receives: its one downlink.
+
+        Each :class:`~cotrain.wire.broadcast.Downlink` carries the last consensus (the
+        client's own cluster's under clustering; delta-coded against the version the
+        client acknowledged when ``encoding="delta"`` and that is shorter, else in full;
+        None before the first consensus) and ``ref_round``, the round of the client's
+        last upload this server decoded, which its next delta-coded upload refers to.
+        It changes nothing on the server; :meth:`finish_round` takes the answers.
+
+        Parameters
+        ----------
+        t : int
+            The round about to run (after the round of the last consensus).
+        sampled : array-like of int
+            The clients asked this round.
+
+        Returns
+        -------
+        dict
+            ``client id -> Downlink``, in the order of ``sampled``.
+
+        Raises
+        ------
+        TypeError
+            If ``t`` is not an int.
+        ValueError
+            If ``t`` is not after the last consensus's round, or ``sampled`` names a
+            client outside the federation.
+
+        Examples
+        --------
+        >>> from consensus import MajorityVote
+        >>> server = CoTrainingServer(MajorityVote(), WireFormat(2, 4), n_clients=2)
+        >>> server.configure_round(1, [1])
+        {1: Downlink(data=None, ref=0, ref_round=0)}
+        """
+        if isinstance(t, bool) or not isinstance(t, int | np.integer):
+            raise TypeError(f"t must be an int (the round), got {type(t).__name__}")
+        if t <= self.encoder.version:
+            raise ValueError(
+                f"t={t}: the server holds the consensus of round {self.encoder.version}; "
+                "configure the round after it"
+            )
+        ids = np.asarray(sampled)
+        n = len(self.receivers)
+        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+            raise ValueError(f"sampled must be a 1-D array of client ids, got {sampled!r}")
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise ValueError(f"sampled must hold client ids in [0, {n}), got {ids.tolist()}")
+        return {
+            int(i): replace(
+                self.encoder.message_for(int(i)), ref_round=self.receivers[int(i)].ref_round
+            )
+            for i in ids
+        }
 
     def finish_round(
         self,
@@ -195,18 +266,16 @@ class CoTrainingServer:
                 )
         for upload in uploads:  # what each client now holds: the next delta's reference
             if upload.broadcast_version is not None:
-                self.downlink.acknowledge(upload.client_id, upload.broadcast_version)
-        main = self._largest()
-        pseudo = self.cluster_consensus[main]
+                self.encoder.acknowledge(upload.client_id, upload.broadcast_version)
+        pseudo = self._headline()
         if self.clustering is None:
-            self.downlink.publish(t, pseudo)
+            self.encoder.publish(t, pseudo)
         else:
             groups = list(self.cluster_consensus)
             if self.pending:  # clients waiting to be placed: an all-abstaining consensus
                 groups.append(_abstain(pseudo))
-            self.downlink.publish(t, pseudo, groups=(self._member(), groups))
+            self.encoder.publish(t, pseudo, groups=(self._member(), groups))
 
-        self.hard_consensus = hard_codes(pseudo)
         member, codes = self._received()
         changed = None if previous is None else _changed(previous, (member, codes))
         got = np.stack([codes[member[i]] for i in ids])  # each answer's own consensus
@@ -360,12 +429,11 @@ class CoTrainingServer:
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """What the server knows between rounds (arrays, JSON values and the broadcast
-        bytes), for checkpoints."""
+        """What the server knows between rounds (arrays, JSON values and the full
+        broadcast's bytes), for checkpoints."""
         return {
-            "broadcast": self.broadcast,
-            "downlink": self.downlink.state_dict(),
-            "hard_consensus": self.hard_consensus,
+            "broadcast": self.encoder.full,
+            "downlink": self.encoder.state_dict(),
             "receivers": [r.state_dict() for r in self.receivers],
             "warnings": [[*key, n] for key, n in self.warnings.items()],
             "consensus": self.consensus.state_dict(),
@@ -380,8 +448,7 @@ class CoTrainingServer:
         if downlink is None:
             downlink = {"version": 0, "acked": [0] * len(self.receivers), "versions": [],
                         "codes": []}  # fmt: skip
-        self.downlink.load_state_dict(downlink, state["broadcast"])
-        self.hard_consensus = state["hard_consensus"]
+        self.encoder.load_state_dict(downlink, state["broadcast"])
         for receiver, s in zip(self.receivers, state["receivers"], strict=True):
             receiver.load_state_dict(s)
         self.warnings = Counter({(c, cat, msg): n for c, cat, msg, n in state["warnings"]})
@@ -393,7 +460,7 @@ class CoTrainingServer:
             ]
             self.pending = {int(i) for i in state.get("pending", [])}
         else:  # a checkpoint from before clustered co-training: one cluster
-            self.cluster_consensus = [self.consensus_labels]
+            self.cluster_consensus = [self.wire.decode_broadcast(state["broadcast"])]
 
 
 def _abstain(pseudo: np.ndarray) -> np.ndarray:

@@ -1,9 +1,10 @@
 """The in-process federation a :class:`~cotrain.FederatedCoTrainer` simulates.
 
-:class:`SimulatedFederation` holds the clients and the server of one run and plays a
-round between them through a client pool (the clients resident wherever the runtime
-keeps them). It also scores each round on evaluation data, which only a simulation
-has, and collects the state dicts of every part for checkpoints.
+:class:`SimulatedFederation` holds the clients and the server side of one run (a
+:class:`~cotrain.federation.setup.ServerRun`, built as for the Flower ServerApp) and
+plays a round between them through a client pool (the clients resident wherever the
+runtime keeps them). It also scores each round on evaluation data, which only a
+simulation has, and collects the state dicts of every part for checkpoints.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import numpy as np
 from consensus import majority_vote
 from cotrain._validation import FitData
 from cotrain.federation.client import Client
-from cotrain.federation.privacy_setup import bind_public
 from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.seeding import noise_seed_for
 from cotrain.federation.server import CoTrainingServer
+from cotrain.federation.setup import ServerRun
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import Straggler
 
@@ -45,61 +46,68 @@ def aggregate(consensus: Any, codes: np.ndarray, probas: np.ndarray | None, n_cl
 
 
 class SimulatedFederation:
-    """The clients, server, sampler and ledger of one in-process run.
+    """The clients and the server side of one in-process run.
 
     Parameters
     ----------
     clients : list of Client
         Set up with the public pool, wire format, privacy mechanism and evaluation data.
-    server : CoTrainingServer
-    sampler : ClientSampler
-    ledger : PrivacyLedger or None
+    run : ServerRun
+        The server, sampler, ledger, seeds and history (from
+        :func:`~cotrain.federation.setup.build_server`).
     data : FitData
         The validated inputs (for evaluation: ``y_eval_codes``, ``y_public_codes``).
-    noise_seed : numpy.random.SeedSequence, optional
-        Seeds each client's privacy noise per round (``reproducible_noise=True`` only);
-        None: every client draws its noise from the operating system's entropy.
+    reproducible_noise : bool, default=False
+        Seed each client's privacy noise per round from the run's noise seed; False:
+        every client draws its noise from the operating system's entropy.
     """
 
     def __init__(
         self,
         clients: list[Client],
-        server: CoTrainingServer,
-        sampler: ClientSampler,
-        ledger: Any,
+        run: ServerRun,
         data: FitData,
-        noise_seed: np.random.SeedSequence | None = None,
+        reproducible_noise: bool = False,
     ) -> None:
         self.clients = clients
-        self.server = server
-        self.sampler = sampler
-        self.ledger = ledger
+        self.run = run
         self.data = data
         #: seeds the clients' privacy noise only with reproducible_noise (else: OS entropy)
-        self.noise_seed = noise_seed
+        self.noise_seed = run.noise_seed if reproducible_noise else None
         #: learner warnings of private clients, which never reach the server
         self.local_warnings: Counter = Counter()
-        self.history = History()
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
         self.pool: Any = None
-        bind_public(server.consensus, data.X_public)  # e.g. dual distillation's server model
+
+    @property
+    def server(self) -> CoTrainingServer:
+        """The run's server."""
+        return self.run.server
+
+    @property
+    def sampler(self) -> ClientSampler:
+        """The run's client sampler."""
+        return self.run.sampler
+
+    @property
+    def ledger(self) -> Any:
+        """The run's privacy ledger (None when nothing is accounted)."""
+        return self.run.ledger
+
+    @property
+    def history(self) -> History:
+        """The records of the rounds run so far."""
+        return self.run.history
 
     def run_round(self, t: int, sampled: np.ndarray, timeout: float | None) -> RoundRecord:
-        """One round: the sampled clients get the broadcast and upload their labels;
+        """One round: each sampled client gets its downlink and uploads its labels;
         the server decodes, votes and records; the round is scored."""
         start = time.perf_counter()
         server = self.server
-        broadcast = server.broadcast_bytes()  # sent once per worker; deltas per client
-        links = {int(i): server.downlink_for(int(i)) for i in sampled}
-        args = {
-            i: (
-                server.ref_round(i), noise_seed_for(self.noise_seed, t, i),
-                link if link.ref or link.data != broadcast else None,  # delta or own cluster's
-            )
-            for i, link in links.items()
-        }  # fmt: skip
-        out = self.pool.call("run_round", args, (t, broadcast), timeout=timeout)
+        links = server.configure_round(t, sampled)
+        args = {i: (t, link, noise_seed_for(self.noise_seed, t, i)) for i, link in links.items()}
+        out = self.pool.call("run_round", args, timeout=timeout)
         results = [r for r in out.values() if not isinstance(r, Straggler)]
         timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
         record, answered = server.finish_round(
@@ -157,20 +165,18 @@ class SimulatedFederation:
         return out
 
     def state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
-        """``(state, broadcast, models)``: every part's state dict (the clients' from
-        where they live), the encoded broadcast, and the fitted models by client."""
+        """``(state, broadcast, models)``: every part's state dict (the server side's as
+        :meth:`ServerRun.state_dict`, the clients' from where they live), the encoded
+        broadcast, and the fitted models by client."""
         clients = self.pool.call("state_dict", {c.client_id: () for c in self.clients})
         models = {i: s.pop("model") for i, s in clients.items() if s["fitted"]}
-        state = {
-            **self.server.state_dict(),
-            "clients": [clients[i] for i in sorted(clients)],
-            "eval": {str(i): list(v) for i, v in self.last_eval.items()},
-            "sampler": self.sampler.state_dict(),
-            "ledger": None if self.ledger is None else self.ledger.state_dict(),
-            "local_warnings": [[*key, n] for key, n in self.local_warnings.items()],
-            "history": [r.to_json() for r in self.history],
-        }
-        return state, state.pop("broadcast"), models
+        state, broadcast = self.run.state_dict()
+        state.update(
+            clients=[clients[i] for i in sorted(clients)],
+            eval={str(i): list(v) for i, v in self.last_eval.items()},
+            local_warnings=[[*key, n] for key, n in self.local_warnings.items()],
+        )
+        return state, broadcast, models
 
     def load_state_dict(
         self, state: dict[str, Any], broadcast: bytes | None, models: dict[int, Any]
@@ -178,13 +184,8 @@ class SimulatedFederation:
         """Put a :meth:`state_dict` back (before the clients are hosted)."""
         for client, s in zip(self.clients, state["clients"], strict=True):
             client.load_state_dict({**s, "model": models.get(client.client_id)})
-        self.server.load_state_dict({**state, "broadcast": broadcast})
+        self.run.load_state_dict(state, broadcast)
         self.last_eval = {int(i): tuple(v) for i, v in state["eval"].items()}
-        self.sampler.load_state_dict(state["sampler"])
-        if self.ledger is not None:
-            self.ledger.load_state_dict(state["ledger"])
         self.local_warnings = Counter(
             {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
         )
-        for record in state["history"]:
-            self.history.append(RoundRecord.from_json(record))

@@ -160,7 +160,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         text = str(result.error)
         if result.private:  # the site's log keeps the full text; the server gets it masked
             _LOG.warning("round %s failed at this site: %s", t, text)
-            text = protocol.sanitise(text)
+            text = protocol.sanitize(text)
         reply["config"][protocol.ERROR] = {
             "type": type(result.error).__name__,
             "message": text[:2000],

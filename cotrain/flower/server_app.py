@@ -1,17 +1,18 @@
 """The server side: a Flower ServerApp that runs cotrain rounds over SuperNodes.
 
 :class:`FlowerCoTraining` drives a Flower Grid from the ServerApp (it is not a Flower
-``Strategy``: cotrain's round is its own). It runs the same
-:class:`cotrain.federation.loop.RoundLoop` and :class:`cotrain.federation.server.CoTrainingServer`
-as
-:class:`~cotrain.FederatedCoTrainer` (sampling, decode, consensus, broadcast, round record,
-callbacks for checkpoints, early stopping, the privacy budget and tracking), and seeds
-the sites' learners the same way, so a Flower federation gives the pseudo-labels of an
-in-process run with the same ``random_state`` and data. Only the transport differs: a
-handshake (``query``) checks every site's public pool against the federation's by hash
-and orders the sites; each round (``train``) pushes the broadcast to the sampled sites
-and pulls their uploads, treating sites that do not answer within ``round_timeout`` as
-stragglers.
+``Strategy``: cotrain's round is its own). It builds, checkpoints and restores the server
+side of the run with the same function as :class:`~cotrain.FederatedCoTrainer`
+(:func:`cotrain.federation.setup.build_server`), and runs the same
+:class:`cotrain.federation.loop.RoundLoop` and
+:class:`cotrain.federation.server.CoTrainingServer` (sampling, decode, consensus,
+broadcast, round record, callbacks for checkpoints, early stopping, the privacy budget
+and tracking), and seeds the sites' learners the same way, so a Flower federation gives
+the pseudo-labels of an in-process run with the same ``random_state`` and data. Only the
+transport differs: a handshake (``query``) checks every site's public pool against the
+federation's by hash and orders the sites; each round (``train``) pushes to each sampled
+site the downlink the server configured for it and pulls their uploads, treating sites
+that do not answer within ``round_timeout`` as stragglers.
 """
 
 from __future__ import annotations
@@ -25,30 +26,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 
-from consensus import get_consensus
 from cotrain._validation import check_params
 from cotrain.callbacks import EarlyStopping, PrivacyBudget
 from cotrain.federation.loop import RoundLoop
-from cotrain.federation.privacy_setup import (
-    bind_public,
-    dry_run_consensus,
-    make_ledger,
-    refuse_replayable_noise,
-)
-from cotrain.federation.sampling import ClientSampler
-from cotrain.federation.seeding import client_seed, spawn_seeds
+from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.setup import ServerRun, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
-from cotrain.history import History, RoundRecord
+from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.privacy.ledger import event_from_json
 from cotrain.wire.broadcast import Downlink
-from cotrain.wire.format import WireFormat
 
 _LOG = logging.getLogger("cotrain.flower")
 
@@ -254,29 +246,22 @@ class FlowerCoTraining:
         self.refused_, self.rejoined_ = self._roster.refused, self._roster.rejoined
         n = len(sites)
         check_params(self._trainer_params(), n_clients=n)
-        self.consensus_ = clone(get_consensus(self.consensus), safe=False)
-        bind_public(self.consensus_, X_public)  # a rule that fits on U (dual distillation)
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
-        n_classes = len(self.classes_)
         self._eval = SharedEvaluation(sites, self.classes_)
-        dry_run_consensus(self.consensus_, n, n_classes, self._n_public)
-        sampler_seed, client_seeds, _ = spawn_seeds(self.random_state, n)
-        self._seeds = [client_seed(s) for s in client_seeds]
-        refuse_replayable_noise(self.consensus_)
-        ledger = make_ledger([self.privacy, self.consensus_], n, n_classes, self._n_public)
-        self._wire = WireFormat(
-            n_classes, self._n_public, self.share, self.encoding, self.soft_dtype, self.soft_bits
-        )
-        self._server = CoTrainingServer(
-            self.consensus_, self._wire, n, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, ledger=ledger, clustering=self.clustering,
-            client_names=[
-                f"site {i} (node {s['node']}, {s['learner']})" for i, s in enumerate(sites)
-            ],
+        self._run: ServerRun = build_server(
+            consensus=self.consensus, X_public=X_public, n_classes=len(self.classes_),
+            client_names=[f"site {i} (node {s['node']}, {s['learner']})"
+                          for i, s in enumerate(sites)],
+            share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
+            soft_bits=self.soft_bits, clustering=self.clustering,
+            participation=self.participation, on_client_error=self.on_client_error,
+            min_clients=self.min_clients, privacy=self.privacy, random_state=self.random_state,
+            deployment=True,
         )  # fmt: skip
-        self._sampler = ClientSampler(sampler_seed, n, self.participation, self.min_clients)
-        self.history_ = History()
+        self.consensus_ = self._run.consensus
+        self._seeds = [client_seed(s) for s in self._run.client_seeds]
+        self.history_ = self._run.history
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
         self._site_accuracy: dict[int, float] = {}
@@ -285,6 +270,7 @@ class FlowerCoTraining:
         checkpoint, start = self._checkpoint(sites, resume), 1
         if resume and checkpoint is not None and checkpoint.checkpointer.latest():
             start = self._restore(checkpoint.checkpointer)
+        ledger = self._run.ledger
         own = [
             checkpoint,
             None if ledger is None else PrivacyBudget(ledger),
@@ -292,7 +278,7 @@ class FlowerCoTraining:
         ]
         callbacks = [c for c in own if c is not None] + list(self.callbacks or [])
         loop = RoundLoop(
-            lambda t, sampled: self._round(t, sampled, grid), self._sampler.sample,
+            lambda t, sampled: self._round(t, sampled, grid), self._run.sampler.sample,
             self.rounds, callbacks, self.history_, start, owner=self,
         )  # fmt: skip
         self.stopped_reason_ = loop.run()
@@ -316,30 +302,23 @@ class FlowerCoTraining:
         return CheckpointCallback(checkpointer, self._state_dict)
 
     def _state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
-        ledger = self._server.ledger
-        state = {
-            **self._server.state_dict(),
-            "consensus_codes": np.stack(self._codes),
-            "sampler": self._sampler.state_dict(),
-            "ledger": None if ledger is None else ledger.state_dict(),
-            "history": [r.to_json() for r in self.history_],
-            "timings": self.timings_,
-            "run_token": self.run_token_,
-            "site_accuracy": {str(i): a for i, a in self._site_accuracy.items()},
-            "shared_eval": self._eval.state_dict(),
-        }
-        return state, state.pop("broadcast"), {}
+        """The server side's state (as in-process: :meth:`ServerRun.state_dict`) and
+        what only a deployment keeps (the run token, timings, the sites' accuracies)."""
+        state, broadcast = self._run.state_dict()
+        state.update(
+            consensus_codes=np.stack(self._codes),
+            timings=self.timings_,
+            run_token=self.run_token_,
+            site_accuracy={str(i): a for i, a in self._site_accuracy.items()},
+            shared_eval=self._eval.state_dict(),
+        )
+        return state, broadcast, {}
 
     def _restore(self, checkpointer: Checkpointer) -> int:
         """Put the server's checkpointed state back; returns the next round."""
         state, broadcast, _ = checkpointer.restore()
-        self._server.load_state_dict({**state, "broadcast": broadcast})
+        self._run.load_state_dict(state, broadcast)
         self._codes = list(state["consensus_codes"])
-        self._sampler.load_state_dict(state["sampler"])
-        if self._server.ledger is not None:
-            self._server.ledger.load_state_dict(state["ledger"])
-        for record in state["history"]:
-            self.history_.append(RoundRecord.from_json(record))
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
         self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
@@ -351,7 +330,7 @@ class FlowerCoTraining:
         start = time.perf_counter()
         for i in self._roster.rejoin(grid, t):  # a restarted SuperNode, under a new node id
             _LOG.warning("round %s: site %s rejoined on node %s", t, i, self.node_ids_[i])
-        links = {int(i): self._server.downlink_for(int(i)) for i in sampled}
+        links = self._server.configure_round(t, sampled)
         messages = {i: self._train_message(t, i, link) for i, link in links.items()}
         pushed = time.time()
         replies = exchange(grid, messages, self.round_timeout, self.poll_interval)
@@ -396,8 +375,8 @@ class FlowerCoTraining:
                         "round": t,
                         "client-index": i,
                         "seed": self._seeds[i],
-                        "ref-round": self._server.ref_round(i),
-                        **self._wire.to_config(),
+                        "ref-round": link.ref_round,
+                        **self._server.wire.to_config(),
                         "pool-hash": self._pool_hash,
                         "classes": protocol.labels_to_config(self.classes_),
                         "run-token": self.run_token_,
@@ -477,6 +456,11 @@ class FlowerCoTraining:
 
     # --------------------------------------------------------------- output
     @property
+    def _server(self) -> CoTrainingServer:
+        """The run's server (from :func:`~cotrain.federation.setup.build_server`)."""
+        return self._run.server
+
+    @property
     def node_ids_(self) -> list[int]:
         """The SuperNode of each client index (sites ordered by their ``client-id``, then
         node id; a site that rejoined under a new node has its new id)."""
@@ -506,7 +490,7 @@ class FlowerCoTraining:
         ValueError
             If the run used no privacy mechanism.
         """
-        ledger = getattr(getattr(self, "_server", None), "ledger", None)
+        ledger = getattr(getattr(self, "_run", None), "ledger", None)
         if ledger is None:
             raise ValueError(
                 "this run used no privacy mechanism (no privacy and a noiseless consensus)"

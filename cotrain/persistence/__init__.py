@@ -21,3 +21,7 @@ __all__ = [
     "load_federation",
     "save_federation",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

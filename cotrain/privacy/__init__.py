@@ -104,3 +104,7 @@ __all__ = [
     "teacher_shards",
     "teacher_votes",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -46,3 +46,7 @@ __all__ = [
     "encode_labels",
     "quantize_probs",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

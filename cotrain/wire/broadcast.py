@@ -68,7 +68,8 @@ class MissingReference(MalformedMessage):
 
 @dataclass(frozen=True)
 class Downlink:
-    """The broadcast one client receives in a round.
+    """What the server sends one client in a round: the broadcast, and the reference of
+    the client's next upload.
 
     Attributes
     ----------
@@ -76,10 +77,14 @@ class Downlink:
         The encoded consensus (None before the first consensus).
     ref : int
         The consensus version ``data`` is delta-coded against (0: a full message).
+    ref_round : int
+        The round of this client's last upload the server decoded (0: none): what a
+        delta-coded upload is coded against. It is not counted in :attr:`nbytes`.
     """
 
     data: bytes | None
     ref: int = 0
+    ref_round: int = 0
 
     @property
     def nbytes(self) -> int:
