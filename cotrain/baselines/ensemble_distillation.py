@@ -117,6 +117,11 @@ class FedDF(FedAvg):
         random initialisation.
     participation, weighted, n_jobs, random_state, verbose
         As for :class:`~cotrain.baselines.FedAvg`.
+    early_stopping : int, default=None
+        Stop once the distillation targets' argmax on the public pool (the ensemble's
+        consensus, ``history_[t].changed``) has not changed for this many rounds.
+    checkpoint_dir, callbacks
+        As for :class:`~cotrain.baselines.FedAvg` (checkpoints are not available).
 
     Attributes
     ----------
@@ -124,10 +129,12 @@ class FedDF(FedAvg):
         The last student; ``predict`` uses it.
     history_ : History
         FedAvg's records: ``bytes_up`` the sampled clients' float32 weights,
-        ``bytes_down`` the server model sent to them; accuracies are the student's.
+        ``bytes_down`` the server model sent to them; accuracies are the student's;
+        ``changed`` the public examples whose target argmax differs from the previous
+        round's (None in round 1).
     distill_loss_ : list of float
         The student's last-epoch loss of every round.
-    classes_, clients_, n_rounds_
+    classes_, clients_, n_rounds_, stopped_reason_
         As for FedAvg.
 
     Examples
@@ -162,6 +169,9 @@ class FedDF(FedAvg):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
+        early_stopping: int | None = None,
+        checkpoint_dir: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
         self.rounds = rounds
@@ -176,6 +186,9 @@ class FedDF(FedAvg):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.early_stopping = early_stopping
+        self.checkpoint_dir = checkpoint_dir
+        self.callbacks = callbacks
 
     # ------------------------------------------------------------------ checks
     def _check_extra_params(self) -> None:
@@ -240,8 +253,9 @@ class FedDF(FedAvg):
             )
         self._U = U.astype(np.float32)
         self.distill_loss_: list[float] = []
+        self._target_codes: np.ndarray | None = None
+        self._changed: int | None = None
         super().fit(X, y, groups=groups, eval_set=eval_set)
-        self._finish()
         return self
 
     # ------------------------------------------------------------------ hooks
@@ -266,8 +280,8 @@ class FedDF(FedAvg):
     def _prepare(self) -> None:
         return None
 
-    def _finish(self) -> None:
-        return None
+    def _consensus_fields(self) -> dict[str, Any]:
+        return {"changed": self._changed}
 
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, self.rule)
@@ -286,6 +300,10 @@ class FedDF(FedAvg):
         who = self._round_clients  # the sampled clients, in the order of locals_
         probs = np.stack([self._clients[i].predict_proba(self._X_distill) for i in who])
         targets = self._targets(probs, who)
+        codes = np.argmax(targets, axis=1)
+        if self._target_codes is not None:
+            self._changed = int(np.count_nonzero(codes != self._target_codes))
+        self._target_codes = codes
         if self.start_from_average:
             start = average_weights(locals_, counts if self.weighted else None)
         else:
@@ -339,6 +357,8 @@ class FedDS(FedDF):
         As for FedDF.
     participation, weighted, n_jobs, random_state, verbose
         As for FedAvg.
+    early_stopping, checkpoint_dir, callbacks
+        As for FedDF.
 
     Attributes
     ----------
@@ -388,6 +408,9 @@ class FedDS(FedDF):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
+        early_stopping: int | None = None,
+        checkpoint_dir: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         super().__init__(
             estimator,
@@ -403,6 +426,9 @@ class FedDS(FedDF):
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
+            early_stopping=early_stopping,
+            checkpoint_dir=checkpoint_dir,
+            callbacks=callbacks,
         )
         self.k = k
         self.gamma = gamma

@@ -13,7 +13,6 @@ weighted by their certainty scores (:func:`consensus.certainty_weighted`, eq. 3)
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from cotrain.baselines._common import check_client_data
 from cotrain.baselines.ensemble_distillation import FedDF, distillation_targets
-from cotrain.history import History
 from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores, check_privacy
 
 __all__ = ["FedAUX"]
@@ -78,6 +76,9 @@ class FedAUX(FedDF):
         ``ε < 1`` only. ``"analytic"``: the analytic Gaussian mechanism (Balle & Wang 2018,
         :func:`cotrain.privacy.gaussian_noise_multiplier`), valid for every ε > 0 and
         smaller than the classic σ where both apply (0.63 of it at ε = 0.1, δ = 1e-5).
+    early_stopping, checkpoint_dir, callbacks
+        As for :class:`~cotrain.baselines.FedDF` (checkpoints are not available: the
+        scorers are fitted once on the clients' private data, before round 1).
 
     Attributes
     ----------
@@ -89,7 +90,7 @@ class FedAUX(FedDF):
         FedDF's records; round 1's ``bytes_up`` also carries the scorers' released
         weights (float64, as released), once per client; every record's ``epsilon`` is the
         scorers' ε (unit ``"record"``, adversary ``"server"``).
-    global_model_, distill_loss_, classes_, clients_, n_rounds_
+    global_model_, distill_loss_, classes_, clients_, n_rounds_, stopped_reason_
         As for FedDF.
 
     Notes
@@ -139,6 +140,9 @@ class FedAUX(FedDF):
         verbose: int = 0,
         negatives: str = "split",
         calibration: str = "classic",
+        early_stopping: int | None = None,
+        checkpoint_dir: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         super().__init__(
             estimator,
@@ -154,6 +158,9 @@ class FedAUX(FedDF):
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
+            early_stopping=early_stopping,
+            checkpoint_dir=checkpoint_dir,
+            callbacks=callbacks,
         )
         self.feature_map = feature_map
         self.negative_fraction = negative_fraction
@@ -258,13 +265,8 @@ class FedAUX(FedDF):
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, "certainty", scores=self.scores_[participants])
 
-    def _finish(self) -> None:
-        out = History()
-        for t, record in enumerate(self.history_):
-            out.append(
-                replace(record, bytes_up=record.bytes_up + self._scorer_bytes) if t == 0 else record
-            )
-        self.history_ = out
+    def _extra_bytes_up(self, t: int) -> int:
+        return self._scorer_bytes if t == 1 else 0
 
     # ------------------------------------------------------------------ privacy
     def _spent_epsilon(self) -> float | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import Any
 
@@ -30,6 +29,8 @@ from cotrain.baselines._common import (
     seeded,
     weights_nbytes,
 )
+from cotrain.baselines.aggregation import average_weights, dp_aggregate
+from cotrain.baselines.rounds import check_no_checkpoint, run_rounds
 from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
 from cotrain.history import History, RoundRecord
@@ -38,133 +39,6 @@ from cotrain.runtime.runtimes import make_runtime
 __all__ = ["DPFedAvg", "FedAvg", "average_weights", "dp_aggregate"]
 
 _WEIGHT_METHODS = ("initialize", "get_weights", "set_weights", "fit", "predict")
-
-
-def _check_same_keys(weights: Sequence[Mapping[str, Any]], reference: Mapping[str, Any]) -> None:
-    for i, w in enumerate(weights):
-        if w.keys() != reference.keys():
-            raise ValueError(
-                f"weights[{i}] has parameters {sorted(w)}, expected {sorted(reference)}"
-            )
-        for k, v in w.items():
-            if np.shape(v) != np.shape(reference[k]):
-                raise ValueError(
-                    f"weights[{i}][{k!r}] has shape {np.shape(v)}, "
-                    f"expected {np.shape(reference[k])}"
-                )
-
-
-def average_weights(
-    weights: Sequence[Mapping[str, Any]], counts: Sequence[float] | None = None
-) -> dict[str, np.ndarray]:
-    """Average parameter dictionaries, weighted by sample counts (FedAvg's server step).
-
-    Parameters
-    ----------
-    weights : sequence of dict of str to ndarray
-        One ``{name: array}`` per client, all with the same names and shapes.
-    counts : sequence of float, optional
-        Client weights (their numbers of training examples); None averages uniformly.
-
-    Returns
-    -------
-    dict of str to ndarray of float32
-        ``Σ_i n_i w_i / Σ_i n_i`` per parameter, computed in float64.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> a, b = {"w": np.array([0.0, 4.0])}, {"w": np.array([4.0, 0.0])}
-    >>> average_weights([a, b], counts=[1, 3])["w"].tolist()
-    [3.0, 1.0]
-    """
-    if len(weights) == 0:
-        raise ValueError("average_weights needs at least one set of weights")
-    _check_same_keys(weights, weights[0])
-    if counts is None:
-        coef = np.full(len(weights), 1.0 / len(weights))
-    else:
-        coef = np.asarray(counts, dtype=np.float64)
-        if coef.shape != (len(weights),) or (coef < 0).any() or coef.sum() <= 0:
-            raise ValueError(
-                f"counts must be {len(weights)} non-negative numbers with a positive sum"
-            )
-        coef = coef / coef.sum()
-    return {
-        k: sum(
-            c * np.asarray(w[k], dtype=np.float64) for c, w in zip(coef, weights, strict=True)
-        ).astype(np.float32)
-        for k in weights[0]
-    }
-
-
-def _norm(update: Mapping[str, np.ndarray]) -> float:
-    return math.sqrt(sum(float(np.sum(np.square(u, dtype=np.float64))) for u in update.values()))
-
-
-def dp_aggregate(
-    global_weights: Mapping[str, Any],
-    local_weights: Sequence[Mapping[str, Any]],
-    clip_norm: float,
-    noise_multiplier: float,
-    rng: np.random.Generator,
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """DP-FedAvg server step: clip every client's update, sum, add noise, average.
-
-    Each update ``Δ_i = w_i − w`` is scaled to L2 norm at most ``clip_norm`` (over all
-    parameters together); Gaussian noise ``N(0, (noise_multiplier · clip_norm)²)`` is
-    added to every coordinate of ``Σ_i Δ_i``, and the sum is divided by the number of
-    clients ``k``: ``w ← w + (Σ_i clip(Δ_i) + z) / k``.
-
-    Parameters
-    ----------
-    global_weights : dict of str to ndarray
-        The weights the clients started from.
-    local_weights : sequence of dict of str to ndarray
-        The clients' weights after local training.
-    clip_norm : float
-        L2 bound C of one client's update.
-    noise_multiplier : float
-        σ: the noise's standard deviation is σ·C.
-    rng : numpy.random.Generator
-        Source of the noise.
-
-    Returns
-    -------
-    weights : dict of str to ndarray of float32
-        The new global weights.
-    norms : ndarray of shape (k,)
-        The clients' update norms before clipping.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> w0 = {"w": np.zeros(2)}
-    >>> new, norms = dp_aggregate(w0, [{"w": np.array([3.0, 4.0])}], 1.0, 0.0,
-    ...                           np.random.default_rng(0))
-    >>> new["w"].tolist(), norms.tolist()
-    ([0.6000000238418579, 0.800000011920929], [5.0])
-    """
-    if len(local_weights) == 0:
-        raise ValueError("dp_aggregate needs at least one client's weights")
-    _check_same_keys(local_weights, global_weights)
-    base = {k: np.asarray(v, dtype=np.float64) for k, v in global_weights.items()}
-    total = {k: np.zeros_like(v) for k, v in base.items()}
-    norms = []
-    for local in local_weights:
-        update = {k: np.asarray(local[k], dtype=np.float64) - base[k] for k in base}
-        norm = _norm(update)
-        norms.append(norm)
-        scale = min(1.0, clip_norm / norm) if norm > 0 else 1.0
-        for k in total:
-            total[k] += scale * update[k]
-    std = noise_multiplier * clip_norm
-    k_clients = len(local_weights)
-    new = {}
-    for k, v in base.items():
-        noise = rng.normal(0.0, std, size=v.shape) if std > 0 else 0.0
-        new[k] = (v + (total[k] + noise) / k_clients).astype(np.float32)
-    return new, np.asarray(norms)
 
 
 def _local_step(
@@ -217,6 +91,15 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         whose ``random_state`` is None.
     verbose : int, default=0
         0: silent; 1: a progress bar over rounds; 2: also one line per round.
+    checkpoint_dir : None, default=None
+        Not available yet: FedAvg's state (every client's torch model and optimizer, the
+        global weights, the compression residuals, the generators) is not written to a
+        checkpoint, so a path raises ``NotImplementedError`` at ``fit``.
+    callbacks : list of cotrain.callbacks.Callback, default=None
+        Called around every round, as for :class:`~cotrain.FederatedCoTrainer` (the
+        rounds run on :class:`cotrain.federation.loop.RoundLoop`), after FedAvg's own
+        progress bar; e.g. :class:`cotrain.tracking.MLflowLogger`. A callback may stop
+        the run (``stopped_reason_``).
 
     Attributes
     ----------
@@ -236,7 +119,9 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         ``std_accuracy`` 0 (every client receives the global model, which is the result
         of FedAvg). ``coverage`` and ``agreement`` are NaN: there is no public pool.
     n_rounds_ : int
-        Rounds run.
+        Rounds run (fewer than ``rounds`` when a callback stopped the run).
+    stopped_reason_ : str or None
+        Why the run ended before ``rounds`` (a callback's reason), or None.
     compression_ : CompressedExchange or None
         Residuals and message sizes of a compressed run.
 
@@ -273,6 +158,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
+        checkpoint_dir: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
         self.rounds = rounds
@@ -283,6 +170,8 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.checkpoint_dir = checkpoint_dir
+        self.callbacks = callbacks
 
     # ------------------------------------------------------------------ checks
     def _check_params(self, n_clients: int) -> None:
@@ -293,6 +182,9 @@ class FedAvg(ClassifierMixin, BaseEstimator):
                 "n_jobs": self.n_jobs,
                 "verbose": self.verbose,
                 "random_state": self.random_state,
+                "early_stopping": getattr(self, "early_stopping", None),
+                "checkpoint_dir": getattr(self, "checkpoint_dir", None),
+                "callbacks": getattr(self, "callbacks", None),
             },
             n_clients=n_clients,
         )
@@ -356,6 +248,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         m = len(data.X_clients)
         self._check_params(m)
         self._check_extra_params()
+        self._check_checkpoint()
         compressor = make_compression(getattr(self, "compression", None))
         self.compression_ = None if compressor is None else CompressedExchange(compressor, m)
         self.classes_ = data.classes
@@ -372,83 +265,81 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         ]
         self._trained: dict[int, float] = {}
         self._start_privacy()
-        n_samples = np.array([len(yi) for yi in data.y_clients], dtype=np.float64)
-        global_w = self.global_model_.get_weights(trainable_only=True)
+        self._data = data
+        self._n_samples = np.array([len(yi) for yi in data.y_clients], dtype=np.float64)
+        self._global_w = self.global_model_.get_weights(trainable_only=True)
         self.history_ = History()
-
-        from tqdm.auto import tqdm
-
-        with (
-            make_runtime(self.n_jobs) as runtime,
-            tqdm(
-                total=self.rounds, disable=self.verbose < 1, desc=type(self).__name__, unit="round"
-            ) as bar,
-        ):
-            for t in range(1, self.rounds + 1):
-                start = time.perf_counter()
-                sampled = sample_clients(sampler, m, self.participation)
-                tasks = [
-                    (self._clients[i], global_w, data.X_clients[i], data.y_clients[i], data.X_eval)
-                    for i in sampled
-                ]
-                results = runtime.map(_local_step, tasks)
-                locals_ = [r[1] for r in results]
-                for i, r in zip(sampled, results, strict=True):
-                    self._clients[i] = r[0]
-                self._round_clients = [int(i) for i in sampled]  # whose weights locals_ are
-                if self.compression_ is None:
-                    bytes_down = weights_nbytes(global_w) * len(sampled)
-                    bytes_up = sum(weights_nbytes(w) for w in locals_)
-                    global_w = self._aggregate(global_w, locals_, n_samples[sampled])
-                else:  # compressed updates with residuals (cotrain.compression)
-                    counts = n_samples[sampled] if self.weighted else None
-                    global_w, bytes_up, bytes_down = self.compression_.round(
-                        global_w, locals_, sampled, counts
-                    )
-                self.global_model_.set_weights(global_w)
-                self._account_round()
-                learner_time = sum(r[3] for r in results)
-                scores: dict[str, Any] = {}
-                if data.X_eval is not None:
-                    for i, r in zip(sampled, results, strict=True):
-                        self._trained[int(i)] = accuracy(
-                            np.searchsorted(data.classes, r[2]), data.y_eval_codes
-                        )
-                    t0 = time.perf_counter()
-                    pred = self.global_model_.predict(data.X_eval)
-                    learner_time += time.perf_counter() - t0
-                    acc = accuracy(np.searchsorted(data.classes, pred), data.y_eval_codes)
-                    scores = {
-                        "client_accuracy": dict(sorted(self._trained.items())),
-                        "mean_accuracy": acc,
-                        "std_accuracy": 0.0,
-                        "consensus_accuracy": acc,
-                    }
-                record = RoundRecord(
-                    round=t,
-                    clients=tuple(int(i) for i in sampled),
-                    bytes_up=bytes_up,
-                    bytes_down=bytes_down,
-                    time_s=time.perf_counter() - start,
-                    learner_time_s=learner_time,
-                    epsilon=self._spent_epsilon(),
-                    **self._epsilon_meaning(),
-                    **scores,
+        try:
+            with make_runtime(self.n_jobs) as runtime:
+                self._runtime = runtime
+                self.stopped_reason_ = run_rounds(
+                    self,
+                    self._run_round,
+                    lambda: sample_clients(sampler, m, self.participation),
+                    self.rounds,
+                    self.history_,
+                    early_stopping=getattr(self, "early_stopping", None),
                 )
-                self.history_.append(record)
-                bar.update(1)
-                if self.verbose >= 2:
-                    acc_text = (
-                        ""
-                        if record.mean_accuracy is None
-                        else f", global accuracy {record.mean_accuracy:.3f}"
-                    )
-                    bar.write(
-                        f"round {t:3d}: {len(sampled)} clients, up {bytes_up} B, "
-                        f"down {bytes_down} B, {record.time_s:.2f} s{acc_text}" + self._round_note()
-                    )
+        finally:  # the fitted model keeps no private data
+            self.__dict__.pop("_data", None)
+            self.__dict__.pop("_runtime", None)
         self.n_rounds_ = len(self.history_)
         return self
+
+    def _run_round(self, t: int, sampled: np.ndarray) -> RoundRecord:
+        """Round ``t``: local training of the sampled clients, then the server's step."""
+        start = time.perf_counter()
+        data, global_w = self._data, self._global_w
+        tasks = [
+            (self._clients[i], global_w, data.X_clients[i], data.y_clients[i], data.X_eval)
+            for i in sampled
+        ]
+        results = self._runtime.map(_local_step, tasks)
+        locals_ = [r[1] for r in results]
+        for i, r in zip(sampled, results, strict=True):
+            self._clients[i] = r[0]
+        self._round_clients = [int(i) for i in sampled]  # whose weights locals_ are
+        if self.compression_ is None:
+            bytes_down = weights_nbytes(global_w) * len(sampled)
+            bytes_up = sum(weights_nbytes(w) for w in locals_)
+            global_w = self._aggregate(global_w, locals_, self._n_samples[sampled])
+        else:  # compressed updates with residuals (cotrain.compression)
+            counts = self._n_samples[sampled] if self.weighted else None
+            global_w, bytes_up, bytes_down = self.compression_.round(
+                global_w, locals_, sampled, counts
+            )
+        self._global_w = global_w
+        self.global_model_.set_weights(global_w)
+        self._account_round()
+        learner_time = sum(r[3] for r in results)
+        scores: dict[str, Any] = {}
+        if data.X_eval is not None:
+            for i, r in zip(sampled, results, strict=True):
+                self._trained[int(i)] = accuracy(
+                    np.searchsorted(data.classes, r[2]), data.y_eval_codes
+                )
+            t0 = time.perf_counter()
+            pred = self.global_model_.predict(data.X_eval)
+            learner_time += time.perf_counter() - t0
+            acc = accuracy(np.searchsorted(data.classes, pred), data.y_eval_codes)
+            scores = {
+                "client_accuracy": dict(sorted(self._trained.items())),
+                "mean_accuracy": acc,
+                "std_accuracy": 0.0,
+                "consensus_accuracy": acc,
+            }
+        return RoundRecord(
+            round=t,
+            clients=tuple(int(i) for i in sampled),
+            bytes_up=bytes_up + self._extra_bytes_up(t),
+            bytes_down=bytes_down,
+            time_s=time.perf_counter() - start,
+            learner_time_s=learner_time,
+            epsilon=self._spent_epsilon(),
+            **self._epsilon_meaning(),
+            **self._consensus_fields(),
+            **scores,
+        )
 
     # hooks for DPFedAvg
     def _spent_epsilon(self) -> float | None:
@@ -467,8 +358,20 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     def _account_round(self) -> None:
         return None
 
-    def _round_note(self) -> str:
-        return ""
+    def _extra_bytes_up(self, t: int) -> int:
+        """Bytes the clients send in round ``t`` besides their weights (FedAUX's scorers)."""
+        return 0
+
+    def _consensus_fields(self) -> dict[str, Any]:
+        """Record fields of a method with a consensus on a public pool (FedDF's targets)."""
+        return {}
+
+    def _check_checkpoint(self) -> None:
+        check_no_checkpoint(
+            self,
+            "its state (every client's torch model and optimizer, the global weights, the "
+            "compression residuals and the generators) is not written to checkpoints yet",
+        )
 
     def _aggregate(
         self,
@@ -538,6 +441,8 @@ class DPFedAvg(FedAvg):
         As for :class:`FedAvg`.
     rounds, local_epochs, participation, n_jobs, random_state, verbose
         As for :class:`FedAvg`.
+    checkpoint_dir, callbacks
+        As for :class:`FedAvg`.
     clip_norm : float, default=1.0
         L2 bound C of one client's update.
     noise_multiplier : float, default=1.0
@@ -550,7 +455,7 @@ class DPFedAvg(FedAvg):
     ----------
     epsilon_ : list of float
         ε reached after each round (RDP accountant of dp-accounting), at ``delta``.
-    global_model_, clients_, classes_, history_, n_rounds_
+    global_model_, clients_, classes_, history_, n_rounds_, stopped_reason_
         As for :class:`FedAvg`.
 
     Notes
@@ -588,6 +493,8 @@ class DPFedAvg(FedAvg):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
+        checkpoint_dir: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
         self.rounds = rounds
@@ -599,6 +506,8 @@ class DPFedAvg(FedAvg):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.checkpoint_dir = checkpoint_dir
+        self.callbacks = callbacks
 
     def _check_extra_params(self) -> None:
         for name, low_open in (("clip_norm", True), ("noise_multiplier", False)):
@@ -627,9 +536,6 @@ class DPFedAvg(FedAvg):
 
     def _account_round(self) -> None:
         self.epsilon_.append(self._all_epsilons[len(self.epsilon_)])
-
-    def _round_note(self) -> str:
-        return f", ε {self.epsilon_[-1]:.3g}"
 
     def _spent_epsilon(self) -> float | None:
         return self.epsilon_[-1]

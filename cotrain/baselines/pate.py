@@ -19,6 +19,7 @@ from cotrain.baselines._common import (
     label_bytes,
     seeded,
 )
+from cotrain.baselines.rounds import run_rounds
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
@@ -89,6 +90,12 @@ class PATE(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
         Seeds the teachers (as :class:`~cotrain.FederatedCoTrainer` seeds its clients),
         the noise and the student.
+    callbacks : list of cotrain.callbacks.Callback, default=None
+        Called around PATE's one round, as for :class:`~cotrain.FederatedCoTrainer` (it
+        runs on :class:`cotrain.federation.loop.RoundLoop`); e.g.
+        :class:`cotrain.tracking.MLflowLogger`.
+    verbose : int, default=0
+        0: silent; 1: a progress bar; 2: also the round's line.
 
     Attributes
     ----------
@@ -107,6 +114,10 @@ class PATE(ClassifierMixin, BaseEstimator):
         messages, ``bytes_down`` 0 (the student lives on the server), agreement of
         the teachers with the pseudo-labels; with ``eval_set`` the teachers' accuracies
         (``client_accuracy``, mean, std) and the student's as ``consensus_accuracy``.
+    n_rounds_ : int
+        Rounds run: 1.
+    stopped_reason_ : str or None
+        A callback's reason for stopping before the round, or None.
 
     Notes
     -----
@@ -114,6 +125,9 @@ class PATE(ClassifierMixin, BaseEstimator):
     bound of :meth:`consensus.NoisyArgmax.dp_event` at ``delta``; PATE's tighter,
     data-dependent GNMax analysis is not done. GNMax protects the aggregate, not each
     teacher's upload: the server sees every teacher's labels in the clear.
+
+    PATE has one round (the teachers are fitted once), so there is nothing to resume and
+    it takes no ``checkpoint_dir``; early stopping does not apply either.
 
     Examples
     --------
@@ -139,6 +153,8 @@ class PATE(ClassifierMixin, BaseEstimator):
         n_jobs: int | None = None,
         random_state: int | None = None,
         delta: float = 1e-5,
+        callbacks: list[Any] | None = None,
+        verbose: int = 0,
     ) -> None:
         self.teachers = teachers
         self.student = student
@@ -147,6 +163,8 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.delta = delta
+        self.callbacks = callbacks
+        self.verbose = verbose
 
     def fit(
         self,
@@ -193,6 +211,8 @@ class PATE(ClassifierMixin, BaseEstimator):
             {
                 "n_jobs": self.n_jobs,
                 "random_state": self.random_state,
+                "callbacks": self.callbacks,
+                "verbose": self.verbose,
             },
             n_clients=len(teachers),
         )
@@ -204,13 +224,31 @@ class PATE(ClassifierMixin, BaseEstimator):
             or (sigma < 0)
         ):
             raise ValueError(f"noise_sigma must be a finite number >= 0, got {sigma!r}")
-        classes = data.classes
-        n_classes = len(classes)
-        self.classes_ = classes
+        self.classes_ = data.classes
         self._row_shape = data.X_public.shape[1:]
         self.n_features_in_ = data.X_public.shape[1]
+        self._fit_data, self._fit_teachers = data, teachers
+        self.history_ = History()
+        try:
+            self.stopped_reason_ = run_rounds(
+                self,
+                self._run_round,
+                lambda: np.arange(len(teachers)),
+                1,
+                self.history_,
+            )
+        finally:  # the fitted model keeps no private data
+            del self._fit_data, self._fit_teachers
+        self.n_rounds_ = len(self.history_)
+        return self
+
+    def _run_round(self, t: int, sampled: np.ndarray) -> RoundRecord:
+        """PATE's one round: fit the teachers, label U with GNMax, fit the student."""
+        data, teachers = self._fit_data, [self._fit_teachers[i] for i in sampled]
+        classes = data.classes
+        n_classes = len(classes)
         noise_seed, *teacher_seeds = np.random.SeedSequence(self.random_state).spawn(
-            len(teachers) + 2
+            len(self._fit_teachers) + 2
         )
         student_seed = teacher_seeds.pop()
         start = time.perf_counter()
@@ -233,7 +271,9 @@ class PATE(ClassifierMixin, BaseEstimator):
         learner_time += time.perf_counter() - t0
         bytes_up = sum(label_bytes(v, n_classes) for v in votes)  # what each teacher uploads
         pseudo = gnmax(
-            vote_counts(votes, n_classes), float(sigma), np.random.default_rng(noise_seed)
+            vote_counts(votes, n_classes),
+            float(self.noise_sigma),
+            np.random.default_rng(noise_seed),
         )
         self.votes_ = votes
         self.pseudo_label_codes_ = pseudo
@@ -260,25 +300,21 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.epsilon_ = _gnmax_epsilon(
             self.noise_sigma, self.delta, len(data.classes), data.X_public.shape[0]
         )
-        self.history_ = History()
-        self.history_.append(
-            RoundRecord(
-                round=1,
-                clients=tuple(range(len(teachers))),
-                coverage=1.0,
-                agreement=float(np.mean(votes == pseudo)),
-                bytes_up=bytes_up,
-                bytes_down=0,
-                time_s=time.perf_counter() - start,
-                learner_time_s=learner_time,
-                epsilon=self.epsilon_,
-                # GNMax on the server: the server sees every teacher's labels in the clear
-                epsilon_unit="record",
-                epsilon_adversary="broadcast observers",
-                **record,
-            )
+        return RoundRecord(
+            round=t,
+            clients=tuple(int(i) for i in sampled),
+            coverage=1.0,
+            agreement=float(np.mean(votes == pseudo)),
+            bytes_up=bytes_up,
+            bytes_down=0,
+            time_s=time.perf_counter() - start,
+            learner_time_s=learner_time,
+            epsilon=self.epsilon_,
+            # GNMax on the server: the server sees every teacher's labels in the clear
+            epsilon_unit="record",
+            epsilon_adversary="broadcast observers",
+            **record,
         )
-        return self
 
     @property
     def teachers_(self) -> list[Any]:
