@@ -1,17 +1,16 @@
 """TorchClassifier: any torch module as a scikit-learn classifier that keeps training.
 
-This module imports torch; ``import learners`` does not (``learners.TorchClassifier`` loads
-this module on first use).
+This module holds the estimator API (parameters, ``fit``, ``predict``, checkpoints, weights by
+name); building the network and optimizer and scoping torch's random stream and threads are in
+:mod:`learners._torch_tools`. It imports torch; ``import learners`` does not
+(``learners.TorchClassifier`` loads this module on first use).
 """
 
 from __future__ import annotations
 
-import copy
-import inspect
 import math
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,15 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._alignment import check_classes, label_indices
 from ._soft_targets import check_soft_targets
+from ._torch_tools import (
+    build_module,
+    build_optimizer,
+    check_int,
+    num_threads,
+    private_rng,
+    resolve_device,
+    seeded_state,
+)
 
 try:
     import torch
@@ -33,61 +41,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 __all__ = ["TorchClassifier"]
 
-_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "sgd": torch.optim.SGD,
-}
 _PREDICT_BATCH = 1024
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-@contextmanager
-def _private_rng(device: torch.device, state: dict[str, torch.Tensor]) -> Iterator[None]:
-    """Run with torch's global RNG set to `state`, then save it back there and restore the
-    caller's global RNG: dropout, shuffling and initialisation draw from the estimator's own
-    stream and the global state is left as it was."""
-    devices = (
-        [device.index if device.index is not None else torch.cuda.current_device()]
-        if (device.type == "cuda")
-        else []
-    )
-    with torch.random.fork_rng(devices=devices):
-        torch.set_rng_state(state["cpu"])
-        if devices:
-            if "cuda" in state:
-                torch.cuda.set_rng_state(state["cuda"], devices[0])
-            else:  # first use on this device: seed it from the estimator's own stream
-                seed = int(torch.randint(0, 2**62, (1,)).item())
-                with torch.cuda.device(devices[0]):
-                    torch.cuda.manual_seed(seed)
-        yield
-        state["cpu"] = torch.get_rng_state()
-        if devices:
-            state["cuda"] = torch.cuda.get_rng_state(devices[0])
-
-
-@contextmanager
-def _num_threads(n: int | None) -> Iterator[None]:
-    """Run with `n` torch intra-op threads (None: as set), restoring the setting after."""
-    previous = torch.get_num_threads()
-    if n is None or n == previous:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _seeded_state(seed: int) -> dict[str, torch.Tensor]:
-    """A fresh RNG state for `seed` (computed without touching the global RNG)."""
-    return {"cpu": torch.Generator().manual_seed(seed).get_state()}
 
 
 class TorchClassifier(ClassifierMixin, BaseEstimator):
@@ -250,79 +204,35 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ building
     def _check_params(self) -> None:
-        _check_int("max_epochs", self.max_epochs, 1)
-        _check_int("epochs_per_fit", self.epochs_per_fit, 0)
+        check_int("max_epochs", self.max_epochs, 1)
+        check_int("epochs_per_fit", self.epochs_per_fit, 0)
         if self.steps_per_fit is not None:
-            _check_int("steps_per_fit", self.steps_per_fit, 1)
-        _check_int("batch_size", self.batch_size, 1)
+            check_int("steps_per_fit", self.steps_per_fit, 1)
+        check_int("batch_size", self.batch_size, 1)
         if self.n_threads is not None:
-            _check_int("n_threads", self.n_threads, 1)
+            check_int("n_threads", self.n_threads, 1)
         if not (isinstance(self.lr, int | float) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
 
     def _device(self) -> torch.device:
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device={self.device!r} is not a torch device: {exc}") from None
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(
-                f"device={self.device!r} was requested but CUDA is not available "
-                "(torch.cuda.is_available() is False); use device='cpu'"
-            )
-        return device
+        return resolve_device(self.device)
 
     def _make_module(self, n_features: int, n_classes: int) -> nn.Module:
-        from .modules import MLP
-
-        spec = MLP if self.module is None else self.module
-        kwargs = dict(self.module_params or {})
-        if isinstance(spec, nn.Module):
-            if kwargs:
-                raise ValueError("module_params cannot be used with a module instance")
-            return copy.deepcopy(spec)
-        if not callable(spec):
-            raise TypeError(
-                f"module must be an nn.Module class, a callable or an instance, got {spec!r}"
-            )
-        clash = {"n_features", "n_classes"}.intersection(kwargs)
-        if clash:
-            raise ValueError(f"module_params may not set {sorted(clash)}: they are injected")
-        try:
-            names = set(inspect.signature(spec).parameters)
-        except (TypeError, ValueError):  # builtins without a signature
-            names = set()
-        sizes = {"n_features": n_features, "n_classes": n_classes}
-        injected = {k: v for k, v in sizes.items() if k in names}
-        module = spec(**injected, **kwargs) if injected else spec(n_features, n_classes, **kwargs)
-        if not isinstance(module, nn.Module):
-            raise TypeError(f"module must build an nn.Module, got {type(module).__name__}")
-        return module
+        return build_module(self.module, self.module_params, n_features, n_classes)
 
     def _make_optimizer(self, module: nn.Module) -> torch.optim.Optimizer:
-        spec = self.optimizer
-        if isinstance(spec, str):
-            if spec.lower() not in _OPTIMIZERS:
-                raise ValueError(
-                    f"optimizer must be one of {sorted(_OPTIMIZERS)} or a torch optimizer "
-                    f"class, got {spec!r}"
-                )
-            spec = _OPTIMIZERS[spec.lower()]
-        elif not callable(spec):
-            raise TypeError(f"optimizer must be a string or a torch optimizer class, got {spec!r}")
-        params = [p for p in module.parameters() if p.requires_grad]
-        return spec(
-            params, lr=self.lr, weight_decay=self.weight_decay, **(self.optimizer_params or {})
+        return build_optimizer(
+            self.optimizer, module, self.lr, self.weight_decay, self.optimizer_params
         )
 
     def _init_model(self, X: NDArray[np.float32], classes: NDArray[Any]) -> None:
         """Build a freshly initialised module and optimizer for inputs like `X`."""
         device = self._device()
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        state = _seeded_state(seed)
-        with _private_rng(device, state):
+        state = seeded_state(seed)
+        with private_rng(device, state):
             module = self._make_module(math.prod(X.shape[1:]), int(classes.size)).to(device)
         module.train()
         self.module_ = module
@@ -491,7 +401,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             return loss
 
         self.module_.train()
-        with _num_threads(self.n_threads), _private_rng(device, self._rng_state):
+        with num_threads(self.n_threads), private_rng(device, self._rng_state):
             if steps is None:
                 for _ in range(epochs):
                     total = sum(step(idx) for idx in self._batches(n))
@@ -537,7 +447,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         was_training = module.training
         module.eval()
         try:
-            with torch.no_grad(), _num_threads(self.n_threads):
+            with torch.no_grad(), num_threads(self.n_threads):
                 Xt = torch.from_numpy(np.ascontiguousarray(X))
                 chunks = [
                     module(Xt[start : start + _PREDICT_BATCH].to(device)).double().cpu()

@@ -340,6 +340,23 @@ def test_module_protocol(small):
     )
 
 
+def test_bad_module_optimizer_and_device_name_the_argument(small):
+    X, y = small
+    instance = torch.nn.Linear(64, 10)
+    with pytest.raises(ValueError, match="module_params cannot be used with a module instance"):
+        TorchClassifier(instance, {"hidden": (4,)}).fit(X, y)
+    with pytest.raises(TypeError, match=r"module must be an nn\.Module class, a callable"):
+        TorchClassifier("mlp").fit(X, y)
+    with pytest.raises(TypeError, match=r"module must build an nn\.Module, got int"):
+        TorchClassifier(lambda n_features, n_classes: 3).fit(X, y)
+    with pytest.raises(TypeError, match="optimizer must be a string or a torch optimizer"):
+        TorchClassifier(optimizer=0.1).fit(X, y)
+    with pytest.raises(ValueError, match="device='tpu-9' is not a torch device"):
+        TorchClassifier(device="tpu-9").fit(X, y)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got True"):
+        TorchClassifier(batch_size=True).fit(X, y)
+
+
 def test_image_input(small):
     X, y = small
     images = X.reshape(-1, 1, 8, 8)
