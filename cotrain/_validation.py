@@ -502,6 +502,15 @@ def class_indices(y: np.ndarray, classes: np.ndarray, unknown: int | None = None
     return codes.astype(np.int64)
 
 
+def masked_labels(codes: np.ndarray, classes: np.ndarray) -> np.ma.MaskedArray:
+    """Codes back to the caller's labels, masked where they are -1 (an abstention).
+
+    >>> masked_labels(np.array([1, -1, 0]), np.array(["a", "b"])).tolist()
+    ['b', None, 'a']
+    """
+    return np.ma.masked_array(classes[np.maximum(codes, 0)], mask=codes < 0)
+
+
 def check_estimators(estimators: Any, share: str) -> list[Any]:
     """Every client estimator must offer fit/predict (and predict_proba for soft sharing)."""
     if not isinstance(estimators, list | tuple):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,19 +24,26 @@ from cotrain._validation import (
     check_share_consensus,
     describe_shape,
     feature_shape,
+    masked_labels,
     nan_allowed,
     refusing_nan,
 )
-from cotrain.callbacks import EarlyStopping, PrivacyBudget, ProgressBar
+from cotrain.callbacks import Callback, EarlyStopping, PrivacyBudget, ProgressBar
 from cotrain.federation.client import Client
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.seeding import client_seed, seeded_clone
+from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import build_server
 from cotrain.federation.simulation import SimulatedFederation, aggregate
-from cotrain.history import summarize_warnings
+from cotrain.history import RoundRecord, summarize_warnings
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
-from cotrain.persistence.saving import load_federation, save_federation
+from cotrain.persistence.saving import (
+    DROPPED_POOL,
+    DroppedDataError,
+    load_federation,
+    save_federation,
+)
 from cotrain.runtime.pools import host_objects
 from cotrain.runtime.runtimes import make_runtime
 from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
@@ -164,14 +173,32 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     ----------
     classes_ : ndarray
         Global classes, in the caller's label values.
+    consensus_ : consensus.Consensus
+        The consensus rule of the run (a copy of ``consensus``).
+    n_features_in_ : int
+        Features of a table (absent for images and text).
+    feature_names_in_ : ndarray
+        Column names of a DataFrame ``X_public`` (absent otherwise).
+    feature_shape_ : tuple of int
+        Shape of one example: ``(n_features,)``, ``(C, H, W)``, or ``()`` for text.
     clients_ : list of estimators
         The fitted local models, one per client (None for a client that never fitted).
+    client_models_ : list of learners.ClassAlignedClassifier
+        The same models wrapped to answer in the global classes (what :meth:`predict`
+        votes with), None for a client that never fitted.
     pseudo_labels_ : ndarray
         Last consensus on the public pool: hard labels in the caller's values as a masked
         array (masked where the consensus abstained), or soft targets
-        ``(n_public, n_classes)``.
+        ``(n_public, n_classes)``, NaN rows where no client answered. Kept current after
+        every round, so that a callback can read it during ``fit``.
     pseudo_label_codes_ : ndarray
-        The hard consensus as indices into ``classes_``, -1 where it abstained.
+        The hard consensus as indices into ``classes_``, -1 where it abstained (kept
+        current after every round, as ``pseudo_labels_``).
+    X_public_ : array-like
+        The public pool, which :meth:`distill` labels; None in a trainer loaded from a
+        folder saved with ``drop_data=True``. No client's private rows are kept.
+    privacy_report_ : dict or None
+        What :meth:`privacy_report` returns; None for a run without a privacy mechanism.
     history_ : History
         One record per round: clients, failures, coverage, agreement, labels changed,
         bytes up and down, wall time, and accuracies when evaluation data is given.
@@ -299,17 +326,39 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             classes=self.classes, eval_set=eval_set, y_public=y_public, estimators=estimators,
         )  # fmt: skip
         check_params(self.get_params(deep=False), n_clients=len(estimators))
-        self._setup(estimators, data)
-        checkpoint = self._open_checkpoint(estimators, data, resume)
-        start, finished = 1, False
-        if resume and checkpoint is not None and checkpoint.checkpointer.latest():
-            start, finished = self._restore(checkpoint.checkpointer)
-        if not finished:
-            self._run(start, checkpoint)
-        self.n_rounds_ = len(self.history_)
-        self.learner_warnings_ = dict(self._federation.learner_warnings)
-        summarize_warnings(self._federation.learner_warnings, stacklevel=3)
+        for name in RUN_OUTCOME:  # nothing of an earlier fit survives a new one
+            self.__dict__.pop(name, None)
+        try:
+            self._setup(estimators, data)
+            checkpoint = self._open_checkpoint(estimators, data, resume)
+            start, finished = 1, False
+            if resume and checkpoint is not None and checkpoint.checkpointer.latest():
+                start, finished = self._restore(checkpoint.checkpointer)
+            if not finished:
+                self._run(start, checkpoint)
+            self._set_fitted(self._federation)
+        finally:  # the run, with every client's rows, is not kept (resume reads checkpoints)
+            self.__dict__.pop("_federation", None)
+        summarize_warnings(Counter(self.learner_warnings_), stacklevel=3)
         return self
+
+    def _set_fitted(self, fed: SimulatedFederation) -> None:
+        """Copy the outcome of a finished (or restored) run into the fitted attributes."""
+        self.client_models_ = [c.model if c.fitted else None for c in fed.clients]
+        self.clients_ = [None if m is None else m.estimator_ for m in self.client_models_]
+        self._publish_consensus(fed.server)
+        self.history_ = fed.history
+        self.n_rounds_ = len(fed.history)
+        self.learner_warnings_ = dict(fed.learner_warnings)
+        self.privacy_report_ = None if fed.ledger is None else fed.ledger.report()
+        self.X_public_ = fed.data.X_public
+
+    def _publish_consensus(self, server: CoTrainingServer) -> None:
+        """``pseudo_labels_`` and ``pseudo_label_codes_`` from the server's last consensus
+        (after every round, so that callbacks can read them during ``fit``)."""
+        labels = server.consensus_labels
+        self.pseudo_label_codes_ = server.hard_consensus
+        self.pseudo_labels_ = labels if labels.ndim == 2 else masked_labels(labels, self.classes_)
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:
         """Build the server side of the run (as the Flower ServerApp does), then the
@@ -329,9 +378,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         # a copy, so that a noisy consensus starts every fit from its own seed
         self.consensus_ = run.consensus
         self.classes_ = data.classes
-        self._feature_shape = feature_shape(data.X_public)
-        if len(self._feature_shape) == 1:
-            self.n_features_in_ = self._feature_shape[0]
+        self.feature_shape_ = feature_shape(data.X_public)
+        if len(self.feature_shape_) == 1:
+            self.n_features_in_ = self.feature_shape_[0]
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         eval_proba = self.consensus_.output == "soft" and data.X_eval is not None
@@ -352,6 +401,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         fed = self._federation
         progress = ProgressBar(self.verbose)
         own = [
+            ConsensusAttributes(self, fed),
             checkpoint,
             None if fed.ledger is None else PrivacyBudget(fed.ledger),
             progress,
@@ -409,29 +459,30 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             way — they are never summed; ``mechanisms`` names them all. See
             ``docs/privacy.md``.
         """
-        check_is_fitted(self, "history_")
-        if self._federation.ledger is None:
+        check_is_fitted(self, "privacy_report_")
+        if self.privacy_report_ is None:
             raise ValueError(
                 "this run used no privacy mechanism (privacy=None and a noiseless consensus)"
             )
-        return self._federation.ledger.report()
+        return copy.deepcopy(self.privacy_report_)
 
     # -------------------------------------------------------------- saving
     def save(self, path: str | os.PathLike, *, drop_data: bool = True) -> Path:
-        """Write the fitted federation to the folder ``path`` with skops (no pickle).
+        """Write the fitted attributes to the folder ``path`` with skops (no pickle).
 
-        A fitted trainer holds, in a simulation, every client's training data, the public
-        pool and the evaluation set; by default none of it is written. The folder holds
-        the fitted client models, the consensus, ``history_``, ``pseudo_labels_``, the
-        learner warnings and the privacy report (see :mod:`cotrain.persistence.saving`).
+        The folder holds the fitted client models, ``classes_``, the consensus rule,
+        ``pseudo_labels_``, ``history_``, the learner warnings and the privacy report (see
+        :mod:`cotrain.persistence.saving`). A fitted trainer keeps no client's rows; it
+        keeps the public pool (``X_public_``) for :meth:`distill`, written only with
+        ``drop_data=False``.
 
         Parameters
         ----------
         path : str or path
             A folder; one written by an earlier ``save`` is replaced.
         drop_data : bool, default=True
-            Leave out every row of data; False keeps them so that :meth:`distill` works
-            after :meth:`load`.
+            Leave out the public pool; False keeps it so that :meth:`distill` works after
+            :meth:`load`.
 
         Returns
         -------
@@ -442,8 +493,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, trusted: Any = None) -> FederatedCoTrainer:
-        """Read a federation written by :meth:`save`: a fitted trainer that predicts and
-        has ``history_``, ``pseudo_labels_`` and ``clients_``.
+        """Read a folder written by :meth:`save`: a fitted trainer with the saved one's
+        fitted attributes, that predicts as it did.
 
         Parameters
         ----------
@@ -462,49 +513,21 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         return load_federation(path, cls, trusted=trusted)
 
     # ------------------------------------------------------------- predict
-    @property
-    def clients_(self) -> list[Any]:
-        """The fitted local models, one per client (None if a client never fitted)."""
-        check_is_fitted(self, "history_")
-        return [c.model.estimator_ if c.fitted else None for c in self._federation.clients]
-
-    @property
-    def pseudo_labels_(self) -> np.ndarray:
-        """Last consensus on the public pool.
-
-        Hard consensus: a masked array of labels in the caller's values, masked where
-        the consensus abstained (``.filled(-1)`` gives -1 there for numeric labels).
-        Soft consensus: targets of shape ``(n_public, n_classes)``, NaN rows where no
-        client answered.
-        """
-        check_is_fitted(self, "history_")
-        labels = self._federation.server.consensus_labels
-        if labels.ndim == 2:
-            return labels
-        return np.ma.masked_array(self.classes_[np.maximum(labels, 0)], mask=labels < 0)
-
-    @property
-    def pseudo_label_codes_(self) -> np.ndarray:
-        """Hard consensus on the public pool as class indices, -1 where it abstained."""
-        check_is_fitted(self, "history_")
-        return self._federation.server.hard_consensus
-
     def _fitted_models(self) -> list[ClassAlignedClassifier]:
-        check_is_fitted(self, "history_")
-        return [c.model for c in self._federation.clients if c.fitted]
+        check_is_fitted(self, "client_models_")
+        return [m for m in self.client_models_ if m is not None]
 
     def _check_X(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "history_")
         models = [m.estimator for m in self._fitted_models()]
         allow_nan = [nan_allowed(m) for m in models]
         X = check_features(
-            X, "X", text=self._feature_shape == (), allow_nan=all(allow_nan),
+            X, "X", text=self.feature_shape_ == (), allow_nan=all(allow_nan),
             nan_refused_by=refusing_nan(models, allow_nan),
         )  # fmt: skip
-        if feature_shape(X) != self._feature_shape:
+        if feature_shape(X) != self.feature_shape_:
             raise ValueError(
                 f"X has {describe_shape(feature_shape(X))}, expected "
-                f"{describe_shape(self._feature_shape)}"
+                f"{describe_shape(self.feature_shape_)}"
             )
         return X
 
@@ -544,15 +567,41 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         -------
         estimator
             The fitted clone.
+
+        Raises
+        ------
+        DroppedDataError
+            For a trainer loaded from a folder saved without its public pool.
         """
-        check_is_fitted(self, "history_")
-        X_public, server = self._federation.data.X_public, self._federation.server
+        check_is_fitted(self, "X_public_")
+        if self.X_public_ is None:
+            raise DroppedDataError(DROPPED_POOL)
+        soft = self.pseudo_labels_.ndim == 2
+        X_public = self.X_public_
         X, y = with_pseudo_labels(
             X_public[:0], np.empty(0, dtype=self.classes_.dtype), X_public,
-            server.consensus_labels, self.classes_,
+            self.pseudo_labels_ if soft else self.pseudo_label_codes_, self.classes_,
         )  # fmt: skip
         model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
         return model.estimator_
+
+
+class ConsensusAttributes(Callback):
+    """Keeps a trainer's ``pseudo_labels_`` and ``pseudo_label_codes_`` current after every
+    round of its run, so that the callbacks after it can read them during ``fit``."""
+
+    def __init__(self, trainer: FederatedCoTrainer, federation: SimulatedFederation) -> None:
+        self.trainer, self.federation = trainer, federation
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        self.trainer._publish_consensus(self.federation.server)
+
+
+#: the attributes that hold the outcome of a run (set at the end of ``fit``)
+RUN_OUTCOME = (
+    "client_models_", "clients_", "pseudo_labels_", "pseudo_label_codes_", "n_rounds_",
+    "learner_warnings_", "privacy_report_", "X_public_",
+)  # fmt: skip
 
 
 #: parameters the result does not depend on (and `rounds`: a finished run can be extended)

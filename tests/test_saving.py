@@ -1,19 +1,25 @@
-"""Saving a trained federation and loading it back (issue 16): skops, trusted types only,
-the run's data left out by default."""
+"""Saving a fitted trainer and loading it back: skops, trusted types only, the public pool
+left out by default, and nothing but the fitted attributes on either side."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils.validation import check_is_fitted
 
 from cotrain import FederatedCoTrainer
+from cotrain.callbacks import Callback
+from cotrain.persistence import saving
 from cotrain.persistence.saving import DroppedDataError, SavedFederationError, load_federation
-from tests.conftest import RecordingTree
+from tests.conftest import FailingClassifier, RecordingTree
 
 
 def fit(cancer, estimators, **params):
@@ -75,8 +81,10 @@ def test_drop_data_is_the_default_and_leaves_every_row_out(mixed, cancer, tmp_pa
     loaded = FederatedCoTrainer.load(folder)
     with pytest.raises(DroppedDataError, match="drop_data=True"):
         loaded.distill(DecisionTreeClassifier())
-    # a live trainer holds the data: its pickle has the clients' rows
-    assert cancer["X"][0][:3].tobytes() in pickle.dumps(mixed)
+    # a fitted trainer keeps no client's rows, only the public pool (for distill)
+    live = pickle.dumps(mixed)
+    assert all(rows[:3].tobytes() not in live for rows in cancer["X"])
+    assert cancer["X_public"][:3].tobytes() in live
 
 
 def test_keeping_the_data_lets_the_loaded_trainer_distill(mixed, cancer, tmp_path):
@@ -181,3 +189,98 @@ def test_a_clustering_rule_object_round_trips_without_trusted(cancer, tmp_path):
     assert loaded.clustering == rule
     assert [r.clusters for r in loaded.history_] == [r.clusters for r in trainer.history_]
     assert_same_federation(loaded, trainer, cancer["X_test"])
+
+
+FITTED = (
+    "classes_", "consensus_", "n_features_in_", "feature_shape_", "clients_", "client_models_",
+    "pseudo_labels_", "pseudo_label_codes_", "history_", "n_rounds_", "stopped_reason_",
+    "learner_warnings_", "privacy_report_", "X_public_",
+)  # fmt: skip
+
+
+def test_fit_leaves_its_outcome_in_fitted_attributes_and_no_run(mixed, cancer):
+    state = vars(mixed)
+    assert set(FITTED) <= set(state)
+    assert not [k for k in state if k.startswith("_")]  # no run object, no private state
+    assert state["n_rounds_"] == 3 and state["privacy_report_"] is None
+    assert state["X_public_"] is cancer["X_public"]
+    check_is_fitted(mixed)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(clone(mixed))
+    # predict is the majority of the three local models (0/1 labels: two votes win)
+    votes = np.stack([m.predict(cancer["X_test"]) for m in mixed.clients_])
+    np.testing.assert_array_equal(mixed.predict(cancer["X_test"]), votes.sum(axis=0) >= 2)
+    assert [m.estimator_ for m in mixed.client_models_] == mixed.clients_
+
+
+def test_a_loaded_trainer_predicts_with_no_stand_in_class(mixed, cancer, tmp_path):
+    for name in ("_Client", "_Server", "_Ledger", "SavedFederation"):
+        assert not hasattr(saving, name)
+    loaded = FederatedCoTrainer.load(mixed.save(tmp_path / "fed"))
+    assert set(vars(loaded)) == set(vars(mixed))
+    assert loaded.X_public_ is None
+    assert_same_federation(loaded, mixed, cancer["X_test"])
+    assert loaded.score(cancer["X_test"], cancer["y_test"]) == mixed.score(
+        cancer["X_test"], cancer["y_test"]
+    )
+
+
+class Codes(Callback):
+    def __init__(self):
+        self.codes = []
+
+    def on_round_end(self, loop, record):
+        self.codes.append(np.array(loop.owner.pseudo_label_codes_))
+
+
+def test_the_consensus_attributes_are_current_after_every_round(cancer):
+    codes = Codes()
+    trainer = fit(cancer, MIXED, rounds=3, callbacks=[codes])
+    assert len(codes.codes) == 3
+    np.testing.assert_array_equal(codes.codes[-1], trainer.pseudo_label_codes_)
+    for t in (1, 2):  # what the history counts as changed is what a callback saw change
+        assert trainer.history_[t].changed == (codes.codes[t] != codes.codes[t - 1]).sum()
+
+
+def test_a_new_fit_keeps_nothing_of_the_last_one(cancer):
+    trainer = fit(cancer, MIXED, rounds=2)
+    trainer.set_params(estimators=[FailingClassifier()] * 3)
+    with pytest.raises(RuntimeError):
+        trainer.fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
+    for name in ("clients_", "client_models_", "pseudo_labels_", "X_public_", "n_rounds_"):
+        assert not hasattr(trainer, name)
+    assert not [k for k in vars(trainer) if k.startswith("_")]
+
+
+def rewrite(folder, manifest, **files):
+    """Replace files of a saved folder and its manifest, with matching hashes."""
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    manifest["files"] = {
+        name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in manifest["files"]
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_format_1_still_loads_and_an_unknown_format_is_refused(mixed, cancer, tmp_path):
+    import skops.io as sio
+
+    folder = mixed.save(tmp_path / "fed", drop_data=False)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["format"] == 2
+    # format 1 kept every validated input of fit in data.skops
+    old = {"X_clients": cancer["X"], "y_clients": cancer["y"], "X_public": cancer["X_public"],
+           "classes": mixed.classes_, "X_eval": None, "y_eval_codes": None,
+           "y_public_codes": None, "feature_names": None}  # fmt: skip
+    rewrite(folder, {**manifest, "format": 1}, **{"data.skops": sio.dumps(old)})
+    loaded = FederatedCoTrainer.load(folder)
+    assert_same_federation(loaded, mixed, cancer["X_test"])
+    np.testing.assert_array_equal(loaded.X_public_, cancer["X_public"])
+    student = loaded.distill(DecisionTreeClassifier(random_state=0))
+    expected = mixed.distill(DecisionTreeClassifier(random_state=0))
+    np.testing.assert_array_equal(
+        student.predict(cancer["X_test"]), expected.predict(cancer["X_test"])
+    )
+    rewrite(folder, {**manifest, "format": 3})
+    with pytest.raises(SavedFederationError, match=r"format 3 .* reads formats 1, 2"):
+        FederatedCoTrainer.load(folder)

@@ -2,13 +2,13 @@
 
 - :mod:`~cotrain.persistence.checkpoint`: the state dicts of every stateful part of a run,
   written atomically after a round, so that a failed run resumes where it stopped;
-- :mod:`~cotrain.persistence.saving`: a fitted :class:`~cotrain.FederatedCoTrainer` saved
-  with skops and loaded back (:func:`save_federation`, :func:`load_federation`).
+- :mod:`~cotrain.persistence.saving`: the fitted attributes of a
+  :class:`~cotrain.FederatedCoTrainer` saved with skops and loaded back
+  (:func:`save_federation`, :func:`load_federation`).
 """
 
 from cotrain.persistence.saving import (
     DroppedDataError,
-    SavedFederation,
     SavedFederationError,
     load_federation,
     save_federation,
@@ -16,7 +16,6 @@ from cotrain.persistence.saving import (
 
 __all__ = [
     "DroppedDataError",
-    "SavedFederation",
     "SavedFederationError",
     "load_federation",
     "save_federation",

@@ -141,7 +141,7 @@ class Checkpointer:
             "format": FORMAT,
             "round": round_,
             "config": self.config,
-            "files": {f: _sha256(tmp / f) for f in sorted(files)},
+            "files": {f: file_sha256(tmp / f) for f in sorted(files)},
         }
         _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
         for f in [*files, MANIFEST]:
@@ -246,19 +246,7 @@ class Checkpointer:
                 "fingerprint differs): the estimators, the trainer's parameters, the clients' "
                 "data and the public pool must be those of the checkpointed run"
             )
-        expected = manifest.get("files", {})
-        present = {p.name for p in folder.iterdir()} - {MANIFEST}
-        if present != set(expected):
-            raise CheckpointError(
-                f"checkpoint {folder} is incomplete or was altered: files {sorted(present)} "
-                f"differ from the manifest's {sorted(expected)}"
-            )
-        for name, digest in expected.items():
-            if _sha256(folder / name) != digest:
-                raise CheckpointError(
-                    f"checkpoint file {folder / name} was altered or is corrupt (SHA-256 "
-                    "differs from the manifest)"
-                )
+        verify_files(folder, manifest, CheckpointError, "checkpoint ")
         state = json.loads((folder / "state.json").read_text())
         with np.load(folder / "arrays.npz", allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -528,7 +516,49 @@ def estimator_types(estimators: list[Any]) -> set[str]:
     return names
 
 
-def _sha256(path: Path) -> str:
+def verify_files(
+    folder: Path, manifest: dict[str, Any], error: type[Exception], label: str = ""
+) -> None:
+    """Refuse ``folder`` unless it holds exactly the files its manifest lists, with the
+    manifest's SHA-256 (the check of checkpoints and of saved trainers alike).
+
+    Parameters
+    ----------
+    folder : Path
+    manifest : dict
+        Its ``"files"`` maps each file name to its SHA-256 (hex).
+    error : type of Exception
+        Raised, naming the folder or the altered file.
+    label : str, default=""
+        Put before the path in the message (e.g. ``"checkpoint "``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.txt").write_text("a")
+    >>> verify_files(folder, {"files": {"a.txt": "0" * 64}}, ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: /.../a.txt was altered or is corrupt (SHA-256 differs from the manifest)
+    """
+    expected = manifest.get("files", {})
+    present = {p.name for p in folder.iterdir()} - {MANIFEST}
+    if present != set(expected):
+        raise error(
+            f"{label}{folder} is incomplete or was altered: files {sorted(present)} differ "
+            f"from the manifest's {sorted(expected)}"
+        )
+    for name, digest in expected.items():
+        if file_sha256(folder / name) != digest:
+            raise error(
+                f"{label}{folder / name} was altered or is corrupt (SHA-256 differs from the "
+                "manifest)"
+            )
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file (hex), read in blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -1,13 +1,13 @@
-"""Saving a trained federation to a folder and loading it back, without pickle.
+"""Saving a fitted trainer to a folder and loading it back, without pickle.
 
-A fitted :class:`~cotrain.FederatedCoTrainer` keeps, in a simulation, every client's
-training data (each client's ``X`` and ``y``), the public pool, the evaluation set and
-the hidden ``y_public``: pickling it (or ``joblib.dump``) writes all of them.
-:func:`save_federation` writes what a trained federation *is* instead — the fitted client
-models, the classes, the consensus rule, the last consensus on the public pool, the
-history, the learner warnings and the privacy report — and by default
-(``drop_data=True``) none of the data. Client models that keep training rows by
-construction (k-nearest neighbours, support vectors of an SVC) still hold those.
+:func:`save_federation` writes the fitted attributes of a
+:class:`~cotrain.FederatedCoTrainer` — the fitted client models, the classes, the
+consensus rule, the last consensus on the public pool, the history, the learner warnings
+and the privacy report — and :func:`load_federation` sets them on a new trainer, which
+then predicts, distills (with its public pool) and reports as the saved one did. A
+fitted trainer keeps no client's private rows; by default (``drop_data=True``) the public
+pool is left out too. Client models that keep training rows by construction (k-nearest
+neighbours, support vectors of an SVC) still hold those.
 
 The folder:
 
@@ -18,47 +18,49 @@ The folder:
   tensors in ``client-<i>.pt``, see :func:`cotrain.persistence.checkpoint.save_model`);
 - ``arrays.npz`` — the last consensus (as broadcast, and as hard codes), read without pickle;
 - ``state.json`` — the history, the learner warnings, the privacy report, why the run stopped;
-- ``data.skops`` — only with ``drop_data=False``: the validated inputs of ``fit``.
+- ``data.skops`` — only with ``drop_data=False``: the public pool (format 1 held every
+  input of ``fit`` there; its public pool is read, the rest ignored).
 
 Loading verifies every file's hash and lets skops build only trusted types: those of
 checkpoints (:data:`cotrain.persistence.checkpoint.TRUSTED_MODULES`, by
-:func:`cotrain.persistence.checkpoint.untrusted_types`), the library's own consensus rules, privacy
-mechanisms and trust settings, and the exact type names the caller passes as
+:func:`cotrain.persistence.checkpoint.untrusted_types`), the library's own consensus rules,
+privacy mechanisms and trust settings, and the exact type names the caller passes as
 ``trusted`` (for example a learner class of their own).
 """
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import os
 import shutil
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cotrain._validation import masked_labels
 from cotrain.history import History, RoundRecord
 from cotrain.persistence.checkpoint import (
     TRUSTED_MODULES,
     checkpoint_blocker,
+    file_sha256,
     load_model,
     save_model,
     untrusted_types,
+    verify_files,
 )
 
 __all__ = [
     "DroppedDataError",
-    "SavedFederation",
     "SavedFederationError",
     "load_federation",
     "save_federation",
 ]
 
-FORMAT = 1
+#: the format written; format 1 (before fitted attributes) is still read
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 #: besides the checkpoints' modules: the library's own configuration objects
 SAVED_TRUSTED_MODULES = (
@@ -66,6 +68,14 @@ SAVED_TRUSTED_MODULES = (
 )  # fmt: skip
 #: parameters that name where and how a run executes; not stored (None when loaded)
 NOT_SAVED = ("callbacks", "runtime")
+#: fitted attributes stored in ``trainer.skops`` (those the trainer has)
+SKOPS_FITTED = ("classes_", "consensus_", "n_features_in_", "feature_names_in_")
+DROPPED_POOL = (
+    "this trainer was saved with drop_data=True, so it holds no public pool "
+    "(X_public_ is None); predict, predict_proba, pseudo_labels_ and history_ work, "
+    "distill() needs the pool: save with drop_data=False, or fit your model on your own "
+    "copy of X_public with trainer.pseudo_labels_"
+)
 
 
 class SavedFederationError(ValueError):
@@ -74,77 +84,7 @@ class SavedFederationError(ValueError):
 
 
 class DroppedDataError(ValueError):
-    """A loaded federation was asked for data it was saved without (``drop_data=True``)."""
-
-
-class _Client:
-    """A client of a loaded federation: its fitted model only."""
-
-    def __init__(self, client_id: int, model: Any, fitted: bool) -> None:
-        self.client_id, self.model, self.fitted = client_id, model, fitted
-
-
-class _Server:
-    """The server of a loaded federation: the consensus rule and its last consensus."""
-
-    def __init__(self, consensus: Any, labels: np.ndarray, hard: np.ndarray) -> None:
-        self.consensus, self.consensus_labels, self.hard_consensus = consensus, labels, hard
-
-
-class _Ledger:
-    """The privacy accounting of a loaded federation: its final report."""
-
-    def __init__(self, report: dict[str, Any]) -> None:
-        self._report = report
-
-    def report(self) -> dict[str, Any]:
-        return copy.deepcopy(self._report)
-
-
-class SavedFederation:
-    """What a loaded trainer holds in place of the simulated federation it was fitted with.
-
-    It answers what prediction and inspection need (the clients' fitted models, the
-    server's last consensus, the history, the privacy report); ``data`` raises a
-    :class:`DroppedDataError` when the federation was saved with ``drop_data=True``.
-
-    Examples
-    --------
-    >>> fed = SavedFederation([], None, History(), Counter(), data=None)
-    >>> fed.data
-    Traceback (most recent call last):
-    ...
-    cotrain.persistence.saving.DroppedDataError: this trainer was saved with drop_data=True ...
-    """
-
-    def __init__(
-        self,
-        clients: list[Any],
-        server: Any,
-        history: History,
-        learner_warnings: Counter,
-        data: Any,
-        ledger: Any = None,
-    ) -> None:
-        self.clients = clients
-        self.server = server
-        self.history = history
-        self.learner_warnings = learner_warnings
-        self.ledger = ledger
-        self._data = data
-
-    @property
-    def data(self) -> Any:
-        """The validated inputs of ``fit``, or a :class:`DroppedDataError`."""
-        if self._data is None:
-            raise DroppedDataError(
-                "this trainer was saved with drop_data=True ... so it holds no data of its "
-                "run (clients' rows, public pool, evaluation set); predict, predict_proba, "
-                "pseudo_labels_ and history_ work, distill() needs the public pool: save "
-                "with drop_data=False, or fit your model on your own copy of X_public with "
-                "trainer.pseudo_labels_"
-            )
-        return self._data
+    """A loaded trainer was asked for data it was saved without (``drop_data=True``)."""
 
 
 def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = True) -> Path:
@@ -158,10 +98,9 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
         A folder, created; a folder from an earlier save is replaced, any other
         non-empty folder is refused. Written under a temporary name and renamed.
     drop_data : bool, default=True
-        Leave out every row of data the trainer holds (each client's training data, the
-        public pool, the evaluation set, ``y_public``). False keeps them (in
-        ``data.skops``), so that :meth:`~cotrain.FederatedCoTrainer.distill` works after
-        loading.
+        Leave out the public pool (``X_public_``, the only rows of data a fitted trainer
+        keeps). False writes it (in ``data.skops``), so that
+        :meth:`~cotrain.FederatedCoTrainer.distill` works after loading.
 
     Returns
     -------
@@ -173,6 +112,8 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
     NotImplementedError
         A learner whose models skops cannot store (the same learners that cannot be
         checkpointed, e.g. ``RuleFitClassifier``), before anything is written.
+    DroppedDataError
+        ``drop_data=False`` for a trainer that was itself loaded without its public pool.
 
     Examples
     --------
@@ -190,14 +131,15 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
     """
     from sklearn.utils.validation import check_is_fitted
 
-    check_is_fitted(trainer, "history_")
+    check_is_fitted(trainer, "client_models_")
     for est in trainer.estimators:
         if (reason := checkpoint_blocker(est)) is not None:
             raise NotImplementedError(
                 f"save: {type(est).__name__} models cannot be saved yet ({reason})"
             )
-    fed, final = trainer._federation, Path(path)
-    data = None if drop_data else fed.data  # a loaded trainer without data raises here
+    final = Path(path)
+    if not drop_data and trainer.X_public_ is None:
+        raise DroppedDataError(DROPPED_POOL)
     if final.exists() and (not final.is_dir() or _foreign(final)):
         raise ValueError(
             f"path {final} exists and is not a saved federation; refusing to replace it"
@@ -214,38 +156,36 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
         }
         if params["checkpoint_dir"] is not None:
             params["checkpoint_dir"] = os.fspath(params["checkpoint_dir"])
-        fitted = {
-            k: getattr(trainer, k)
-            for k in ("classes_", "consensus_", "n_features_in_", "feature_names_in_")
-            if hasattr(trainer, k)
-        }
+        fitted = {k: getattr(trainer, k) for k in SKOPS_FITTED if hasattr(trainer, k)}
         sio.dump({"params": params, "fitted": fitted}, tmp / "trainer.skops")
         files = ["trainer.skops", "arrays.npz", "state.json"]
-        for c in fed.clients:
-            if c.fitted:
-                files += save_model(c.model, tmp, f"client-{c.client_id}")
-        server = fed.server
-        arrays = {"consensus_labels": server.consensus_labels, "hard": server.hard_consensus}
-        np.savez(tmp / "arrays.npz", **{k: v for k, v in arrays.items() if v is not None})
+        for i, model in enumerate(trainer.client_models_):
+            if model is not None:
+                files += save_model(model, tmp, f"client-{i}")
+        labels, codes = trainer.pseudo_labels_, trainer.pseudo_label_codes_
+        # as format 1 wrote them: the consensus as broadcast (codes or soft) and hard codes
+        np.savez(tmp / "arrays.npz", consensus_labels=codes if labels.ndim == 1 else labels,
+                 hard=codes)  # fmt: skip
+        report = trainer.privacy_report_
         state = {
-            "feature_shape": list(trainer._feature_shape),
+            "feature_shape": list(trainer.feature_shape_),
             "n_rounds": trainer.n_rounds_,
             "stopped_reason": trainer.stopped_reason_,
-            "clients": [[c.client_id, bool(c.fitted)] for c in fed.clients],
-            "history": [r.to_json() for r in fed.history],
-            "learner_warnings": [[*key, n] for key, n in fed.learner_warnings.items()],
-            "privacy_report": None if fed.ledger is None else _jsonable(fed.ledger.report()),
+            "clients": [[i, m is not None] for i, m in enumerate(trainer.client_models_)],
+            "history": [r.to_json() for r in trainer.history_],
+            "learner_warnings": [[*key, n] for key, n in trainer.learner_warnings_.items()],
+            "privacy_report": None if report is None else _jsonable(report),
         }
         (tmp / "state.json").write_text(json.dumps(state))
-        if data is not None:
-            sio.dump(vars(data), tmp / "data.skops")
+        if not drop_data:
+            sio.dump({"X_public": trainer.X_public_}, tmp / "data.skops")
             files.append("data.skops")
         manifest = {
             "format": FORMAT,
             "kind": "cotrain.FederatedCoTrainer",
             "version": _version(),
-            "drop_data": data is None,
-            "files": {f: _sha256(tmp / f) for f in sorted(files)},
+            "drop_data": drop_data,
+            "files": {f: file_sha256(tmp / f) for f in sorted(files)},
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         if final.exists():
@@ -304,39 +244,33 @@ def load_federation(
     saved = _load_skops(folder / "trainer.skops", names)
     state = json.loads((folder / "state.json").read_text())
     with np.load(folder / "arrays.npz", allow_pickle=False) as arrays:
-        labels, hard = arrays.get("consensus_labels"), arrays.get("hard")
-    clients = []
+        labels, codes = arrays["consensus_labels"], arrays["hard"]
+    models = []
     for i, fitted in state["clients"]:
         model = None
         if fitted:
             _load_skops(folder / f"client-{i}.skops", names, check_only=True)
             model = load_model(folder, f"client-{i}", names)
-        clients.append(_Client(i, model, fitted))
-    data = None
-    if not manifest["drop_data"]:
-        from cotrain._validation import FitData
-
-        data = FitData(**_load_skops(folder / "data.skops", names))
+        models.append(model)
+    X_public = None
+    if not manifest["drop_data"]:  # format 1 held every input of fit: the pool is read
+        X_public = _load_skops(folder / "data.skops", names)["X_public"]
     trainer = trainer_class(**saved["params"])
     for key, value in saved["fitted"].items():
         setattr(trainer, key, value)
-    history = History()
+    trainer.feature_shape_ = tuple(state["feature_shape"])
+    trainer.client_models_ = models
+    trainer.clients_ = [None if m is None else m.estimator_ for m in models]
+    trainer.pseudo_label_codes_ = codes
+    trainer.pseudo_labels_ = labels if labels.ndim == 2 else masked_labels(labels, trainer.classes_)
+    trainer.history_ = History()
     for record in state["history"]:
-        history.append(RoundRecord.from_json(record))
-    report = state["privacy_report"]
-    trainer._federation = SavedFederation(
-        clients,
-        _Server(trainer.consensus_, labels, hard),
-        history,
-        Counter({(c, cat, msg): n for c, cat, msg, n in state["learner_warnings"]}),
-        data,
-        None if report is None else _Ledger(report),
-    )
-    trainer._feature_shape = tuple(state["feature_shape"])
-    trainer.history_ = history
+        trainer.history_.append(RoundRecord.from_json(record))
     trainer.n_rounds_ = state["n_rounds"]
     trainer.stopped_reason_ = state["stopped_reason"]
-    trainer.learner_warnings_ = dict(trainer._federation.learner_warnings)
+    trainer.learner_warnings_ = {(c, cat, msg): n for c, cat, msg, n in state["learner_warnings"]}
+    trainer.privacy_report_ = state["privacy_report"]
+    trainer.X_public_ = X_public
     return trainer
 
 
@@ -347,23 +281,13 @@ def _verified_manifest(folder: Path) -> dict[str, Any]:
         raise SavedFederationError(
             f"{folder} is not a saved federation (no readable {MANIFEST}: {err})"
         ) from None
-    if manifest.get("kind") != "cotrain.FederatedCoTrainer" or manifest.get("format") != FORMAT:
+    kind, version = manifest.get("kind"), manifest.get("format")
+    if kind != "cotrain.FederatedCoTrainer" or version not in READABLE_FORMATS:
         raise SavedFederationError(
-            f"{folder} holds format {manifest.get('format')!r} of {manifest.get('kind')!r}; "
-            f"this version reads format {FORMAT} of 'cotrain.FederatedCoTrainer'"
+            f"{folder} holds format {version!r} of {kind!r}; this version reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))} of 'cotrain.FederatedCoTrainer'"
         )
-    expected = manifest.get("files", {})
-    present = {p.name for p in folder.iterdir()} - {MANIFEST}
-    if present != set(expected):
-        raise SavedFederationError(
-            f"{folder} is incomplete or was altered: files {sorted(present)} differ from "
-            f"the manifest's {sorted(expected)}"
-        )
-    for name, digest in expected.items():
-        if _sha256(folder / name) != digest:
-            raise SavedFederationError(
-                f"{folder / name} was altered or is corrupt (SHA-256 differs from the manifest)"
-            )
+    verify_files(folder, manifest, SavedFederationError)
     return manifest
 
 
@@ -407,10 +331,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _version() -> str:
