@@ -15,7 +15,6 @@ from sklearn.preprocessing import StandardScaler
 
 from consensus import CertaintyWeighted
 from cotrain import FederatedCoTrainer, partition
-from cotrain.privacy import fedaux as fx
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
     DPSoftmaxHead,
@@ -25,6 +24,7 @@ from cotrain.privacy.fedaux import (
     fedaux_weights,
     one_shot_fedaux,
 )
+from cotrain.privacy.fedaux import scorer as fx
 
 
 # ----------------------------------------------------------------------------- helpers
