@@ -71,3 +71,7 @@ for _names, _factory in [
     for _name in _names:
         register_consensus(_name, _factory)
 del _names, _factory, _name
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -22,6 +22,7 @@ from cotrain import partition
 from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.trainer import FederatedCoTrainer
 from cotrain.trust import DEFAULT_TRUST
+from learners._deprecation import deprecated_names
 
 
 def mixed_estimators() -> list[Any]:
@@ -99,7 +100,7 @@ def run_seed(
     return row, trainer
 
 
-def summarise(rows: list[dict[str, float]]) -> pd.DataFrame:
+def summarize(rows: list[dict[str, float]]) -> pd.DataFrame:
     """One line per method: the mean over seeds, with ``± std`` only when there are several.
 
     Parameters
@@ -118,9 +119,9 @@ def summarise(rows: list[dict[str, float]]) -> pd.DataFrame:
     >>> row = dict(fedct_mean_client=0.92, fedct_consensus=0.93, local_mean_client=0.89,
     ...            local_consensus=0.93, centralised=0.94, bytes_up_per_round=57,
     ...            bytes_down_per_round=57, fit_time_s=1.0)
-    >>> summarise([row])["mean client acc"].tolist()
+    >>> summarize([row])["mean client acc"].tolist()
     ['0.920', '0.890', '0.940']
-    >>> summarise([row, {**row, "fedct_mean_client": 0.94}])["mean client acc"].iloc[0]
+    >>> summarize([row, {**row, "fedct_mean_client": 0.94}])["mean client acc"].iloc[0]
     '0.930 ± 0.010'
     """
     frame = pd.DataFrame(rows)
@@ -244,7 +245,7 @@ def run_demo(
         row, trainer = run_seed(mixed_estimators, seed, rounds=rounds, n_jobs=n_jobs)
         rows.append(row)
         first = first or trainer
-    table = summarise(rows)
+    table = summarize(rows)
     print(table.to_string(index=False))
     print()
     print("\n".join(summary_lines(rows, rounds)))
@@ -255,3 +256,7 @@ def run_demo(
         fig.savefig(plot, dpi=120)
         print(f"convergence plot saved to {plot}")
     return table
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(__name__, {"summarise": "cotrain.demo.summarize"})

@@ -30,6 +30,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.validation import has_fit_parameter
 
 from learners import ClassAlignedClassifier
+from learners._deprecation import deprecated_names
 
 #: the trainer's (and a deployment site's) default ``trust``
 DEFAULT_TRUST: Any = "auto"
@@ -41,7 +42,7 @@ __all__ = [
     "client_trust",
     "get_trust",
     "pick_weight",
-    "pseudo_labelled_rows",
+    "pseudo_labeled_rows",
     "weighted_training_set",
     "with_pseudo_labels",
 ]
@@ -501,13 +502,13 @@ def with_pseudo_labels(
     """
     if pseudo is None:
         return X, y
-    X_pool, y_pool = pseudo_labelled_rows(X_public, pseudo, classes)
+    X_pool, y_pool = pseudo_labeled_rows(X_public, pseudo, classes)
     if y_pool.ndim == 2:  # soft targets: the labelled rows one-hot
         y = (y[:, None] == classes[None, :]).astype(np.float64)
     return np.concatenate([X, X_pool]), np.concatenate([y, y_pool])
 
 
-def pseudo_labelled_rows(
+def pseudo_labeled_rows(
     X_public: np.ndarray, pseudo: np.ndarray, classes: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The public rows that carry a pseudo-label (P), with their labels in ``classes``'
@@ -517,7 +518,7 @@ def pseudo_labelled_rows(
     --------
     >>> import numpy as np
     >>> U = np.arange(3.0).reshape(3, 1)
-    >>> rows, labels = pseudo_labelled_rows(U, np.array([1, -1, 0]), np.array(["a", "b"]))
+    >>> rows, labels = pseudo_labeled_rows(U, np.array([1, -1, 0]), np.array(["a", "b"]))
     >>> rows.ravel().tolist(), labels.tolist()
     ([0.0, 2.0], ['b', 'a'])
     """
@@ -526,3 +527,9 @@ def pseudo_labelled_rows(
         return X_public[keep], classes[pseudo[keep]]
     keep = ~np.isnan(pseudo).any(axis=1)
     return X_public[keep], pseudo[keep].astype(np.float64)
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(
+    __name__, {"pseudo_labelled_rows": "cotrain.trust.pseudo_labeled_rows"}
+)

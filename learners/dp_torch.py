@@ -104,7 +104,7 @@ class DPTorchClassifier(TorchClassifier):
     dp-accounting's ``ADD_OR_REMOVE_ONE``) assume for Poisson-sampled Gaussian steps. For
     replace-one neighbours the guarantee is weaker: by group privacy an add/remove
     (ε, δ) gives replace-one (2ε, (1 + e^ε)·δ); a direct replace-one accounting (tighter) is
-    :func:`cotrain.privacy.dpsgd.dpsgd_epsilon` with ``neighbours="replace_one"``.
+    :func:`cotrain.privacy.dpsgd.dpsgd_epsilon` with ``neighbors="replace_one"``.
     Adversary: **anyone who sees the trained network** — its weights after any fit, hence
     also its predictions and the labels a client uploads (post-processing). Fits compose
     adaptively (each fit may start from the previous network and use pseudo-labels that

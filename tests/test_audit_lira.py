@@ -10,7 +10,7 @@ from sklearn.datasets import make_classification
 from sklearn.neighbors import KNeighborsClassifier
 
 from cotrain.audit import audit_labels
-from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbour_agreement
+from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbor_agreement
 from cotrain.privacy import RandomizedResponse
 
 N_PUBLIC = 400
@@ -46,15 +46,15 @@ def _one_nn_release(X_public: np.ndarray, epsilon: float | None = None, seed: in
     return release
 
 
-def test_neighbour_agreement_known_answer():
+def test_neighbor_agreement_known_answer():
     X_public = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [10.0, 0.0]])
     released = np.array([1, 1, 0, 0])
-    got = neighbour_agreement(released, [[0.2, 0.0], [9.0, 0.0]], [1, 1], X_public, n_neighbors=3)
+    got = neighbor_agreement(released, [[0.2, 0.0], [9.0, 0.0]], [1, 1], X_public, n_neighbors=3)
     np.testing.assert_array_equal(got, [[True, True, False], [False, False, True]])
     with pytest.raises(ValueError, match="released"):
-        neighbour_agreement(released[:3], [[0.0, 0.0]], [1], X_public)
+        neighbor_agreement(released[:3], [[0.0, 0.0]], [1], X_public)
     with pytest.raises(ValueError, match="n_neighbors"):
-        neighbour_agreement(released, [[0.0, 0.0]], [1], X_public, n_neighbors=5)
+        neighbor_agreement(released, [[0.0, 0.0]], [1], X_public, n_neighbors=5)
 
 
 def test_reference_datasets_are_balanced_and_filled():

@@ -231,7 +231,7 @@ def test_events_compose_to_opacus_epsilon(digits):
     # PLD is tighter than RDP (a few to ~15% less here); replace-one costs more
     pld_eps = dpsgd_epsilon(clf.dp_events_, DELTA)
     assert 0.8 * rdp_eps < pld_eps < rdp_eps
-    assert dpsgd_epsilon(clf.dp_events_, DELTA, neighbours="replace_one") > pld_eps
+    assert dpsgd_epsilon(clf.dp_events_, DELTA, neighbors="replace_one") > pld_eps
 
 
 def test_library_epsilon_spent_agrees_on_few_steps():
@@ -256,13 +256,18 @@ def test_dpsgd_epsilon_known_values_and_errors():
     assert dpsgd_epsilon([], DELTA) == 0.0
     assert dpsgd_epsilon(events, DELTA, accountant="rdp") == pytest.approx(5.3679, abs=1e-3)
     with pytest.raises(ValueError, match="replace-one"):
-        dpsgd_epsilon(events, DELTA, accountant="rdp", neighbours="replace_one")
+        dpsgd_epsilon(events, DELTA, accountant="rdp", neighbors="replace_one")
     with pytest.raises(ValueError, match="delta"):
         dpsgd_epsilon(events, 0.0)
     with pytest.raises(ValueError, match="accountant"):
         dpsgd_epsilon(events, DELTA, accountant="gdp")
-    with pytest.raises(ValueError, match="neighbours"):
-        dpsgd_epsilon(events, DELTA, neighbours="swap")
+    with pytest.raises(ValueError, match="neighbors must be"):
+        dpsgd_epsilon(events, DELTA, neighbors="swap")
+    with pytest.warns(DeprecationWarning, match="use neighbors="):
+        old = dpsgd_epsilon(events, DELTA, neighbours="replace_one")
+    assert old == dpsgd_epsilon(events, DELTA, neighbors="replace_one")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'neighbour'"):
+        dpsgd_epsilon(events, DELTA, neighbour="replace_one")
 
 
 # ------------------------------------------------------------------ validation
@@ -489,7 +494,7 @@ def test_dpsgd_clients_in_a_federation_are_accounted_per_client(digits):
     for i, client in enumerate(trainer.clients_):
         events = getattr(client, "estimator_", client).dp_events_
         assert len(events) == 2  # one fit per round
-        expected = dpsgd_epsilon(events, 1e-5, neighbours="replace_one")
+        expected = dpsgd_epsilon(events, 1e-5, neighbors="replace_one")
         assert report["clients"][i]["epsilon"] == pytest.approx(expected)
     worst = max(c["epsilon"] for c in report["clients"])
     assert trainer.history_[-1].epsilon == pytest.approx(worst)
@@ -548,5 +553,5 @@ def test_a_client_that_does_not_report_its_dp_event_is_a_client_failure():
     assert set(record.failed) == {1, 2} and "DpEvent" in record.failed[1]
     assert ledger.rounds_taken.tolist() == [1, 0, 0]
     assert ledger.epsilon(0) == pytest.approx(
-        dpsgd_epsilon([event], 1e-5, neighbours="replace_one")
+        dpsgd_epsilon([event], 1e-5, neighbors="replace_one")
     )

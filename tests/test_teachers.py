@@ -76,7 +76,7 @@ def test_release_is_aggregate_of_teacher_votes_with_the_same_rng():
     assert not hasattr(tree, "estimator_")  # the client's estimator itself is never fitted
 
 
-def test_teacher_votes_hand_counted_with_pseudo_labelled_rows():
+def test_teacher_votes_hand_counted_with_pseudo_labeled_rows():
     X = np.arange(6.0)[:, None]
     y = np.array([0, 0, 0, 1, 1, 1])
     U = np.array([[-1.0], [9.0]])

@@ -28,7 +28,7 @@ from cotrain.audit.canary import (
     make_canaries,
     one_run_audit,
 )
-from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbour_agreement
+from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbor_agreement
 from cotrain.audit.membership import (
     ATTACKS,
     ClientsAudit,
@@ -45,6 +45,7 @@ from cotrain.audit.metrics import (
     membership_metrics,
     tpr_at_fpr,
 )
+from learners._deprecation import deprecated_names
 
 __all__ = [
     "ATTACKS",
@@ -64,7 +65,17 @@ __all__ = [
     "membership_auc",
     "membership_metrics",
     "membership_scores",
-    "neighbour_agreement",
+    "neighbor_agreement",
     "one_run_audit",
     "tpr_at_fpr",
 ]
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(
+    __name__, {"neighbour_agreement": "cotrain.audit.neighbor_agreement"}
+)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from cotrain.audit.lira import neighbour_agreement
+from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
 
 __all__ = [
@@ -302,7 +302,7 @@ def one_run_audit(
     Each canary joins the client's data ``(X, y)`` with probability 1/2 (independent coin
     flips); ``release`` is called **once** on the result; canary ``i`` is scored by the share
     of its ``n_neighbors`` nearest public points whose released label is ``y_canaries[i]``
-    (:func:`~cotrain.audit.lira.neighbour_agreement`); the auditor guesses IN for the
+    (:func:`~cotrain.audit.lira.neighbor_agreement`); the auditor guesses IN for the
     ``k_plus`` highest scores and OUT for the ``k_minus`` lowest (ties broken at random,
     independently of the coin flips), and :func:`canary_epsilon_lower_bound` turns the number
     of correct guesses into the bound. ``k_plus`` and ``k_minus`` must be fixed before the
@@ -376,7 +376,7 @@ def one_run_audit(
     labels = np.asarray(release(X_run[order], y_run[order]))
     if labels.shape != (len(Xp),):
         raise ValueError(f"release must return shape ({len(Xp)},), got {labels.shape}")
-    scores = neighbour_agreement(labels, Xc, yc, Xp, n_neighbors=n_neighbors).mean(axis=1)
+    scores = neighbor_agreement(labels, Xc, yc, Xp, n_neighbors=n_neighbors).mean(axis=1)
 
     ranking = np.lexsort((rng.random(m), -scores))  # highest score first, random ties
     guess_in, guess_out = ranking[:kp], ranking[m - km :] if km else ranking[:0]

@@ -20,7 +20,7 @@ principles"), adapted to label-only releases:
 2. *Per-target statistic.* A release is a label for each public point, so the statistic of
    target ``(x, y)`` is read from the public points nearest to ``x``: the vector
    ``a_j = 1[released label of x's j-th nearest public point == y]``, ``j = 1..n_neighbors``
-   (:func:`neighbour_agreement`). A member pulls the labels of the public points around it
+   (:func:`neighbor_agreement`). A member pulls the labels of the public points around it
    towards its own label (for a 1-NN client exactly those of its Voronoi cell); a record the
    client never saw does not.
 3. *Likelihood ratio.* From the reference releases the attacker estimates, per target, the
@@ -54,8 +54,9 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from cotrain.audit.metrics import AuditResult
+from learners._deprecation import deprecated_names
 
-__all__ = ["LIRA_MODELS", "lira_attack", "neighbour_agreement"]
+__all__ = ["LIRA_MODELS", "lira_attack", "neighbor_agreement"]
 
 LIRA_MODELS = ("bernoulli", "gaussian")
 """Likelihood models of :func:`lira_attack` for the per-target statistic."""
@@ -98,7 +99,7 @@ def _released(release: Callable[[Any, Any], Any], X: Any, y: Any, n_public: int)
     return labels
 
 
-def neighbour_agreement(
+def neighbor_agreement(
     released: Any, X: Any, y: Any, X_public: Any, *, n_neighbors: int = 1
 ) -> np.ndarray:
     """Whether the released labels of each record's nearest public points equal its label.
@@ -126,7 +127,7 @@ def neighbour_agreement(
     --------
     >>> import numpy as np
     >>> X_public = np.array([[0.0], [1.0], [5.0]])
-    >>> neighbour_agreement(["a", "a", "b"], [[0.1], [4.0]], ["a", "a"], X_public, n_neighbors=2)
+    >>> neighbor_agreement(["a", "a", "b"], [[0.1], [4.0]], ["a", "a"], X_public, n_neighbors=2)
     array([[ True,  True],
            [False,  True]])
     """
@@ -228,7 +229,7 @@ def lira_attack(
     n_reference : int, default=16
         Reference clients (>= 2); each target is IN for ``n_reference // 2`` of them.
     n_neighbors : int, default=10
-        Public points read per target (:func:`neighbour_agreement`).
+        Public points read per target (:func:`neighbor_agreement`).
     model : {"bernoulli", "gaussian"}, default="bernoulli"
         Likelihood model of the statistic (module docstring).
     fix_variance : bool, optional
@@ -308,3 +309,9 @@ def lira_attack(
     else:
         scores = _gaussian_scores(agree, masks, observed, bool(fix_variance))
     return AuditResult.from_scores(scores[: len(ym)], scores[len(ym) :], attack="lira")
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(
+    __name__, {"neighbour_agreement": "cotrain.audit.lira.neighbor_agreement"}
+)

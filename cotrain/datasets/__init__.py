@@ -42,3 +42,7 @@ __all__ = [
     "load_wine_quality",
     "paper_split",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

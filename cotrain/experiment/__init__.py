@@ -111,3 +111,7 @@ __all__ = [
     "slug",
     "write_summary",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -40,3 +40,7 @@ def __getattr__(name: str) -> Any:
         stacklevel=2,
     )
     return getattr(importlib.import_module(_OLD_NAMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

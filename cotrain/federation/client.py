@@ -22,7 +22,7 @@ import numpy as np
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
-    pseudo_labelled_rows,
+    pseudo_labeled_rows,
     weighted_training_set,
     with_pseudo_labels,
 )
@@ -267,7 +267,7 @@ class Client:
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
-            X_pool, y_pool = pseudo_labelled_rows(self.X_public, pseudo, self.classes)
+            X_pool, y_pool = pseudo_labeled_rows(self.X_public, pseudo, self.classes)
             choice = self.trust.choose(
                 self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
                 cache=self.trust_cache,
@@ -330,4 +330,3 @@ def decode_labels(data: bytes) -> np.ndarray:
     """
     message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
-

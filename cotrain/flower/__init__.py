@@ -13,3 +13,9 @@ inside the functions that use it.
 
 See ``examples/flower/README.md``.
 """
+
+__all__ = ["client_app", "localhost", "protocol", "server_app", "site"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -27,7 +27,7 @@ asked, ``eval-proba`` (float32 probabilities), a ``warnings`` config record and,
 DP-trained site, a ``privacy`` config record with the round's event; or an ``error``
 config record (type and message) when the step failed. A private site sends no warnings,
 a learner time of 0, and an error message with its data values masked
-(:func:`sanitise`).
+(:func:`sanitize`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+
+from learners._deprecation import deprecated_names
 
 LABELS = "labels"
 ROUND = "round"
@@ -62,7 +64,7 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 
-def sanitise(text: str, limit: int = 300) -> str:
+def sanitize(text: str, limit: int = 300) -> str:
     """An error text with its data values masked, for a private site's reply.
 
     Exception messages can quote private values (a label, a feature value, a shape that
@@ -72,9 +74,9 @@ def sanitise(text: str, limit: int = 300) -> str:
 
     Examples
     --------
-    >>> sanitise("y contains previously unseen labels: ['Alice' 'Bob'] at row 17")
+    >>> sanitize("y contains previously unseen labels: ['Alice' 'Bob'] at row 17")
     'y contains previously unseen labels: … at row #'
-    >>> sanitise('Input X contains NaN in column "age" = 41.5')
+    >>> sanitize('Input X contains NaN in column "age" = 41.5')
     'Input X contains NaN in column … = #'
     """
     first = str(text).strip().splitlines()[0] if str(text).strip() else ""
@@ -168,3 +170,7 @@ def warnings_from_config(record: Any) -> Counter:
             )
         }
     )
+
+
+# the British spelling, for one release
+__getattr__ = deprecated_names(__name__, {"sanitise": "cotrain.flower.protocol.sanitize"})

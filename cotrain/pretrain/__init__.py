@@ -53,3 +53,7 @@ __all__ = [
     "pretrain_tabular",
     "pretrain_text",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -10,7 +10,7 @@ What is protected: **one private record** of a client (unit ``"record"``), for
 Opacus and dp-accounting use), against **the server** (adversary ``"server"``: it sees the
 labels; the guarantee holds even for anyone who sees the model). Replace-one neighbours,
 which the label mechanisms of :mod:`cotrain.privacy.mechanisms` use, cost more:
-:func:`dpsgd_epsilon` with ``neighbours="replace_one"`` accounts them directly.
+:func:`dpsgd_epsilon` with ``neighbors="replace_one"`` accounts them directly.
 
 Accounting: the privacy event of a round depends on the client's own training (its number of
 rows n sets the sampling rate q = batch_size / n and the steps per epoch), which the server
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import warnings
 from collections.abc import Sequence
 from numbers import Real
 from typing import Any, ClassVar, Literal
@@ -30,6 +31,7 @@ import numpy as np
 
 from cotrain.privacy.mechanisms import LabelMechanism
 from cotrain.privacy.param_checks import check_positive
+from learners._deprecation import renamed_keywords
 
 __all__ = ["DPSGD", "dpsgd_epsilon"]
 
@@ -83,8 +85,9 @@ class DPSGD(LabelMechanism):
         ε is per private record of a client.
     adversary : "server"
         Who the guarantee is against (it also holds against anyone who sees the model).
-    neighbours : "add_or_remove"
-        The neighbouring relation of the guarantee.
+    neighbors : "add_or_remove"
+        The neighboring relation of the guarantee (``neighbours``: its deprecated
+        spelling).
 
     Examples
     --------
@@ -106,7 +109,17 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
     applies_to: ClassVar[str] = "model"  # type: ignore[assignment]
     unit: ClassVar[str] = "record"
     adversary: ClassVar[str] = "server"
-    neighbours: ClassVar[str] = "add_or_remove"
+    neighbors: ClassVar[str] = "add_or_remove"
+
+    @property
+    def neighbours(self) -> str:
+        """Deprecated spelling of :attr:`neighbors`."""
+        warnings.warn(
+            "DPSGD.neighbours is deprecated: use neighbors (the old name goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.neighbors
 
     def __init__(
         self,
@@ -250,7 +263,7 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         """ε of a client's reported round events, as the trainer's ledger reports it.
 
         Replace-one neighbours, so that it means the same as every other record-level ε of
-        this library (:func:`dpsgd_epsilon` with ``neighbours="replace_one"``, PLD).
+        this library (:func:`dpsgd_epsilon` with ``neighbors="replace_one"``, PLD).
 
         Examples
         --------
@@ -332,7 +345,8 @@ def dpsgd_epsilon(
     delta: float,
     *,
     accountant: Literal["pld", "rdp"] = "pld",
-    neighbours: Literal["add_or_remove", "replace_one"] = "add_or_remove",
+    neighbors: Literal["add_or_remove", "replace_one"] = "add_or_remove",
+    **old: Any,
 ) -> float:
     """ε at `delta` of DP-SGD round events (one client's), composed with their step counts.
 
@@ -350,8 +364,9 @@ def dpsgd_epsilon(
     accountant : {"pld", "rdp"}, default="pld"
         dp-accounting's ``PLDAccountant`` (tight) or ``RdpAccountant`` (an upper bound; the
         one Opacus' ``accountant="rdp"`` reproduces).
-    neighbours : {"add_or_remove", "replace_one"}, default="add_or_remove"
-        The neighbouring relation; ``"replace_one"`` needs ``accountant="pld"``
+    neighbors : {"add_or_remove", "replace_one"}, default="add_or_remove"
+        The neighboring relation (``neighbours=``: its deprecated spelling);
+        ``"replace_one"`` needs ``accountant="pld"``
         (dp-accounting's RDP accountant does not support it for Poisson sampling).
 
     Returns
@@ -368,7 +383,7 @@ def dpsgd_epsilon(
     5.37
     >>> round(dpsgd_epsilon(events, 1e-5), 2)
     4.77
-    >>> round(dpsgd_epsilon(events, 1e-5, neighbours="replace_one"), 2)
+    >>> round(dpsgd_epsilon(events, 1e-5, neighbors="replace_one"), 2)
     7.11
     """
     import dp_accounting as dp
@@ -381,14 +396,17 @@ def dpsgd_epsilon(
         "add_or_remove": dp.NeighboringRelation.ADD_OR_REMOVE_ONE,
         "replace_one": dp.NeighboringRelation.REPLACE_ONE,
     }
-    if neighbours not in relations:
-        raise ValueError(f"neighbours must be 'add_or_remove' or 'replace_one', got {neighbours!r}")
-    if accountant == "rdp" and neighbours == "replace_one":
+    neighbors = renamed_keywords(
+        "dpsgd_epsilon", old, {"neighbours": "neighbors"}, strict=True
+    ).get("neighbors", neighbors)
+    if neighbors not in relations:
+        raise ValueError(f"neighbors must be 'add_or_remove' or 'replace_one', got {neighbors!r}")
+    if accountant == "rdp" and neighbors == "replace_one":
         raise ValueError(
             "dp-accounting's RDP accountant has no replace-one analysis of Poisson sampling: "
-            "use accountant='pld' with neighbours='replace_one'"
+            "use accountant='pld' with neighbors='replace_one'"
         )
-    relation = relations[neighbours]
+    relation = relations[neighbors]
     acc = (
         dp.pld.PLDAccountant(relation)
         if accountant == "pld"

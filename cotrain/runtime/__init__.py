@@ -37,3 +37,7 @@ __all__ = [
     "Straggler",
     "make_runtime",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -24,3 +24,7 @@ from cotrain.tracking.mlflow_logger import MLflowLogger
 from cotrain.tracking.tensorboard_logger import TensorBoardLogger
 
 __all__ = ["MLflowLogger", "TensorBoardLogger", "TrackingWarning", "render_param", "round_metrics"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

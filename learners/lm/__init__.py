@@ -27,3 +27,7 @@ __all__ = [
     "packaged_models",
     "train_bpe_tokenizer",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -27,6 +27,8 @@ __all__ = ["EOS_TOKEN", "GPT2Classifier", "train_bpe_tokenizer"]
 class GPT2Classifier(LMClassifier):
     """A GPT-2 sequence classifier (optionally LoRA) fine-tuned on raw text, for co-training.
 
+    The GPT-2 preset of :class:`~learners.LMClassifier`: the same parameters in the same
+    order, ``model="gpt2"`` by default, and checkpoints of other families refused.
     ``X`` is a sequence of strings. The model is
     :class:`transformers.GPT2ForSequenceClassification`: a linear head (``score``) on the
     hidden state of the last non-padding token. Everything else — soft targets,
@@ -39,11 +41,12 @@ class GPT2Classifier(LMClassifier):
         A hub name or local directory of a GPT-2 checkpoint (another family is refused
         with a ``ValueError``), or a ``GPT2Config``: a randomly initialised model built
         offline.
-    tokenizer, max_length, lora, classes, max_epochs, epochs_per_fit, batch_size, lr, \
-weight_decay, device, warm_start, random_state, truncation_side, gradient_checkpointing, \
-n_threads, cache_encodings, gguf_file, dtype
-        As in :class:`~learners.LMClassifier`. ``lora=True`` adapts ``c_attn`` (stored
-        transposed: ``fan_in_fan_out=True``).
+    tokenizer, gguf_file, max_length, truncation_side, lora, classes, max_epochs, \
+epochs_per_fit, batch_size, lr, weight_decay, device, warm_start, random_state, \
+gradient_checkpointing, n_threads, cache_encodings, dtype
+        As in :class:`~learners.LMClassifier`, in the same order and with the same
+        defaults. ``lora=True`` adapts ``c_attn`` (stored transposed:
+        ``fan_in_fan_out=True``).
 
     Examples
     --------
@@ -72,7 +75,9 @@ n_threads, cache_encodings, gguf_file, dtype
         self,
         model: Any = "gpt2",
         tokenizer: Any = None,
+        gguf_file: str | None = None,
         max_length: int = 128,
+        truncation_side: str = "left",
         lora: bool | dict[str, Any] = False,
         classes: ArrayLike | None = None,
         max_epochs: int = 1,
@@ -83,31 +88,32 @@ n_threads, cache_encodings, gguf_file, dtype
         device: str = "cpu",
         warm_start: bool = True,
         random_state: int | np.random.RandomState | None = None,
-        truncation_side: str = "left",
         gradient_checkpointing: bool = False,
         n_threads: int | None = None,
         cache_encodings: bool = True,
-        gguf_file: str | None = None,
         dtype: str | None = "float32",
     ) -> None:
+        # scikit-learn reads the parameters from this signature, so it is spelled out:
+        # LMClassifier's, in its order; only the default of ``model`` differs (a test
+        # holds the two signatures together).
         super().__init__(
-            model=model,
-            tokenizer=tokenizer,
-            gguf_file=gguf_file,
-            max_length=max_length,
-            truncation_side=truncation_side,
-            lora=lora,
-            classes=classes,
-            max_epochs=max_epochs,
-            epochs_per_fit=epochs_per_fit,
-            batch_size=batch_size,
-            lr=lr,
-            weight_decay=weight_decay,
-            device=device,
-            warm_start=warm_start,
-            random_state=random_state,
-            gradient_checkpointing=gradient_checkpointing,
-            n_threads=n_threads,
-            cache_encodings=cache_encodings,
-            dtype=dtype,
+            model,
+            tokenizer,
+            gguf_file,
+            max_length,
+            truncation_side,
+            lora,
+            classes,
+            max_epochs,
+            epochs_per_fit,
+            batch_size,
+            lr,
+            weight_decay,
+            device,
+            warm_start,
+            random_state,
+            gradient_checkpointing,
+            n_threads,
+            cache_encodings,
+            dtype,
         )

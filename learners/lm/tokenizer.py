@@ -1,6 +1,10 @@
-"""An offline byte-level BPE tokenizer (GPT-2's scheme) for randomly initialised GPT-2 models.
+"""The offline tokenizer of every language-model learner: byte-level BPE, trained on texts.
 
-tokenizers and transformers are imported only when a tokenizer is trained.
+When :class:`~learners.LMClassifier` (or its presets) builds a randomly initialised model
+from a configuration (GPT-2, Llama, BERT, ...) and no tokenizer is given, it trains this
+one on the texts of the first ``fit``: GPT-2's byte-level scheme, whatever the family, so
+any text can be encoded and nothing is downloaded. tokenizers and transformers are
+imported only when a tokenizer is trained.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["EOS_TOKEN", "train_bpe_tokenizer"]
 
-#: GPT-2's end-of-text token, also used as the padding token of the offline tokenizer.
+#: The offline tokenizer's one special token (end of text, unknown and padding; GPT-2's
+#: spelling of it).
 EOS_TOKEN = "<|endoftext|>"
 _N_BYTES = 256
 
