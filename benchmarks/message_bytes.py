@@ -8,7 +8,10 @@ that every round's per-client hard labels on U are at hand), on digits and breas
 
 * raw: ``int64`` codes, ``8 * |U|`` bytes;
 * packed: :class:`cotrain.wire.messages.HardLabels` (what the trainer sends today);
-* delta+zlib, delta+lzma: :class:`cotrain.wire.compact.DeltaEncoder` (round 1 is a full message).
+* delta+zlib: what a client of a federation with ``encoding="delta"`` sends, through the
+  :class:`cotrain.wire.endpoints.UploadSender` of its :class:`cotrain.wire.format.WireFormat`
+  (round 1 is a full message; every upload arrives, so each is coded against the last);
+* delta+lzma: the same :class:`cotrain.wire.delta.DeltaHardLabels` with the lzma compressor.
 
 Soft labels (each client's ``predict_proba`` on U, last round): float32 ``SoftLabels`` vs
 ``QuantizedSoftLabels`` at 8, 4 and 2 bits (sizes depend only on the shape).
@@ -38,7 +41,9 @@ from benchmarks._common import record
 from consensus import get_consensus
 from cotrain.datasets.loaders import load_breast_cancer_split, load_digits_split
 from cotrain.federation.client import Client, decode_labels
-from cotrain.wire.compact import DeltaEncoder, QuantizedSoftLabels
+from cotrain.wire.compact import QuantizedSoftLabels
+from cotrain.wire.delta import DeltaHardLabels
+from cotrain.wire.format import WireFormat
 from cotrain.wire.messages import HardLabels, SoftLabels
 
 N_CLIENTS = 5
@@ -65,8 +70,8 @@ def run(name: str, split, vote: str = "majority") -> tuple[str, dict[str, float]
         Client(i, est, X[p], y[p], classes, X_public=X_public)
         for i, (est, p) in enumerate(zip(estimators, parts, strict=True))
     ]
-    enc = {m: [DeltaEncoder(C, compress=m) for _ in clients] for m in ("zlib", "lzma")}
-    down = DeltaEncoder(C, compress="zlib", allow_abstain=True)
+    wire = WireFormat(n_classes=C, n_public=X_public.shape[0], encoding="delta")
+    senders = [wire.sender() for _ in clients]  # the zlib uplink, as a federation sends it
 
     broadcast = None
     prev_consensus = None
@@ -86,15 +91,21 @@ def run(name: str, split, vote: str = "majority") -> tuple[str, dict[str, float]
         codes = [decode_labels(r.message) for r in results]
         raw = sum(c.astype(np.int64).nbytes for c in codes)
         packed = sum(len(r.message) for r in results)
-        z = sum(len(e.encode(c)) for e, c in zip(enc["zlib"], codes, strict=True))
-        lz = sum(len(e.encode(c)) for e, c in zip(enc["lzma"], codes, strict=True))
+        z = sum(
+            len(s.encode(c, round=t, ref_round=t - 1)) for s, c in zip(senders, codes, strict=True)
+        )
+        last = [None] * len(codes) if prev_codes is None else prev_codes
+        lz = sum(
+            len(DeltaHardLabels.encode(c, p, C, compress="lzma"))
+            for c, p in zip(codes, last, strict=True)
+        )
         previous = codes if prev_codes is None else prev_codes
         churn = np.mean([np.mean(c != p) for c, p in zip(codes, previous, strict=True)])
         prev_codes = codes
         consensus = np.asarray(rule(np.stack(codes), n_classes=C, weights=None))
         message = HardLabels(consensus, C, allow_abstain=True)
         broadcast = message.to_bytes()
-        d_down = len(down.encode(consensus))
+        d_down = len(DeltaHardLabels.encode(consensus, prev_consensus, C, allow_abstain=True))
         changed = "-" if prev_consensus is None else int(np.sum(consensus != prev_consensus))
         prev_consensus = consensus
         for key, value in zip(totals, (raw, packed, z, lz, len(broadcast), d_down), strict=True):

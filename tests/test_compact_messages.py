@@ -1,4 +1,5 @@
-"""Tests for cotrain.wire.compact: quantised soft labels and delta-coded hard labels."""
+"""Tests for the compact kinds: quantised soft labels (cotrain.wire.compact) and delta-coded
+hard labels (cotrain.wire.delta), with the delta state of the wire endpoints."""
 
 from __future__ import annotations
 
@@ -11,14 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cotrain.wire.compact import (
-    DELTA_HEADER_SIZE,
-    DeltaDecoder,
-    DeltaEncoder,
-    DeltaHardLabels,
-    QuantizedSoftLabels,
-    quantize_probs,
-)
+from cotrain.wire.compact import QuantizedSoftLabels, quantize_probs
+from cotrain.wire.delta import DELTA_HEADER_SIZE, DeltaHardLabels
+from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.messages import HEADER_SIZE, HardLabels, Message, decode
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,11 +187,10 @@ def test_delta_truncated_or_corrupt_raises(case, data_strategy):
     st.sampled_from(["zlib", "lzma", "none"]),
     st.booleans(),
 )
-def test_encoder_decoder_sequences(n, c, rounds, seed, compress, abstain):
+def test_delta_sequences_round_trip(n, c, rounds, seed, compress, abstain):
     rng = np.random.default_rng(seed)
     low = -1 if abstain else 0
-    encoder = DeltaEncoder(c, compress=compress, allow_abstain=abstain)
-    decoder = DeltaDecoder()
+    sent = decoded = None  # what the sender last sent, what the receiver last decoded
     codes = rng.integers(low, c, size=n)
     for t in range(rounds):
         churn = 0.5 / (t + 1)  # decaying churn
@@ -204,17 +199,50 @@ def test_encoder_decoder_sequences(n, c, rounds, seed, compress, abstain):
         codes[change] = rng.integers(low, c, size=int(change.sum()))
         if rng.random() < 0.2:  # a skipped round: neither side changes
             continue
-        data = encoder.encode(codes)
-        if t == 2:  # state survives pickling (joblib ships it to workers)
-            encoder = pickle.loads(pickle.dumps(encoder))
-            decoder = pickle.loads(pickle.dumps(decoder))
-        np.testing.assert_array_equal(decoder.decode(data), codes)
-        np.testing.assert_array_equal(encoder.previous, decoder.previous)
-    encoder.reset()
-    decoder.reset()
-    data = encoder.encode(codes)
+        data = DeltaHardLabels.encode(codes, sent, c, compress=compress, allow_abstain=abstain)
+        sent = codes
+        if t == 2:  # a message survives pickling (joblib ships it to workers)
+            data = pickle.loads(pickle.dumps(decode(data))).to_bytes()
+        decoded = DeltaHardLabels.decode(data, decoded)
+        np.testing.assert_array_equal(decoded, codes)
+    data = DeltaHardLabels.encode(codes, None, c, compress=compress, allow_abstain=abstain)
+    assert decode(data).layout == "full"  # no previous labels (a reset): a full message
+    np.testing.assert_array_equal(DeltaHardLabels.decode(data, None), codes)
+
+
+@SETTINGS
+@given(
+    st.integers(1, 500),
+    st.integers(2, 40),
+    st.integers(2, 8),
+    st.integers(0, 2**32 - 1),
+)
+def test_delta_endpoints_keep_the_same_reference(n, c, rounds, seed):
+    rng = np.random.default_rng(seed)
+    wire = WireFormat(n_classes=c, n_public=n, encoding="delta")
+    sender, receiver = wire.sender(), wire.receiver()
+    codes = rng.integers(0, c, size=n)
+    for t in range(1, rounds + 1):
+        change = rng.random(n) < 0.5 / t
+        codes = codes.copy()
+        codes[change] = rng.integers(0, c, size=int(change.sum()))
+        fate = rng.random()
+        if fate < 0.2:  # a skipped round: neither side changes
+            continue
+        data = sender.encode(codes, round=t, ref_round=receiver.ref_round)
+        if fate < 0.3:  # lost on the way: the next upload must not be coded against it
+            continue
+        if t == 2:  # the state survives pickling (joblib ships it to workers)
+            sender = pickle.loads(pickle.dumps(sender))
+            receiver = pickle.loads(pickle.dumps(receiver))
+        np.testing.assert_array_equal(receiver.decode(data, round=t), codes)
+        np.testing.assert_array_equal(receiver.state_dict()["codes"], codes)
+        np.testing.assert_array_equal(sender.state_dict()["codes"], codes)
+        assert receiver.ref_round == sender.state_dict()["round"] == t
+    fresh = wire.sender()  # a sender that lost its state (a reset) sends a full message
+    data = fresh.encode(codes, round=rounds + 1, ref_round=receiver.ref_round)
     assert decode(data).layout == "full"
-    np.testing.assert_array_equal(decoder.decode(data), codes)
+    np.testing.assert_array_equal(receiver.decode(data, round=rounds + 1), codes)
 
 
 def test_delta_needs_matching_previous():
@@ -232,12 +260,15 @@ def test_delta_needs_matching_previous():
     other[5] = (other[5] + 1) % 10  # the receiver holds something else: CRC catches it
     with pytest.raises(ValueError, match="CRC"):
         DeltaHardLabels.decode(data, other)
-    # a failed decode leaves the decoder's state untouched
-    decoder = DeltaDecoder()
-    decoder.previous = other.copy()
-    with pytest.raises(ValueError):
-        decoder.decode(data)
-    np.testing.assert_array_equal(decoder.previous, other)
+    # a failed decode leaves the receiver's state untouched
+    wire = WireFormat(n_classes=10, n_public=1000, encoding="delta")
+    assert wire.encode_upload(current, reference=previous) == data  # what a client sends
+    receiver = wire.receiver()
+    receiver.load_state_dict({"round": 1, "codes": other})
+    with pytest.raises(MalformedMessage, match="CRC"):
+        receiver.decode(data, round=2)
+    assert receiver.ref_round == 1
+    np.testing.assert_array_equal(receiver.state_dict()["codes"], other)
 
 
 def test_delta_invalid_inputs():

@@ -31,13 +31,9 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import Consensus, available_consensus, get_consensus
 from cotrain import FederatedCoTrainer
-from cotrain.wire.compact import (
-    DELTA_HEADER_SIZE,
-    DeltaDecoder,
-    DeltaEncoder,
-    DeltaHardLabels,
-    QuantizedSoftLabels,
-)
+from cotrain.wire.compact import QuantizedSoftLabels
+from cotrain.wire.delta import DELTA_HEADER_SIZE, DeltaHardLabels
+from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode
 
 SETTINGS = settings(
@@ -635,19 +631,25 @@ def test_flipped_bits_are_refused_or_decode_canonically(case, data):
 
 @FEW
 @given(any_message(), st.data())
-def test_delta_decoder_state_survives_hostile_messages(case, data):
-    encoder, decoder = DeltaEncoder(4), DeltaDecoder()
+def test_delta_receiver_state_survives_hostile_messages(case, data):
+    wire = WireFormat(n_classes=4, n_public=10, encoding="delta")
+    sender, receiver = wire.sender(), wire.receiver()
     codes = data.draw(hnp.arrays(np.int64, (10,), elements=st.integers(0, 3)))
-    decoder.decode(encoder.encode(codes))
+    receiver.decode(sender.encode(codes, round=1, ref_round=0), round=1)
     hostile = data.draw(st.sampled_from([case[0], case[0][:5], b"", bytes(30)]))
     try:
-        decoded = decoder.decode(hostile)
-    except ValueError:
-        np.testing.assert_array_equal(decoder.previous, codes)  # unchanged by the failure
+        decoded = receiver.decode(hostile, round=2)
+    except MalformedMessage:  # unchanged by the failure
+        assert receiver.ref_round == 1
+        np.testing.assert_array_equal(receiver.state_dict()["codes"], codes)
     else:
-        np.testing.assert_array_equal(decoder.previous, decoded)
-    with pytest.raises(TypeError):
-        decoder.decode("not bytes")
+        assert receiver.ref_round == 2
+        np.testing.assert_array_equal(receiver.state_dict()["codes"], decoded)
+    before = receiver.state_dict()
+    with pytest.raises(MalformedMessage, match="bytes"):  # not bytes: refused, state kept
+        receiver.decode("not bytes", round=3)
+    assert receiver.ref_round == before["round"]
+    np.testing.assert_array_equal(receiver.state_dict()["codes"], before["codes"])
 
 
 NOT_BYTES = st.one_of(
@@ -670,7 +672,7 @@ def test_decoding_non_bytes_is_a_type_error(value):
         with pytest.raises(TypeError):
             cls.from_bytes(value)
     with pytest.raises(TypeError):
-        DeltaDecoder().decode(value)
+        DeltaHardLabels.decode(value, None)
 
 
 @FEW
@@ -814,14 +816,26 @@ def test_delta_encode_refuses_or_round_trips(codes, previous, n_classes, compres
 
 @FEW
 @given(n_classes=HOSTILE_VALUES, codes=HOSTILE_VALUES)
-def test_delta_encoder_refuses_without_changing_state(n_classes, codes):
-    encoder = DeltaEncoder(n_classes)
+def test_delta_sender_refuses_without_changing_state(n_classes, codes):
     try:
-        data = encoder.encode(codes)
+        n_public = len(codes)
+    except TypeError:
+        n_public = 1
+    try:
+        wire = WireFormat(n_classes=n_classes, n_public=n_public, encoding="delta")
     except CLEAR_ERRORS:
-        assert encoder.previous is None
         return
-    np.testing.assert_array_equal(DeltaDecoder().decode(data), encoder.previous)
+    sender = wire.sender()
+    sender.load_state_dict({"round": 1, "codes": np.zeros(n_public, dtype=np.int64)})
+    try:
+        data = sender.encode(codes, round=2, ref_round=1)
+    except CLEAR_ERRORS:
+        assert sender.state_dict()["round"] == 1
+        np.testing.assert_array_equal(sender.state_dict()["codes"], np.zeros(n_public))
+        return
+    receiver = wire.receiver()
+    receiver.load_state_dict({"round": 1, "codes": np.zeros(n_public, dtype=np.int64)})
+    np.testing.assert_array_equal(receiver.decode(data, round=2), sender.state_dict()["codes"])
 
 
 # ======================================================================================

@@ -16,15 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cotrain.wire.compact import (
-    DELTA_HEADER_SIZE,
-    DeltaDecoder,
-    DeltaEncoder,
-    DeltaHardLabels,
-    QuantizedSoftLabels,
-    quantize_probs,
-)
-from cotrain.wire.format import MalformedMessage, UploadReceiver, UploadSender, WireFormat
+from cotrain.wire.compact import QuantizedSoftLabels, quantize_probs
+from cotrain.wire.delta import DELTA_HEADER_SIZE, DeltaHardLabels
+from cotrain.wire.endpoints import UploadReceiver, UploadSender
+from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.messages import (
     HardLabels,
     Message,
@@ -780,11 +775,14 @@ def test_delta_hard_labels_is_constructible_and_matches_encode():
         DeltaHardLabels(previous, None, c, compress="gzip")
 
 
-def test_delta_encoder_and_decoder_still_work():
-    encoder, decoder = DeltaEncoder(4), DeltaDecoder()
-    for r in range(3):
+def test_delta_sender_and_receiver_round_trip_a_sequence():
+    wire = WireFormat(n_classes=4, n_public=100, encoding="delta")
+    sender, receiver = wire.sender(), wire.receiver()
+    for r in range(1, 4):
         codes = codes_for(100, 4, r)
-        np.testing.assert_array_equal(decoder.decode(encoder.encode(codes)), codes)
+        data = sender.encode(codes, round=r, ref_round=receiver.ref_round)
+        np.testing.assert_array_equal(receiver.decode(data, round=r), codes)
+        np.testing.assert_array_equal(sender.state_dict()["codes"], receiver.state_dict()["codes"])
 
 
 def test_encode_message_and_its_deprecated_alias():
@@ -840,15 +838,33 @@ def _imports(path: pathlib.Path) -> list[tuple[str, str]]:
 
 
 def test_message_modules_have_no_cycle_and_no_private_imports():
-    pkg = ROOT / "cotrain"
-    format_imports = _imports(pkg / "_format.py")
-    assert not [m for m, _ in format_imports if m.startswith("cotrain")]
-    message_imports = _imports(pkg / "messages.py")
-    assert not [m for m, _ in message_imports if m in ("cotrain.wire.compact", "cotrain.wire")]
-    assert ("cotrain", "compact") not in message_imports
-    assert not [m for m, _ in _imports(pkg / "compact.py") if m == "cotrain.wire"]
-    for name in ("messages.py", "compact.py", "wire.py"):
-        private = [
-            (m, n) for m, n in _imports(pkg / name) if m.startswith("cotrain") and n.startswith("_")
-        ]
-        assert not private, (name, private)
+    pkg = ROOT / "cotrain" / "wire"
+    wire_modules = {f"cotrain.wire.{p.stem}" for p in pkg.glob("*.py")} | {"cotrain.wire"}
+
+    def wire_imports(name: str) -> set[str]:
+        return {m for m, _ in _imports(pkg / f"{name}.py") if m.startswith("cotrain")}
+
+    assert not wire_imports("packing")  # the bottom: bit packing and the kind registry
+    assert wire_imports("messages") == {"cotrain.wire.packing"}
+    for name in ("compact", "delta"):  # the compact kinds know messages, never the format
+        assert not wire_imports(name) & {"cotrain.wire", "cotrain.wire.format"}, name
+    assert "cotrain.wire.compact" not in wire_imports("delta")
+    # the endpoints know their format only through a protocol: the format builds them
+    assert wire_imports("endpoints") == {"cotrain.wire.packing"}
+    assert "cotrain.wire.endpoints" in wire_imports("format")
+    for path in pkg.glob("*.py"):
+        found = _imports(path)
+        assert {m for m, _ in found if m.startswith("cotrain")} <= wire_modules, path.name
+        private = [(m, n) for m, n in found if m.startswith("cotrain") and n.startswith("_")]
+        assert not private, (path.name, private)
+
+
+def test_old_import_paths_of_the_split_modules_still_work():
+    from cotrain.wire import compact
+    from cotrain.wire import format as wire_format
+
+    assert compact.DeltaHardLabels is DeltaHardLabels
+    assert compact.DELTA_HEADER_SIZE == DELTA_HEADER_SIZE == 14
+    assert wire_format.UploadSender is UploadSender
+    assert wire_format.UploadReceiver is UploadReceiver
+    assert not hasattr(compact, "DeltaEncoder") and not hasattr(compact, "DeltaDecoder")

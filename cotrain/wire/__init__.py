@@ -2,11 +2,13 @@
 
 - :mod:`~cotrain.wire.messages`: the message kinds (packed hard labels, soft labels) and
   :func:`~cotrain.wire.messages.decode`;
-- :mod:`~cotrain.wire.compact`: the compact kinds (delta-coded hard labels, quantised soft
-  labels);
+- :mod:`~cotrain.wire.compact`: quantised soft labels, a compact kind;
+- :mod:`~cotrain.wire.delta`: delta-coded hard labels, the other compact kind;
 - :mod:`~cotrain.wire.packing`: bit packing and the registry of message kinds;
 - :mod:`~cotrain.wire.format`: :class:`WireFormat`, the one object that encodes and decodes
-  uploads, with the per-client delta state on each side;
+  uploads and broadcasts;
+- :mod:`~cotrain.wire.endpoints`: :class:`UploadSender` and :class:`UploadReceiver`, the
+  per-client delta state on each side, built by the format;
 - :mod:`~cotrain.wire.broadcast`: the server's broadcast of the consensus and its decoder;
 - :mod:`~cotrain.wire.upload`: :class:`Upload`, all the server sees of a client in a round.
 
@@ -17,13 +19,15 @@ Examples
 >>> import numpy as np
 >>> from cotrain.wire import WireFormat
 >>> wire = WireFormat(share="hard", n_classes=3, n_public=4)
->>> wire.decode(wire.encode(np.array([0, 2, 1, 1]))).codes.tolist()
+>>> wire.decode_upload(wire.encode_upload(np.array([0, 2, 1, 1]))).tolist()
 [0, 2, 1, 1]
 """
 
 from cotrain.wire.broadcast import BroadcastDecoder, BroadcastEncoder, Downlink, MissingReference
-from cotrain.wire.compact import DeltaHardLabels, QuantizedSoftLabels, quantize_probs
-from cotrain.wire.format import MalformedMessage, UploadReceiver, UploadSender, WireFormat
+from cotrain.wire.compact import QuantizedSoftLabels, quantize_probs
+from cotrain.wire.delta import DeltaHardLabels
+from cotrain.wire.endpoints import UploadReceiver, UploadSender
+from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_labels
 from cotrain.wire.upload import Upload
 

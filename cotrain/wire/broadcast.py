@@ -54,8 +54,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from cotrain.wire.compact import DeltaHardLabels
+from cotrain.wire.delta import DeltaHardLabels
 from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.messages import decode
 
@@ -117,17 +118,17 @@ class BroadcastEncoder:
         self.acked = [0] * n_clients
         #: clustered co-training: client -> index of its group's consensus (None: one
         #: consensus for all), and each group's full message
-        self.member: np.ndarray | None = None
+        self.member: NDArray[np.int64] | None = None
         self.group_full: list[bytes] = []
         #: version -> (client -> group, or None) and each group's hard codes, for every
         #: version a client acknowledged (delta only)
-        self._codes: dict[int, tuple[np.ndarray | None, list[np.ndarray]]] = {}
+        self._codes: dict[int, tuple[NDArray[np.int64] | None, list[NDArray[np.int64]]]] = {}
 
     def publish(
         self,
         version: int,
-        pseudo: np.ndarray,
-        groups: tuple[np.ndarray, list[np.ndarray]] | None = None,
+        pseudo: NDArray[Any],
+        groups: tuple[NDArray[Any], list[NDArray[Any]]] | None = None,
     ) -> None:
         """Set the consensus of round ``version`` (codes with -1, or soft targets).
 
@@ -162,7 +163,7 @@ class BroadcastEncoder:
             return self.full
         return self.group_full[int(self.member[client_id])]
 
-    def _codes_for(self, version: int, client_id: int) -> np.ndarray:
+    def _codes_for(self, version: int, client_id: int) -> NDArray[np.int64]:
         member, codes = self._codes[version]
         return codes[0 if member is None else int(member[client_id])]
 
@@ -253,14 +254,14 @@ class BroadcastDecoder:
 
     def __init__(self, wire: WireFormat) -> None:
         self.wire = wire
-        self._codes: dict[int, np.ndarray] = {}
+        self._codes: dict[int, NDArray[np.int64]] = {}
 
     @property
     def version(self) -> int:
         """The newest consensus version this client holds (0: none)."""
         return max(self._codes, default=0)
 
-    def decode(self, downlink: Downlink, version: int) -> np.ndarray | None:
+    def decode(self, downlink: Downlink, version: int) -> NDArray[Any] | None:
         """The consensus carried by ``downlink`` (the consensus of round ``version``).
 
         Raises
@@ -272,6 +273,7 @@ class BroadcastDecoder:
         """
         if downlink.data is None:
             return None
+        pseudo: NDArray[Any] | None
         if downlink.ref > 0:
             reference = self._codes.get(downlink.ref)
             if reference is None:
@@ -286,7 +288,7 @@ class BroadcastDecoder:
                 raise MalformedMessage(f"delta broadcast does not decode: {err}") from err
         else:
             pseudo = self.wire.decode_broadcast(downlink.data)
-        if self.wire.delta and pseudo.ndim == 1:
+        if self.wire.delta and pseudo is not None and pseudo.ndim == 1:
             self._codes = {v: c for v, c in self._codes.items() if v >= downlink.ref}
             self._codes[int(version)] = pseudo
         return pseudo

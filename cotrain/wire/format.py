@@ -5,8 +5,8 @@ A federation fixes once how labels travel: hard class codes or soft probabilitie
 ``float16`` or quantised to ``soft_bits`` bits per class. :class:`WireFormat` holds that
 choice with the sizes of the label space and of the public pool, and is the only place that
 turns labels into bytes and back, for uploads (client to server) and broadcasts (server to
-clients). The message classes themselves live in :mod:`cotrain.wire.messages` (kinds 1, 2) and
-:mod:`cotrain.wire.compact` (kinds 3, 4).
+clients). The message classes themselves live in :mod:`cotrain.wire.messages` (kinds 1, 2),
+:mod:`cotrain.wire.compact` (kind 3) and :mod:`cotrain.wire.delta` (kind 4).
 
 ================  ==========================  ==========================================
 share / encoding  upload                      broadcast
@@ -26,35 +26,19 @@ a message of another kind, another label space or another length is a
 :class:`MalformedMessage`, and so is an upload that abstains (uploads label every example)
 or whose probabilities are not finite rows summing to one.
 
-Delta coding and its state
---------------------------
-A delta-coded upload carries only the labels that changed since a reference, the previous
-upload of the same client, so both sides must agree on that reference. Each client holds an
-:class:`UploadSender` and the server one :class:`UploadReceiver` per client:
-
-1. the server tells the client, with each round's request, ``ref_round``: the round of this
-   client's last upload that it *decoded* (0: none), :attr:`UploadReceiver.ref_round`;
-2. the client's sender delta-codes against its last upload if that upload was sent in
-   ``ref_round``, and sends a full message otherwise (an upload lost, refused, or sent in a
-   round the server gave up on is never used as a reference); it then remembers this upload;
-3. the receiver decodes against the last upload it decoded and, only on success, remembers it.
-
-A :class:`~cotrain.wire.compact.DeltaHardLabels` message carries a CRC of the reconstructed
-labels, so a receiver whose reference differs from the sender's refuses the message instead
-of decoding wrong labels. Both objects have ``state_dict()`` / ``load_state_dict()``.
+Delta coding needs state on both ends (the client's last upload, the server's last decoded
+upload of each client): :meth:`WireFormat.sender` and :meth:`WireFormat.receiver` build those
+ends, :class:`~cotrain.wire.endpoints.UploadSender` and
+:class:`~cotrain.wire.endpoints.UploadReceiver` (see :mod:`cotrain.wire.endpoints`).
 
 Examples
 --------
 >>> import numpy as np
 >>> from cotrain.wire.format import WireFormat
 >>> wire = WireFormat(n_classes=3, n_public=6, encoding="delta")
->>> sender, receiver = wire.sender(), wire.receiver()
->>> first = sender.encode(np.array([0, 1, 2, 0, 1, 2]), round=1, ref_round=receiver.ref_round)
->>> receiver.decode(first, round=1).tolist(), len(first)  # a full message: 14 + 12 bits
-([0, 1, 2, 0, 1, 2], 16)
->>> second = sender.encode(np.array([0, 1, 2, 0, 1, 1]), round=2, ref_round=receiver.ref_round)
->>> receiver.decode(second, round=2).tolist(), receiver.ref_round
-([0, 1, 2, 0, 1, 1], 2)
+>>> first = wire.encode_upload(np.array([0, 1, 2, 0, 1, 2]))  # no reference: a full message
+>>> len(first), wire.decode_upload(first).tolist()  # 14-byte header + 6 labels at 2 bits
+(16, [0, 1, 2, 0, 1, 2])
 """
 
 from __future__ import annotations
@@ -64,11 +48,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from cotrain.wire.compact import DeltaHardLabels, QuantizedSoftLabels
+from cotrain.wire.compact import QuantizedSoftLabels
+from cotrain.wire.delta import DeltaHardLabels
+from cotrain.wire.endpoints import UploadReceiver, UploadSender
 from cotrain.wire.messages import HardLabels, Message, SoftLabels
-from cotrain.wire.packing import HEADER, MAX_U32, as_buffer, check_int, check_probs, message_class
+from cotrain.wire.packing import (
+    HEADER,
+    MAX_U32,
+    as_buffer,
+    check_choice,
+    check_int,
+    check_probs,
+    message_class,
+    row_sum_problem,
+)
 
+# UploadReceiver and UploadSender are defined in cotrain.wire.endpoints; importable here too
 __all__ = ["MalformedMessage", "UploadReceiver", "UploadSender", "WireFormat"]
 
 _SHARES = ("hard", "soft")
@@ -99,24 +96,6 @@ class MalformedMessage(ValueError):
     ...     print(err)
     upload does not decode: truncated message: 5 bytes, shorter than the 10-byte header
     """
-
-
-def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {choices}, got {type(value).__name__}")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
-
-
-def _sum_tolerance(n_classes: int) -> float:
-    """How far from 1 a row of probabilities may sum after a trip through float16.
-
-    Rounding to float16 moves each entry by at most ``2**-11`` of its value (normal numbers)
-    or ``2**-25`` (subnormals): a row summing to one moves by less than
-    ``2**-11 + n_classes * 2**-25``; twice that leaves room for the sender's own rounding.
-    """
-    return 2.0**-10 + n_classes * 2.0**-24
 
 
 @dataclass(frozen=True)
@@ -151,7 +130,7 @@ class WireFormat:
     See Also
     --------
     cotrain.wire.messages.HardLabels, cotrain.wire.messages.SoftLabels,
-    cotrain.wire.compact.QuantizedSoftLabels, cotrain.wire.compact.DeltaHardLabels
+    cotrain.wire.compact.QuantizedSoftLabels, cotrain.wire.delta.DeltaHardLabels
 
     Examples
     --------
@@ -182,9 +161,9 @@ class WireFormat:
         set_field = object.__setattr__
         set_field(self, "n_classes", check_int(self.n_classes, "n_classes", 1, MAX_U32 - 1))
         set_field(self, "n_public", check_int(self.n_public, "n_public", 0, MAX_U32))
-        _check_choice(self.share, "share", _SHARES)
-        _check_choice(self.encoding, "encoding", _ENCODINGS)
-        _check_choice(self.soft_dtype, "soft_dtype", _SOFT_DTYPES)
+        check_choice(self.share, "share", _SHARES)
+        check_choice(self.encoding, "encoding", _ENCODINGS)
+        check_choice(self.soft_dtype, "soft_dtype", _SOFT_DTYPES)
         if self.soft_bits is not None:
             set_field(self, "soft_bits", check_int(self.soft_bits, "soft_bits", 1, 16))
 
@@ -264,10 +243,10 @@ class WireFormat:
         22
         """
         if self.share == "hard":
-            codes = self._check_codes(labels, "labels")
+            codes = self.check_codes(labels, "labels")
             if self.encoding == "delta":
                 if reference is not None:
-                    reference = self._check_codes(reference, "reference")
+                    reference = self.check_codes(reference, "reference")
                 return DeltaHardLabels.encode(codes, reference, self.n_classes)
             return HardLabels(codes, self.n_classes).to_bytes()
         probs = np.asarray(labels)
@@ -286,12 +265,12 @@ class WireFormat:
         if self.soft_bits is not None:
             return QuantizedSoftLabels(probs, bits=self.soft_bits).to_bytes()
         message = SoftLabels(probs, dtype=self.soft_dtype)
-        problem = self._row_sum_problem(message.probs)
+        problem = row_sum_problem(message.probs, self.n_classes)
         if problem:
             raise ValueError(f"labels {problem}")
         return message.to_bytes()
 
-    def decode_upload(self, data: Any, reference: Any = None) -> np.ndarray:
+    def decode_upload(self, data: Any, reference: Any = None) -> NDArray[Any]:
         """The labels carried by a client's upload, checked against the format.
 
         Parameters
@@ -337,7 +316,7 @@ class WireFormat:
         upload has 3 labels, expected n_public=2
         """
         if self.delta and reference is not None:
-            reference = self._check_codes(reference, "reference")
+            reference = self.check_codes(reference, "reference")
         message = self._parse(data, "upload", (self.upload_type,))
         if isinstance(message, DeltaHardLabels):
             try:
@@ -352,23 +331,23 @@ class WireFormat:
         elif isinstance(message, HardLabels):
             labels = message.codes
         else:
-            labels = message.probs
-        if labels.ndim == 1:
-            if labels.size and int(labels.min()) < 0:
-                where = int(np.flatnonzero(labels < 0)[0])
+            assert isinstance(message, (SoftLabels, QuantizedSoftLabels))  # _parse checked it
+            probs = message.probs
+            if probs.size and np.isnan(probs).any():
+                where = int(np.flatnonzero(np.isnan(probs).any(axis=1))[0])
                 raise MalformedMessage(
-                    f"upload abstains (code -1 at position {where}); an upload labels every example"
+                    f"upload probabilities must be finite: row {where} is NaN (an upload labels "
+                    "every example)"
                 )
-            return labels
-        if labels.size and np.isnan(labels).any():
-            where = int(np.flatnonzero(np.isnan(labels).any(axis=1))[0])
+            problem = row_sum_problem(probs, self.n_classes)
+            if problem:
+                raise MalformedMessage(f"upload probabilities {problem}")
+            return probs
+        if labels.size and int(labels.min()) < 0:
+            where = int(np.flatnonzero(labels < 0)[0])
             raise MalformedMessage(
-                f"upload probabilities must be finite: row {where} is NaN (an upload labels "
-                "every example)"
+                f"upload abstains (code -1 at position {where}); an upload labels every example"
             )
-        problem = self._row_sum_problem(labels)
-        if problem:
-            raise MalformedMessage(f"upload probabilities {problem}")
         return labels
 
     # -- broadcasts ------------------------------------------------------------------------
@@ -421,7 +400,7 @@ class WireFormat:
             return QuantizedSoftLabels(arr, bits=self.soft_bits).to_bytes()
         return SoftLabels(arr, dtype=self.soft_dtype).to_bytes()
 
-    def decode_broadcast(self, data: Any) -> np.ndarray | None:
+    def decode_broadcast(self, data: Any) -> NDArray[Any] | None:
         """The consensus carried by a broadcast (``None``: no consensus yet).
 
         Parameters
@@ -455,7 +434,10 @@ class WireFormat:
         if data is None:
             return None
         message = self._parse(data, "broadcast", (HardLabels, self.soft_type))
-        return message.codes if isinstance(message, HardLabels) else message.probs
+        if isinstance(message, HardLabels):
+            return message.codes
+        assert isinstance(message, (SoftLabels, QuantizedSoftLabels))  # _parse checked it
+        return message.probs
 
     # -- delta state -----------------------------------------------------------------------
 
@@ -547,10 +529,35 @@ class WireFormat:
         except (TypeError, ValueError) as err:
             raise type(err)(f"wire-format config: {err} (keys are kebab-case)") from err
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- checks ----------------------------------------------------------------------------
 
-    def _check_codes(self, value: Any, name: str) -> np.ndarray:
-        """``value`` as ``(n_public,)`` int64 codes in ``0 .. n_classes - 1``."""
+    def check_codes(self, value: Any, name: str) -> NDArray[np.int64]:
+        """``value`` as ``(n_public,)`` int64 class codes in ``0 .. n_classes - 1``.
+
+        Parameters
+        ----------
+        value : array-like
+            The codes to check.
+        name : str
+            What to call ``value`` in an error message.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_public,)
+
+        Raises
+        ------
+        TypeError
+            If ``value`` is not integers.
+        ValueError
+            If ``value`` has another shape or a code outside the label space.
+
+        Examples
+        --------
+        >>> from cotrain.wire.format import WireFormat
+        >>> WireFormat(n_classes=3, n_public=2).check_codes([2, 0], "labels").tolist()
+        [2, 0]
+        """
         arr = np.asarray(value)
         if arr.ndim != 1 or arr.shape[0] != self.n_public:
             raise ValueError(
@@ -569,18 +576,6 @@ class WireFormat:
             )
         return arr.astype(np.int64, copy=False)
 
-    def _row_sum_problem(self, probs: np.ndarray) -> str:
-        """What is wrong with the row sums of finite probabilities ('' if nothing)."""
-        if probs.size == 0:
-            return ""
-        error = np.abs(probs.sum(axis=1, dtype=np.float64) - 1.0)
-        bad = error > _sum_tolerance(self.n_classes)
-        if not bad.any():
-            return ""
-        row = int(np.flatnonzero(bad)[0])
-        total = float(probs[row].sum(dtype=np.float64))
-        return f"must have rows summing to 1: row {row} sums to {total:.6g}"
-
     def _parse(self, data: Any, what: str, kinds: tuple[type[Message], ...]) -> Message:
         """Decode ``data`` into one of ``kinds`` that fits the label space and pool."""
         try:
@@ -595,7 +590,7 @@ class WireFormat:
             expected = " or ".join(k.__name__ for k in kinds)
             raise MalformedMessage(
                 f"{what} is a {cls.__name__} message (kind {kind}), but this format "
-                f"({self._describe()}) expects {expected}"
+                f"({self.describe()}) expects {expected}"
             )
         if n_classes != self.n_classes:
             raise MalformedMessage(
@@ -619,254 +614,17 @@ class WireFormat:
             )
         return message
 
-    def _describe(self) -> str:
+    def describe(self) -> str:
+        """The choices of this format that decide its message kinds, for error messages.
+
+        Examples
+        --------
+        >>> from cotrain.wire.format import WireFormat
+        >>> WireFormat(n_classes=3, n_public=2, share="soft", soft_bits=4).describe()
+        "share='soft', soft_bits=4"
+        """
         if self.share == "hard":
             return f"share='hard', encoding={self.encoding!r}"
         if self.soft_bits is not None:
             return f"share='soft', soft_bits={self.soft_bits}"
         return f"share='soft', soft_dtype={self.soft_dtype!r}"
-
-
-def _check_state(wire: WireFormat, state: Any, keeps_codes: bool, side: str) -> tuple[int, Any]:
-    """Validate a sender's or receiver's state dict; returns ``(round, codes or None)``."""
-    if not isinstance(state, Mapping):
-        raise TypeError(f"state must be a dict, got {type(state).__name__}")
-    missing = {"round", "codes"} - set(state)
-    if missing:
-        raise ValueError(f"state is missing {sorted(missing)}")
-    round_ = check_int(state["round"], "state['round']", 0, MAX_U32)
-    codes = state["codes"]
-    if codes is None:
-        return round_, None
-    if not keeps_codes:
-        raise ValueError(
-            f"state['codes'] must be None: the {side} of this format "
-            f"({wire._describe()}) keeps no labels"
-        )
-    if round_ == 0:
-        raise ValueError("state['codes'] must be None when state['round'] is 0 (no upload yet)")
-    return round_, wire._check_codes(codes, "state['codes']").copy()
-
-
-class _LastUpload:
-    """What both ends of the wire keep of one client: the round of its last upload and,
-    where delta coding needs them, that upload's codes."""
-
-    def __init__(self, wire: WireFormat) -> None:
-        if not isinstance(wire, WireFormat):
-            raise TypeError(f"wire must be a WireFormat, got {type(wire).__name__}")
-        self.wire = wire
-        self._round = 0
-        self._codes: np.ndarray | None = None
-
-    def state_dict(self) -> dict[str, Any]:
-        """``{"round": int, "codes": ndarray or None}``: the last upload (copies).
-
-        Examples
-        --------
-        >>> from cotrain.wire.format import WireFormat
-        >>> WireFormat(3, 2).sender().state_dict()
-        {'round': 0, 'codes': None}
-        """
-        codes = None if self._codes is None else self._codes.copy()
-        return {"round": self._round, "codes": codes}
-
-
-class UploadSender(_LastUpload):
-    """A client's side of the wire: encodes its uploads and keeps its last one.
-
-    Keeps the round of its last upload and, for hard labels, that upload's codes: the
-    reference of the next delta-coded upload (see the module docstring). Build it with
-    :meth:`WireFormat.sender`.
-
-    Parameters
-    ----------
-    wire : WireFormat
-
-    Attributes
-    ----------
-    wire : WireFormat
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cotrain.wire.format import WireFormat
-    >>> wire = WireFormat(n_classes=16, n_public=1000, encoding="delta")
-    >>> sender = wire.sender()
-    >>> codes = np.random.default_rng(0).integers(0, 16, size=1000)
-    >>> len(sender.encode(codes, round=1, ref_round=0))  # full: 14 + 1000 labels at 4 bits
-    514
-    >>> codes[7] = (codes[7] + 1) % 16
-    >>> len(sender.encode(codes, round=2, ref_round=1))  # 14 + m (4) + width (1) + 1 + 1
-    21
-    >>> len(sender.encode(codes, round=3, ref_round=1))  # round 2 was not decoded: full
-    514
-    """
-
-
-    def encode(self, labels: Any, round: int, ref_round: int) -> bytes:
-        """Encode this round's upload and remember it.
-
-        Parameters
-        ----------
-        labels : array-like
-            As for :meth:`WireFormat.encode_upload`.
-        round : int
-            This round (``>= 1``).
-        ref_round : int
-            The round of this client's last upload the server decoded (0: none), as the
-            server reports it. A delta format codes against the stored upload if it was
-            sent in that round, and sends a full message otherwise.
-
-        Returns
-        -------
-        bytes
-
-        Raises
-        ------
-        TypeError, ValueError
-            If an argument is invalid; the state is then unchanged.
-
-        Examples
-        --------
-        >>> from cotrain.wire.format import WireFormat
-        >>> sender = WireFormat(n_classes=3, n_public=2).sender()
-        >>> len(sender.encode([2, 1], round=1, ref_round=0)), sender.state_dict()["round"]
-        (11, 1)
-        """
-        round = check_int(round, "round", 1, MAX_U32)
-        ref_round = check_int(ref_round, "ref_round", 0, MAX_U32)
-        reference = None
-        if self._codes is not None and ref_round == self._round:
-            reference = self._codes
-        data = self.wire.encode_upload(labels, reference)
-        self._round = round
-        if self.wire.share == "hard":
-            self._codes = np.array(labels, dtype=np.int64)
-        return data
-
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Put back a :meth:`state_dict` (validated against the format).
-
-        Raises
-        ------
-        TypeError, ValueError
-            If ``state`` is not such a dict for this format; the state is then unchanged.
-
-        Examples
-        --------
-        >>> from cotrain.wire.format import WireFormat
-        >>> sender = WireFormat(3, 2, encoding="delta").sender()
-        >>> sender.load_state_dict({"round": 4, "codes": [2, 0]})
-        >>> sender.state_dict()["codes"].tolist()
-        [2, 0]
-        """
-        keeps = self.wire.share == "hard"
-        self._round, self._codes = _check_state(self.wire, state, keeps, "sender")
-
-    def __repr__(self) -> str:
-        return f"UploadSender(round={self._round}, wire={self.wire!r})"
-
-
-class UploadReceiver(_LastUpload):
-    """The server's side of the wire for one client: decodes its uploads.
-
-    Keeps the round of the client's last upload it decoded (:attr:`ref_round`, which the
-    server sends the client each round) and, with delta coding, that upload's codes: the
-    reference of the next delta message. Build it with :meth:`WireFormat.receiver`.
-
-    Parameters
-    ----------
-    wire : WireFormat
-
-    Attributes
-    ----------
-    wire : WireFormat
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cotrain.wire.format import MalformedMessage, WireFormat
-    >>> wire = WireFormat(n_classes=2, n_public=3, encoding="delta")
-    >>> sender, receiver = wire.sender(), wire.receiver()
-    >>> receiver.decode(sender.encode([0, 1, 1], 1, receiver.ref_round), 1).tolist()
-    [0, 1, 1]
-    >>> try:
-    ...     receiver.decode(b"garbage...", 2)
-    ... except MalformedMessage:
-    ...     print("refused; ref_round stays", receiver.ref_round)
-    refused; ref_round stays 1
-    """
-
-
-    @property
-    def ref_round(self) -> int:
-        """Round of the last upload decoded from this client (0: none yet)."""
-        return self._round
-
-    def decode(self, data: Any, round: int) -> np.ndarray:
-        """Decode this round's upload against the stored reference and remember it.
-
-        Parameters
-        ----------
-        data : bytes, bytearray or memoryview
-            The client's upload.
-        round : int
-            The round it was sent in (``>= 1``).
-
-        Returns
-        -------
-        ndarray
-            As :meth:`WireFormat.decode_upload`.
-
-        Raises
-        ------
-        MalformedMessage
-            If the upload is malformed (see :meth:`WireFormat.decode_upload`); the state is
-            then unchanged.
-        TypeError, ValueError
-            If ``round`` is invalid.
-
-        Examples
-        --------
-        >>> from cotrain.wire.format import WireFormat
-        >>> wire = WireFormat(n_classes=3, n_public=2)
-        >>> receiver = wire.receiver()
-        >>> receiver.decode(wire.encode_upload([2, 1]), round=5).tolist(), receiver.ref_round
-        ([2, 1], 5)
-        """
-        round = check_int(round, "round", 1, MAX_U32)
-        labels = self.wire.decode_upload(data, self._codes)
-        self._round = round
-        if self.wire.delta:
-            self._codes = labels.copy()
-        return labels
-
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Put back a :meth:`state_dict` (validated against the format).
-
-        With delta coding, a state with ``round > 0`` must carry the codes: the client
-        will delta-code against that round.
-
-        Raises
-        ------
-        TypeError, ValueError
-            If ``state`` is not such a dict for this format; the state is then unchanged.
-
-        Examples
-        --------
-        >>> from cotrain.wire.format import WireFormat
-        >>> receiver = WireFormat(3, 2).receiver()
-        >>> receiver.load_state_dict({"round": 2, "codes": None})
-        >>> receiver.ref_round
-        2
-        """
-        round_, codes = _check_state(self.wire, state, self.wire.delta, "receiver")
-        if self.wire.delta and round_ > 0 and codes is None:
-            raise ValueError("state['codes'] is needed with delta coding once state['round'] > 0")
-        self._round, self._codes = round_, codes
-
-    def __repr__(self) -> str:
-        return f"UploadReceiver(ref_round={self._round}, wire={self.wire!r})"

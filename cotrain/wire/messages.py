@@ -12,7 +12,7 @@ Every message is a fixed 10-byte little-endian header followed by a payload::
     offset  size  field       struct
     0       1     kind        B    1 = HardLabels, 2 = SoftLabels,
                                    3 = QuantizedSoftLabels, 4 = DeltaHardLabels
-                                   (the last two in :mod:`cotrain.wire.compact`)
+                                   (3: cotrain.wire.compact, 4: cotrain.wire.delta)
     1       1     flags       B    HardLabels: bit 0 = abstain allowed
                                    SoftLabels: 0 = float32, 1 = float16
     2       4     n           I    number of labels (rows)
@@ -36,8 +36,9 @@ For example, 370 binary hard labels take 10 + 47 = 57 bytes, 10,000 labels of 10
 
 The header, the bit packer and the registry of kinds live in :mod:`cotrain.wire.packing`; every
 message class registers its kind there, so :func:`decode` understands the kinds of every module
-imported. Importing :mod:`cotrain` imports :mod:`cotrain.wire.compact` (kinds 3 and 4), so they are
-always known. :class:`cotrain.wire.WireFormat` chooses the kinds a federation uses.
+imported. Importing :mod:`cotrain` imports :mod:`cotrain.wire.compact` (kind 3) and
+:mod:`cotrain.wire.delta` (kind 4), so they are always known. :class:`cotrain.wire.WireFormat`
+chooses the kinds a federation uses.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import warnings
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from cotrain.wire.packing import (
     HEADER,
@@ -142,7 +144,7 @@ class Message:
         view = as_buffer(data)
         kind, flags, n, n_classes = HEADER.unpack_from(view)
         target = message_class(kind)
-        if target is None:
+        if target is None or not issubclass(target, Message):
             raise ValueError(f"unknown message kind {kind} (corrupt message?)")
         if cls is not Message and target is not cls:
             raise ValueError(f"expected a {cls.__name__} message, got a {target.__name__} message")
@@ -152,8 +154,9 @@ class Message:
 def decode(data: bytes | bytearray | memoryview) -> Message:
     """Decode any message produced by ``to_bytes`` (dispatch on the kind byte).
 
-    Every registered kind is understood: 1 and 2 from this module, 3 and 4 from
-    :mod:`cotrain.wire.compact`, which importing :mod:`cotrain` registers.
+    Every registered kind is understood: 1 and 2 from this module, 3 from
+    :mod:`cotrain.wire.compact` and 4 from :mod:`cotrain.wire.delta`, which importing
+    :mod:`cotrain` registers.
 
     Parameters
     ----------
@@ -163,7 +166,7 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
     Returns
     -------
     HardLabels, SoftLabels, QuantizedSoftLabels or DeltaHardLabels
-        A :class:`cotrain.wire.compact.DeltaHardLabels` is returned parsed but not applied: call
+        A :class:`cotrain.wire.delta.DeltaHardLabels` is returned parsed but not applied: call
         its ``apply(previous)`` to get the codes.
 
     Examples
@@ -233,7 +236,7 @@ class HardLabels(Message):
                 allowed = f"-1 or 0..{top}" if self._allow_abstain else f"0..{top}"
                 hint = " (-1 needs allow_abstain=True)" if low == -1 == floor - 1 else ""
                 raise ValueError(f"codes must be in {allowed}, got values in [{low}, {high}]{hint}")
-        self.codes: np.ndarray = np.array(arr, dtype=np.int64)
+        self.codes: NDArray[np.int64] = np.array(arr, dtype=np.int64)
 
     @property
     def n(self) -> int:
@@ -348,7 +351,9 @@ class SoftLabels(Message):
             raise TypeError(f"probs must be real numbers, got dtype {arr.dtype}")
         self._dtype = dtype
         with np.errstate(over="ignore"):  # overflow to inf is reported just below
-            self.probs: np.ndarray = np.array(arr, dtype=_SOFT_DTYPES[dtype][1].newbyteorder("="))
+            self.probs: NDArray[np.floating[Any]] = np.array(
+                arr, dtype=_SOFT_DTYPES[dtype][1].newbyteorder("=")
+            )
         problem = check_probs(self.probs)
         if problem:
             raise ValueError(

@@ -1,15 +1,15 @@
 """The shared machinery of the label messages: header, bit packing, checks, kind registry.
 
-:mod:`cotrain.wire.messages` (kinds 1 and 2) and :mod:`cotrain.wire.compact` (kinds 3 and 4) both
-build
-on this module and register their message classes here, so that neither imports the other and
-:func:`cotrain.wire.messages.decode` dispatches on the kind byte to whichever classes are
-registered. Importing :mod:`cotrain` registers all four (it imports :mod:`cotrain.wire`, which
-imports both modules).
+:mod:`cotrain.wire.messages` (kinds 1 and 2), :mod:`cotrain.wire.compact` (kind 3) and
+:mod:`cotrain.wire.delta` (kind 4) build on this module and register their message classes
+here, so that messages imports neither of the others and :func:`~cotrain.wire.messages.decode`
+dispatches on the kind byte to whichever classes are registered. Importing :mod:`cotrain`
+registers all four (it imports :mod:`cotrain.wire`, which imports every kind). The checks are
+shared with :mod:`cotrain.wire.format`.
 
-The layouts themselves are documented in :mod:`cotrain.wire.messages` and
-:mod:`cotrain.wire.compact`;
-everything here is byte-for-byte what those formats specify.
+The layouts themselves are documented in :mod:`cotrain.wire.messages`,
+:mod:`cotrain.wire.compact` and :mod:`cotrain.wire.delta`; everything here is byte-for-byte
+what those formats specify.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "CHUNK",
@@ -27,12 +28,14 @@ __all__ = [
     "MAX_U32",
     "as_buffer",
     "bits_per_label",
+    "check_choice",
     "check_int",
     "check_probs",
     "message_class",
     "pack",
     "register_kind",
     "registered_kinds",
+    "row_sum_problem",
     "unpack",
 ]
 
@@ -136,7 +139,7 @@ def _word(b: int) -> int:
     return 1 if b <= 8 else 2 if b <= 16 else 4
 
 
-def pack(symbols: np.ndarray, b: int) -> bytes:
+def pack(symbols: NDArray[np.integer[Any]], b: int) -> bytes:
     """Pack non-negative integers below ``2**b`` into ``ceil(n*b/8)`` bytes.
 
     Symbol ``k`` occupies bits ``k*b .. k*b + b - 1``, least significant bit first, bytes
@@ -164,7 +167,7 @@ def pack(symbols: np.ndarray, b: int) -> bytes:
     return np.concatenate(out).tobytes()
 
 
-def unpack(payload: memoryview, n: int, b: int) -> np.ndarray:
+def unpack(payload: memoryview, n: int, b: int) -> NDArray[np.int64]:
     """Inverse of :func:`pack`: ``n`` symbols of ``b`` bits as an ``int64`` array.
 
     Raises
@@ -243,13 +246,13 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return value
+    number = int(value)
+    if not low <= number <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {number}")
+    return number
 
 
-def check_probs(probs: np.ndarray) -> str:
+def check_probs(probs: NDArray[Any]) -> str:
     """A description of what is wrong with a probability matrix ('' if nothing).
 
     NaN is allowed only as whole rows (abstentions); other values must be finite and
@@ -282,3 +285,53 @@ def check_probs(probs: np.ndarray) -> str:
     if (values < 0).any():
         return "must be non-negative"
     return ""
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of the strings ``choices``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a str.
+    ValueError
+        If it is not one of ``choices`` (the message names ``name``).
+
+    Examples
+    --------
+    >>> from cotrain.wire.packing import check_choice
+    >>> check_choice("soft", "share", ("hard", "soft"))
+    'soft'
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {choices}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def row_sum_problem(probs: NDArray[np.floating[Any]], n_classes: int) -> str:
+    """What is wrong with the row sums of finite probabilities ('' if nothing).
+
+    A row may miss 1 by the error of a trip through float16: rounding to float16 moves each
+    entry by at most ``2**-11`` of its value (normal numbers) or ``2**-25`` (subnormals), so
+    a row summing to one moves by less than ``2**-11 + n_classes * 2**-25``; twice that
+    leaves room for the sender's own rounding.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.wire.packing import row_sum_problem
+    >>> row_sum_problem(np.array([[0.5, 0.5], [0.5, 0.25]]), 2)
+    'must have rows summing to 1: row 1 sums to 0.75'
+    """
+    if probs.size == 0:
+        return ""
+    tolerance = 2.0**-10 + n_classes * 2.0**-24
+    error = np.abs(probs.sum(axis=1, dtype=np.float64) - 1.0)
+    bad = error > tolerance
+    if not bad.any():
+        return ""
+    row = int(np.flatnonzero(bad)[0])
+    total = float(probs[row].sum(dtype=np.float64))
+    return f"must have rows summing to 1: row {row} sums to {total:.6g}"
