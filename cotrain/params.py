@@ -403,15 +403,12 @@ def _privacy_matches_share(values: Mapping[str, Any], n_clients: int | None) -> 
     privacy, share = values["privacy"], values["share"]
     if privacy is None:
         return
-    # a LabelMechanism declares applies_to; a duck-typed mechanism may not, and is trusted
-    applies_to = getattr(privacy, "applies_to", share)
-    if applies_to == "model":  # a DP-trained model: any labels are post-processing
-        return
-    if applies_to == "data":  # teachers vote hard labels
-        applies_to = "hard"
-    if applies_to != share:
+    from cotrain.privacy.legacy import as_mechanism
+
+    shares = tuple(as_mechanism(privacy).shares)  # the kinds of labels it can release
+    if share not in shares:
         raise ValueError(
-            f"privacy mechanism {type(privacy).__name__} randomises {applies_to} "
+            f"privacy mechanism {type(privacy).__name__} randomises {' or '.join(shares)} "
             f"labels but share={share!r}"
         )
 

@@ -449,10 +449,11 @@ def client_trust(
     seed sequence as the trainer holds it, or its int as a Flower site receives it: the
     same trust either way).
 
-    A client whose model is trained privately (``privacy.applies_to == "model"``, e.g.
-    DP-SGD) gets ``FixedTrust(1.0)`` for ``"auto"``: choosing the weight by
-    cross-validation would look at its private records outside the accounted ε. An
-    explicit :class:`PseudoLabelTrust` with such a mechanism is refused.
+    A client whose mechanism allows no cross-validated trust (``cross_validated_trust``
+    False: its guarantee covers only its private training, e.g. DP-SGD) gets
+    ``FixedTrust(1.0)`` for ``"auto"``: choosing the weight by cross-validation would look
+    at its private records outside the accounted ε. An explicit :class:`PseudoLabelTrust`
+    with such a mechanism is refused.
 
     Examples
     --------
@@ -461,11 +462,16 @@ def client_trust(
     ...     "auto", None, int(seed.generate_state(1)[0])).random_state
     True
     """
-    if getattr(privacy, "applies_to", None) == "model":
+    name = type(privacy).__name__
+    if privacy is not None:
+        from cotrain.privacy.legacy import as_mechanism
+
+        privacy = as_mechanism(privacy)
+    if privacy is not None and not privacy.cross_validated_trust:
         if isinstance(trust, PseudoLabelTrust):
             raise ValueError(
                 "trust: a PseudoLabelTrust cannot be combined with a privacy mechanism that "
-                f"trains the model privately ({type(privacy).__name__}): its cross-validation "
+                f"trains the model privately ({name}): its cross-validation "
                 "would use the private records outside the accounted ε; use trust=None or a "
                 "fixed weight"
             )

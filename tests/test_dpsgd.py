@@ -345,7 +345,8 @@ def test_epsilon_delta_checked(small):
 
 def test_mechanism_kind():
     mech = DPSGD()
-    assert (mech.applies_to, mech.unit, mech.adversary) == ("model", "record", "server")
+    assert (mech.shares, mech.unit, mech.adversary) == (("hard", "soft"), "record", "server")
+    assert mech.reports_events and not mech.cross_validated_trust
     assert mech.accountable
     assert "noise_multiplier=2.0" in repr(DPSGD(noise_multiplier=2.0))
     assert clone(DPSGD(budget=3.0), safe=False).get_params()["budget"] == 3.0

@@ -503,7 +503,7 @@ def test_bad_inputs_and_params():
     )
     with pytest.raises(ValueError, match="invalid parameter"):
         rr.set_params(sigma=1.0)
-    assert RandomizedResponse.applies_to == "hard" and GaussianSoftLabels.applies_to == "soft"
+    assert RandomizedResponse.shares == ("hard",) and GaussianSoftLabels.shares == ("soft",)
 
 
 # ------------------------------------------------------------------ properties

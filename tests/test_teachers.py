@@ -235,7 +235,8 @@ def test_threshold_randomize_and_bad_inputs():
 
 def test_declared_kind_unit_adversary_and_params():
     mech = SubsampleAndAggregate(n_teachers=20, epsilon=2.0)
-    assert (mech.applies_to, mech.unit, mech.adversary) == ("data", "record", "server")
+    assert (mech.shares, mech.unit, mech.adversary) == (("hard",), "record", "server")
+    assert not mech.reports_events and mech.cross_validated_trust
     assert mech.accountable
     copy = clone(mech, safe=False)
     assert copy.get_params() == mech.get_params()

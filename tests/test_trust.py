@@ -134,13 +134,26 @@ def test_trainer_refuses_a_bad_trust_before_training(cancer):
 
 
 def test_a_privately_trained_model_gets_full_weight_not_cross_validation():
-    class DPTraining:
-        applies_to = "model"
+    from cotrain.privacy import LabelMechanism
+
+    class DPTraining(LabelMechanism):
+        cross_validated_trust = False
+
+        def dp_event(self, n_classes, n_labels):
+            return None
 
     assert isinstance(client_trust("auto", DPTraining(), 0), FixedTrust)
     assert client_trust(0.5, DPTraining(), 0).weight == 0.5
     with pytest.raises(ValueError, match="outside the accounted ε"):
         client_trust(PseudoLabelTrust(), DPTraining(), 0)
+
+    class OldDPTraining:  # the earlier protocol: kept for one release, with a warning
+        applies_to = "model"
+
+    with pytest.warns(DeprecationWarning, match="applies_to='model'"):
+        assert isinstance(client_trust("auto", OldDPTraining(), 0), FixedTrust)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="accounted ε"):
+        client_trust(PseudoLabelTrust(), OldDPTraining(), 0)
     assert client_trust("auto", None, 7).random_state == client_trust("auto", None, 7).random_state
     assert client_trust("auto", None, 7).random_state != client_trust("auto", None, 8).random_state
 
@@ -259,8 +272,8 @@ def test_a_private_client_keeps_its_quality_and_trust_off_the_upload():
     client.run_round(1, None, privacy_seed=1)
     broadcast = wire.encode_broadcast(np.ones(40, dtype=int))
     result = client.run_round(2, Downlink(broadcast, ref_round=1), privacy_seed=2)
-    assert result.error is None and result.trust is not None
-    assert result.quality is None and result.upload().quality is None
+    assert result.error is None and result.trust is not None and result.quality is not None
+    assert result.upload().quality is None and result.upload().trust is None  # measured, kept
 
 
 # ----------------------------------------------------------------- deployment

@@ -336,12 +336,12 @@ def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:
     from sklearn.base import clone
 
     from cotrain.audit import label_privatizer
+    from cotrain.privacy import SubsampleAndAggregate
 
     mechanism = model.privacy
-    applies_to = getattr(mechanism, "applies_to", "hard")
-    if applies_to == "model":
+    if getattr(mechanism, "reports_events", False):  # a DP-trained model
         return {}
-    if applies_to == "data":
+    if isinstance(mechanism, SubsampleAndAggregate):
         raise ExperimentError(
             "audit = true is not available for subsample_aggregate: the released labels come "
             "from teachers, not from the client's model; audit the release with "

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.privacy.legacy import as_mechanism
+from cotrain.privacy.mechanisms import ClientRound
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -41,30 +43,72 @@ __all__ = [
 
 @dataclass
 class StepResult(Upload):
-    """What one client step returns: its :class:`~cotrain.federation.server.Upload` for the server,
-    plus its predictions on the evaluation data (simulation only, never sent to the
-    server; a deployment reports its own metrics)."""
+    """What one client step computed: everything of an :class:`~cotrain.wire.upload.Upload`
+    (its warnings, fit time, out-of-fold ``quality`` and pool weight ``trust`` as measured,
+    whether or not they may leave), plus its predictions on the evaluation data
+    (simulation only, never sent to the server; a deployment reports its own metrics).
+
+    What leaves the client is :meth:`upload`, the one release rule: the in-process
+    server receives it and a Flower site serialises it unchanged.
+    """
 
     eval_codes: np.ndarray | None = None
     eval_proba: np.ndarray | None = None
-    #: the pool weight the client chose for this round's fit (see :mod:`cotrain.trust`)
-    trust: float | None = None
-    #: the client has a privacy mechanism: its learner's warnings and fit time are
-    #: data-dependent side channels outside the ε, so they stay off the upload
+    #: the client has a privacy mechanism: its learner's warnings, fit time, out-of-fold
+    #: accuracy and pool weight are data-dependent side channels outside the ε, so they
+    #: stay off the upload
     private: bool = False
 
     def upload(self) -> Upload:
-        """The part of the result the server receives (for a private client: the labels,
-        the failure if any, and the round's privacy event — no warnings, no timing)."""
-        if self.private:
-            return Upload(
-                self.client_id, self.message, self.error, dp_event=self.dp_event,
-                broadcast_version=self.broadcast_version,
-            )  # fmt: skip
-        return Upload(
-            self.client_id, self.message, self.error, self.warnings, self.learner_time_s,
-            self.dp_event, self.broadcast_version, self.quality,
+        """What the client releases this round: the release rule, decided here only.
+
+        Every client releases its labels (``message``), its failure if any, the round's
+        privacy event (``dp_event``, a mechanism with ``reports_events``) and the consensus
+        version it holds. A client without a privacy mechanism also releases its learner's
+        warnings, its fit time, its out-of-fold accuracy (``quality``) and the pool weight
+        it chose (``trust``); a private client keeps those to itself (they depend on its
+        private records outside the accounted release).
+
+        Examples
+        --------
+        >>> from collections import Counter
+        >>> done = StepResult(0, b"labels", warnings=Counter({("UserWarning", "w"): 1}),
+        ...                   learner_time_s=0.5, quality=0.9, trust=1.0)
+        >>> done.upload().quality, done.upload().trust, done.upload().learner_time_s
+        (0.9, 1.0, 0.5)
+        >>> private = StepResult(0, b"labels", quality=0.9, trust=1.0, learner_time_s=0.5,
+        ...                      private=True).upload()
+        >>> private.message, private.quality, private.trust, private.learner_time_s
+        (b'labels', None, None, 0.0)
+        """
+        released = Upload(
+            self.client_id, self.message, self.error, dp_event=self.dp_event,
+            broadcast_version=self.broadcast_version,
         )  # fmt: skip
+        if not self.private:
+            released.warnings = self.warnings
+            released.learner_time_s = self.learner_time_s
+            released.quality = self.quality
+            released.trust = self.trust
+        return released
+
+    def released_evaluation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The predictions on the evaluation data that may leave the client — where a
+        deployment reports its own metrics: ``(eval_codes, eval_proba)``, or
+        ``(None, None)`` for a private client (a model trained on its private records,
+        scored outside the accounted release).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> StepResult(0, eval_codes=np.array([1, 0])).released_evaluation()[0]
+        array([1, 0])
+        >>> StepResult(0, eval_codes=np.array([1, 0]), private=True).released_evaluation()
+        (None, None)
+        """
+        if self.private:
+            return None, None
+        return self.eval_codes, self.eval_proba
 
 
 class Client:
@@ -91,12 +135,13 @@ class Client:
     wire : cotrain.wire.WireFormat, optional
         How labels travel; default: packed hard labels on ``X_public``.
     privacy : cotrain.privacy mechanism, optional
-        Applied before anything leaves the client, by its ``applies_to``: ``"hard"`` /
-        ``"soft"`` randomise the labels; ``"data"`` releases labels from the client's data
-        itself (subsample-and-aggregate teachers); ``"model"`` trains the model privately
-        (its ``prepare`` configures the estimator once) and the upload carries the round's
-        privacy event for the ledger. Its noise comes from the operating system's entropy
-        unless :meth:`run_round` is given a ``privacy_seed``.
+        The client calls its hooks (:mod:`cotrain.privacy.mechanisms`): ``prepare`` once on
+        the estimator, ``before_fit`` each round, then ``release_round`` on the fitted
+        model's labels before anything leaves the client (randomised labels, teachers'
+        votes, or a DP-trained model's labels with the round's privacy event for the
+        ledger). Its noise comes from the operating system's entropy unless
+        :meth:`run_round` is given a ``privacy_seed``. A mechanism of the earlier
+        ``applies_to`` protocol is adapted with a ``DeprecationWarning``.
     X_eval : ndarray, optional
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
@@ -105,7 +150,7 @@ class Client:
         How much weight the pseudo-labelled pool gets in each fit (default: full weight,
         the paper's FedCT). A :class:`~cotrain.trust.PseudoLabelTrust` chooses it every
         round by cross-validation on the private rows; its out-of-fold accuracy is sent
-        as the upload's ``quality`` (not by a private client).
+        as the upload's ``quality`` (not by a private client: see :meth:`StepResult.upload`).
 
     Examples
     --------
@@ -136,7 +181,8 @@ class Client:
     ) -> None:
         self.client_id = client_id
         self.classes = classes
-        if getattr(privacy, "applies_to", None) == "model":
+        privacy = as_mechanism(privacy)
+        if privacy is not None:  # e.g. DP-SGD trains a private version of the estimator
             estimator = privacy.prepare(estimator)
         self.model = ClassAlignedClassifier(estimator, classes=classes)
         self.fitted = False
@@ -218,11 +264,11 @@ class Client:
             warnings.simplefilter("always")
             try:
                 pseudo = self._decode_broadcast(t, downlink)
-                if getattr(self.privacy, "applies_to", None) == "model":  # DP training noise
-                    self.privacy.seed_noise(self.model, privacy_seed)
+                if self.privacy is not None:  # e.g. seeds DP-SGD's training noise
+                    self.privacy.before_fit(self.model, privacy_seed)
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
-                    labels = self._privatize(labels, pseudo, privacy_seed, result)
+                    labels = self._release(labels, pseudo, privacy_seed, result)
                 result.message = self.sender.encode(labels, t, downlink.ref_round)
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
@@ -243,23 +289,21 @@ class Client:
             )  # fmt: skip
             return None
 
-    def _privatize(
+    def _release(
         self, labels: np.ndarray, pseudo: np.ndarray | None, seed: int | None, result: StepResult
     ) -> np.ndarray:
-        """The labels that leave the client, through its privacy mechanism."""
-        applies_to = getattr(self.privacy, "applies_to", None)
-        if applies_to == "model":  # a DP-trained model: its labels are post-processing
-            result.dp_event = self.privacy.round_event(self.model.estimator_)
-            return labels
+        """The labels that leave the client: its mechanism's ``release_round`` (and the
+        round's privacy event, when the mechanism reports one)."""
         rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
-        if applies_to == "data":
-            X_train, y_train = self.training_set(self.X_public, pseudo)
-            n = self.n_samples
-            return self.privacy.release(
-                self.model, self._X, self._y, self.X_public, self.classes, rng,
-                X_extra=X_train[n:], y_extra=y_train[n:],
-            )  # fmt: skip
-        return self.privacy.randomize(labels, len(self.classes), rng)
+        X_train, y_train = self.training_set(self.X_public, pseudo)
+        n = self.n_samples
+        step = ClientRound(
+            labels, self.classes, self.model, self._X, self._y, self.X_public,
+            X_pool=X_train[n:], y_pool=y_train[n:],
+        )  # fmt: skip
+        release = self.privacy.release_round(step, rng)
+        result.dp_event = release.dp_event
+        return release.labels
 
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
@@ -276,8 +320,7 @@ class Client:
                 self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
                 choice.weight, getattr(self.trust, "random_state", None),
             )  # fmt: skip
-            result.trust = choice.weight
-            result.quality = None if self.privacy is not None else choice.quality
+            result.trust, result.quality = choice.weight, choice.quality
         self.model.fit(X_train, y_train, sample_weight=weight)
         self.fitted = True
         trust_time = time.perf_counter() - start - self.model.fit_time_
@@ -330,3 +373,4 @@ def decode_labels(data: bytes) -> np.ndarray:
     """
     message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
+

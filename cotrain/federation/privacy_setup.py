@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from cotrain.privacy.accounting import is_accounted
+from cotrain.privacy.legacy import as_mechanism
 
 __all__ = [
     "bind_public",
@@ -58,6 +59,7 @@ def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public:
     >>> make_ledger([None], 3, 2, 10) is None
     True
     """
+    mechanisms = [as_mechanism(mechanisms[0]), *mechanisms[1:]] if mechanisms else []
     accounted = [m for m in mechanisms if is_accounted(m)]
     if not accounted:
         return None
@@ -96,30 +98,18 @@ def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public:
 def check_privacy_setup(privacy: Any, consensus: Any, estimators: list[Any]) -> None:
     """Check, before any training, that the privacy mechanism fits the federation.
 
-    A mechanism that releases teachers' votes (``applies_to == "data"``) needs a hard
-    consensus (its teachers train on hard pseudo-labels); one that trains the model
-    privately (``applies_to == "model"``) must accept every client's estimator.
+    The mechanism decides (its ``check_federation``): teachers' votes need a hard consensus
+    (:class:`~cotrain.privacy.SubsampleAndAggregate`), a privately trained model must accept
+    every client's estimator (:class:`~cotrain.privacy.DPSGD`).
 
     Examples
     --------
     >>> from consensus import MajorityVote
     >>> check_privacy_setup(None, MajorityVote(), [])   # nothing to check
     """
-    applies_to = getattr(privacy, "applies_to", None)
-    if applies_to == "data" and getattr(consensus, "output", "hard") != "hard":
-        raise ValueError(
-            f"privacy={type(privacy).__name__} trains its teachers on hard pseudo-labels; "
-            f"consensus={type(consensus).__name__} outputs {consensus.output!r} labels: use a "
-            "hard consensus (e.g. 'majority')"
-        )
-    if applies_to == "model":
-        from sklearn.base import clone
-
-        for i, est in enumerate(estimators):
-            try:
-                privacy.prepare(clone(est))
-            except (TypeError, ValueError) as err:
-                raise type(err)(f"client {i}: {err}") from err
+    mechanism = as_mechanism(privacy)
+    if mechanism is not None:
+        mechanism.check_federation(consensus, estimators)
 
 
 def replayable_noise_warning(consensus: Any, reproducible_noise: bool) -> None:

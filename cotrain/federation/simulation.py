@@ -123,7 +123,8 @@ class SimulatedFederation:
             for (category, message), n in r.warnings.items():
                 self.local_warnings[(r.client_id, category, message)] += n
         local_time = sum(r.learner_time_s for r in private)
-        trust = {r.client_id: r.trust for r in results if r.trust is not None}
+        released = {r.client_id: r.upload().trust for r in results}  # as a site reports it
+        trust = {i: w for i, w in released.items() if w is not None}
         return replace(
             record, learner_time_s=record.learner_time_s + local_time, trust=trust,
             **self.evaluate(),

@@ -38,6 +38,7 @@ from cotrain.privacy.ledger import event_to_json
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
+from cotrain.wire.upload import Upload
 from learners import continues_training
 
 _LOG = logging.getLogger("cotrain.site")
@@ -148,50 +149,82 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     if client.sender.state_dict()["codes"] is None:
         ref_round = 0  # nothing to delta-code against: send a full upload
     # the broadcast is delta-coded against the consensus this site acknowledged
-    downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)))
-    result = client.run_round(t, None, ref_round=ref_round, downlink=downlink)
+    downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
+    result = client.run_round(t, downlink)
     if result.error is None:  # a learner that refits every round needs no stored model
         keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
         store.save(t, client, keep_model=keep)
     if note is not None:
         result.warnings[("SiteStateWarning", note)] += 1
+    if result.error is not None and result.private:  # the server gets the text masked
+        _LOG.warning("round %s failed at this site: %s", t, result.error)
+    reply = upload_reply(result.upload(), started, mask_errors=result.private)
+    eval_codes, eval_proba = result.released_evaluation()
+    if result.error is None and eval_codes is not None:  # the site's own evaluation data
+        accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
+        reply["metrics"][protocol.STATS]["eval-accuracy"] = accuracy
+        if site.share_eval:  # a public test set: its predictions, for the consensus accuracy
+            reply["arrays"][protocol.EVAL] = codes_to_bytes(eval_codes, len(classes))
+            if eval_proba is not None:  # asked for by a soft consensus
+                proba = np.asarray(eval_proba, dtype="<f4")
+                reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
+    return reply
+
+
+def upload_reply(upload: Upload, started: float, mask_errors: bool = False) -> dict[str, Any]:
+    """A site's reply records carrying ``upload``, field by field (nothing decided here:
+    what a client may release is :meth:`cotrain.federation.client.StepResult.upload`).
+
+    Parameters
+    ----------
+    upload : Upload
+        What the client releases this round.
+    started : float
+        When the site's handler started (``time.time()``), for the round's timings.
+    mask_errors : bool, default=False
+        Mask the data values in an error's text (:func:`cotrain.flower.protocol.sanitize`):
+        a private site's log keeps the full text.
+
+    Returns
+    -------
+    dict
+        The reply's records in :func:`cotrain.flower.protocol.to_plain` form.
+
+    Examples
+    --------
+    >>> reply = upload_reply(Upload(0, b"\x01", trust=0.5, broadcast_version=2), 0.0)
+    >>> reply["metrics"]["stats"]["trust"], reply["metrics"]["stats"]["broadcast-version"]
+    (0.5, 2)
+    >>> failed = upload_reply(Upload(0, error=ValueError("row 17 is 'Alice'")), 0.0, True)
+    >>> failed["config"]["error"]
+    {'type': 'ValueError', 'message': 'row # is …'}
+    """
     reply: dict[str, Any] = {"config": {}, "metrics": {}, "arrays": {}}
-    if result.error is not None:
-        text = str(result.error)
-        if result.private:  # the site's log keeps the full text; the server gets it masked
-            _LOG.warning("round %s failed at this site: %s", t, text)
-            text = protocol.sanitize(text)
+    if upload.error is not None:
+        text = str(upload.error)
         reply["config"][protocol.ERROR] = {
-            "type": type(result.error).__name__,
-            "message": text[:2000],
+            "type": type(upload.error).__name__,
+            "message": (protocol.sanitize(text) if mask_errors else text)[:2000],
         }
     else:
-        reply["arrays"][protocol.LABELS] = result.message
-        if result.dp_event is not None:  # a DP-trained model's round, for the ledger
+        reply["arrays"][protocol.LABELS] = upload.message
+        if upload.dp_event is not None:  # the round's privacy event, for the ledger
             reply["config"][protocol.PRIVACY] = {
-                "dp-event": json.dumps(event_to_json(result.dp_event))
+                "dp-event": json.dumps(event_to_json(upload.dp_event))
             }
-        stats = {
-            # a private site keeps its fit time (a data-dependent side channel) to itself
-            "learner-time-s": 0.0 if result.private else float(result.learner_time_s),
+        stats: dict[str, float | int] = {
+            "learner-time-s": float(upload.learner_time_s),
             "handler-start": started,
             "handler-end": time.time(),
-            "broadcast-version": int(result.broadcast_version or 0),
+            "broadcast-version": int(upload.broadcast_version or 0),
         }
-        if result.trust is not None and not result.private:  # the pool weight it chose
-            stats["trust"] = float(result.trust)
-        if result.quality is not None:  # its out-of-fold accuracy (never from a private site)
-            stats["quality"] = float(result.quality)
-        if result.eval_codes is not None:  # the site's accuracy on its own evaluation data
-            stats["eval-accuracy"] = float(np.mean(classes[result.eval_codes] == site.y_eval))
+        if upload.trust is not None:  # the pool weight it chose
+            stats["trust"] = float(upload.trust)
+        if upload.quality is not None:  # its out-of-fold accuracy
+            stats["quality"] = float(upload.quality)
         reply["metrics"][protocol.STATS] = stats
-        if site.share_eval and result.eval_codes is not None and not result.private:
-            reply["arrays"][protocol.EVAL] = codes_to_bytes(result.eval_codes, len(classes))
-            if result.eval_proba is not None:  # asked for by a soft consensus
-                proba = np.asarray(result.eval_proba, dtype="<f4")
-                reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
-    if result.warnings and not result.private:  # a private site's warnings stay at the site
-        reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(result.warnings)
+    if upload.warnings:
+        reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(upload.warnings)
     return reply
 
 

@@ -18,6 +18,11 @@ anything leaves it:
   — noise on the labels; record-level only through a sensitivity s* (default: the trivial
   bound, every released label), or label-level with ``unit="label"``.
 
+Every mechanism is an object the client calls at each step of its round (``prepare`` once,
+``before_fit``, ``release_round``): the protocol is documented in
+:mod:`cotrain.privacy.mechanisms`; :func:`as_mechanism` adapts one written for the earlier
+``applies_to`` protocol, with a ``DeprecationWarning``.
+
 GNMax on the server is a consensus, :class:`consensus.NoisyArgmax` (against broadcast
 observers only). FedAUX certainty weighting: :class:`CertaintyScorer` and
 :func:`fedaux_weights` feed ``consensus.CertaintyWeighted(scores, scorer_epsilon,
@@ -62,7 +67,8 @@ from cotrain.privacy.fedaux import (
     one_shot_fedaux,
 )
 from cotrain.privacy.ledger import PrivacyLedger
-from cotrain.privacy.mechanisms import LabelMechanism, RandomizedResponse
+from cotrain.privacy.legacy import as_mechanism
+from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, RandomizedResponse, Release
 from cotrain.privacy.sensitivity import (
     SensitivityBound,
     SensitivityLowerBound,
@@ -77,17 +83,20 @@ from cotrain.privacy.xor import XORMechanism
 __all__ = [
     "DPSGD",
     "CertaintyScorer",
+    "ClientRound",
     "DPSoftmaxHead",
     "GaussianSoftLabels",
     "LabelMechanism",
     "PrivacyLedger",
     "RandomizedResponse",
+    "Release",
     "RunningComposition",
     "SensitivityBound",
     "SensitivityLowerBound",
     "SubsampleAndAggregate",
     "XORMechanism",
     "analytic_sensitivity_bound",
+    "as_mechanism",
     "basic_composition",
     "certainty_scores",
     "dpsgd_epsilon",

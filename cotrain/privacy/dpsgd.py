@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from cotrain.privacy.mechanisms import LabelMechanism
+from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, Release
 from cotrain.privacy.param_checks import check_positive
 from learners._deprecation import renamed_keywords
 
@@ -50,12 +50,13 @@ def _torch_classes() -> tuple[type, type]:
 class DPSGD(LabelMechanism):
     """Record-level DP for torch clients: each client trains its model with DP-SGD (Opacus).
 
-    Not a label mechanism: it changes how a client *trains* (``applies_to = "model"``), and the
-    labels it uploads are post-processing of its DP model, released unchanged. At set-up the
-    client replaces its estimator by ``prepare(estimator)``, a
-    :class:`~learners.dp_torch.DPTorchClassifier` with the same parameters plus the DP ones;
-    after each fit it reports ``round_event(fitted)``, the privacy event of that fit's
-    training, which the ledger composes over rounds.
+    Not a label mechanism: it changes how a client *trains*, and the labels it uploads are
+    post-processing of its DP model, released unchanged. At set-up the client replaces its
+    estimator by ``prepare(estimator)``, a :class:`~learners.dp_torch.DPTorchClassifier` with
+    the same parameters plus the DP ones; before each fit it seeds the training noise
+    (``before_fit``), and after it, ``release_round`` returns the labels with
+    ``round_event(fitted)``, the privacy event of that fit's training, which the client
+    reports with its upload and the ledger composes over rounds (``reports_events``).
 
     Guarantee: (ε, δ)-DP with respect to **one private record** of the client, add/remove-one
     neighbours, against the server (and anyone who sees the model or its labels), with ε the
@@ -79,8 +80,13 @@ class DPSGD(LabelMechanism):
 
     Attributes
     ----------
-    applies_to : "model"
-        The client trains its model privately; labels get no further noise.
+    shares : ("hard", "soft")
+        Labels of either kind are post-processing of the DP model.
+    reports_events : True
+        The client reports each round's event (its own training), not the server.
+    cross_validated_trust : False
+        The client trains at full pool weight: choosing it by cross-validation would look at
+        its private records outside the accounted ε.
     unit : "record"
         ε is per private record of a client.
     adversary : "server"
@@ -106,7 +112,9 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
     3.442
     """
 
-    applies_to: ClassVar[str] = "model"  # type: ignore[assignment]
+    shares: ClassVar[tuple[str, ...]] = ("hard", "soft")
+    reports_events: ClassVar[bool] = True
+    cross_validated_trust: ClassVar[bool] = False
     unit: ClassVar[str] = "record"
     adversary: ClassVar[str] = "server"
     neighbors: ClassVar[str] = "add_or_remove"
@@ -141,6 +149,41 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
         if not isinstance(self.secure_mode, bool | np.bool_):
             raise TypeError(f"secure_mode must be True or False, got {self.secure_mode!r}")
         super()._check_params()
+
+    # ------------------------------------------------------------------ the protocol
+    def check_federation(self, consensus: Any, estimators: list[Any]) -> None:
+        """Every client's estimator must be one DP-SGD can train (see :meth:`prepare`).
+
+        Raises
+        ------
+        TypeError or ValueError
+            Naming the first client whose estimator :meth:`prepare` refuses.
+
+        Examples
+        --------
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> DPSGD().check_federation(None, [LogisticRegression()])
+        Traceback (most recent call last):
+        ...
+        TypeError: client 0: DP-SGD needs a torch client (learners.TorchClassifier or \
+learners.dp_torch.DPTorchClassifier), got LogisticRegression
+        """
+        from sklearn.base import clone
+
+        for i, est in enumerate(estimators):
+            try:
+                self.prepare(clone(est))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"client {i}: {err}") from err
+
+    def before_fit(self, model: Any, seed: int | None) -> None:
+        """Seed the training noise of the client's next fit (:meth:`seed_noise`)."""
+        self.seed_noise(model, seed)
+
+    def release_round(self, step: ClientRound, rng: np.random.Generator) -> Release:
+        """The client's labels unchanged (post-processing of its DP model) with the privacy
+        event of the fit that made them (:meth:`round_event` of ``step.model``)."""
+        return Release(step.labels, self.round_event(step.model))
 
     # ------------------------------------------------------------------ client side
     def prepare(self, estimator: Any) -> Any:
@@ -300,7 +343,7 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             Always.
         """
         raise TypeError(
-            "DPSGD is not a label mechanism (applies_to='model'): the client trains with "
+            "DPSGD is not a label mechanism: the client trains with "
             "DP-SGD and releases its labels as they are; there is nothing to randomize"
         )
 

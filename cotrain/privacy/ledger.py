@@ -114,8 +114,8 @@ class Guarantee:
     Three kinds of release compose here: a per-round event the server can compute itself
     (``mechanism.dp_event(C, |U|)``, the same for every client and round, so ε depends
     only on how many rounds a client took part in and is cached by that count), a per-round
-    event the client reports (a DP-trained model, ``applies_to == "model"``), and one-off
-    (ε, δ) releases made before the run (FedAUX certainty scores), added by basic
+    event the client reports (a mechanism with ``reports_events``, e.g. a DP-trained model),
+    and one-off (ε, δ) releases made before the run (FedAUX certainty scores), added by basic
     composition: ``ε = ε_rounds(δ) + Σε_once`` at ``δ + Σδ_once`` (:attr:`total_delta`).
 
     Examples
@@ -148,7 +148,7 @@ class Guarantee:
         budget = getattr(mechanism, "budget", None)
         if budget is not None:
             self.budget = float(budget) if self.budget is None else min(self.budget, budget)
-        if getattr(mechanism, "applies_to", None) == "model":
+        if getattr(mechanism, "reports_events", False):
             self.reported = True
             self._reporter = mechanism
         else:
@@ -222,7 +222,7 @@ class PrivacyLedger:
     ----------
     mechanisms : list
         Objects with ``dp_event(n_classes, n_labels)``, ``delta`` and ``budget`` (and
-        optionally ``unit``, ``adversary``, ``applies_to``, ``one_off_privacy()``).
+        optionally ``unit``, ``adversary``, ``reports_events``, ``one_off_privacy()``).
     n_clients, n_classes, n_labels : int
         Federation size, global classes, and labels released per round (|U|).
 

@@ -34,13 +34,73 @@ One release per round; rounds compose (:func:`cotrain.privacy.epsilon_spent`), a
 Parameters follow scikit-learn's convention: ``__init__`` stores them untouched, they are
 validated on first use (``randomize``, ``dp_event``, or an explicit ``validate()``), and
 ``get_params`` / ``set_params`` work.
+
+The mechanism protocol
+----------------------
+A mechanism is an object the client calls at each step of its round; nothing in the client
+or the server switches on what kind of mechanism it is. :class:`LabelMechanism` declares
+every hook with a default, so a subclass overrides only what it changes:
+
+============================================  ==============================================
+``check_federation(consensus, estimators)``   once, before any training (trainer and
+                                              ServerApp): refuse a federation it cannot
+                                              protect (default: accept)
+``prepare(estimator)``                        once, when a client is built: the estimator
+                                              the client trains (default: unchanged)
+``before_fit(model, seed)``                   each round, before the client fits (default:
+                                              nothing); ``seed`` is None unless
+                                              ``reproducible_noise``
+``release_round(step, rng)``                  each round, after the fit: the
+                                              :class:`Release` (labels and, when the client
+                                              must report it, the round's privacy event)
+                                              made from the :class:`ClientRound` ``step``;
+                                              default: ``randomize(step.labels, C, rng)``
+``dp_event(n_classes, n_labels)``             on the server: one round's privacy event,
+                                              which the ledger composes
+============================================  ==============================================
+
+and three class attributes: ``shares`` (the ``share`` settings whose labels it can release),
+``reports_events`` (True: the server cannot compute the round's event, the client reports it
+with its upload, as :class:`~cotrain.privacy.DPSGD` does) and ``cross_validated_trust``
+(False: the guarantee covers only what the client's private training does, so its pool
+weight may not be chosen by cross-validation on the private rows, see
+:func:`cotrain.trust.client_trust`).
+
+A mechanism written for the earlier protocol — an ``applies_to`` string (``"hard"``,
+``"soft"``, ``"data"`` or ``"model"``) that the client switched on — still works for one
+release: :func:`cotrain.privacy.legacy.as_mechanism` wraps it, with a ``DeprecationWarning``
+that names the hooks to implement instead.
+
+Examples
+--------
+A custom label randomiser: it flips every label with probability 1/2 to the next class and
+declares the round's privacy event (here one binary randomized response per label, at its
+own ε).
+
+>>> import numpy as np
+>>> from cotrain.privacy.accounting import rr_event, self_composed
+>>> class CoinFlip(LabelMechanism):
+...     def __init__(self, budget=None, delta=1e-5):
+...         self.budget = budget
+...         self.delta = delta
+...     def randomize(self, labels, n_classes, rng):
+...         flip = rng.random(len(labels)) < 0.5
+...         return np.where(flip, (labels + 1) % n_classes, labels)
+...     def dp_event(self, n_classes, n_labels):
+...         return self_composed(rr_event(1.0, 2), n_labels)
+>>> step = ClientRound(np.array([0, 0, 1]), classes=np.array(["a", "b"]))
+>>> CoinFlip().release_round(step, np.random.default_rng(0)).labels   # flips the last two
+array([0, 1, 0])
+>>> CoinFlip().shares, CoinFlip().reports_events, CoinFlip().cross_validated_trust
+(('hard',), False, True)
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, Self
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,7 +117,79 @@ from cotrain.privacy.param_checks import (
     check_unit,
 )
 
-__all__ = ["LabelMechanism", "RandomizedResponse"]
+__all__ = ["ClientRound", "LabelMechanism", "RandomizedResponse", "Release"]
+
+
+# --------------------------------------------------------------------------------------------
+# what the client hands a mechanism, and what it gets back
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientRound:
+    """What a client hands its mechanism in one round, after its fit (at the client: the
+    private data never leaves it through this object).
+
+    Attributes
+    ----------
+    labels : ndarray
+        The fitted model's labels on the public pool: int64 codes ``(n_public,)`` into
+        ``classes`` (hard sharing) or probabilities ``(n_public, C)`` (soft sharing).
+    classes : ndarray
+        The global classes, sorted.
+    model : classifier, optional
+        The client's fitted model (a :class:`learners.ClassAlignedClassifier`).
+    X, y : ndarray, optional
+        The client's private rows and labels.
+    X_public : ndarray, optional
+        The public pool U.
+    X_pool, y_pool : ndarray, optional
+        The public rows that carry a pseudo-label this round (P) and those labels (empty
+        in round 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> step = ClientRound(np.array([0, 2, 1]), classes=np.array(["a", "b", "c"]))
+    >>> step.n_classes, step.n_labels
+    (3, 3)
+    """
+
+    labels: np.ndarray
+    classes: np.ndarray
+    model: Any = None
+    X: Any = None
+    y: Any = None
+    X_public: Any = None
+    X_pool: Any = None
+    y_pool: Any = None
+
+    @property
+    def n_classes(self) -> int:
+        """C, the number of global classes."""
+        return len(self.classes)
+
+    @property
+    def n_labels(self) -> int:
+        """How many labels the client releases (one per public row)."""
+        return int(np.shape(self.labels)[0])
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a mechanism gives back for one round: the labels that leave the client (in the
+    form of :attr:`ClientRound.labels`) and, for a mechanism whose event only the client
+    knows (``reports_events``), the round's privacy event for the ledger.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Release(np.array([1, 0])).dp_event is None
+    True
+    """
+
+    labels: np.ndarray
+    dp_event: Any = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,7 +201,9 @@ class LabelMechanism(ParamsMixin, ABC):
     """Base class of label-privacy mechanisms (``FederatedCoTrainer(privacy=...)``).
 
     Subclasses store their ``__init__`` arguments untouched (validated in ``_check_params``
-    on first use) and implement `randomize` and `dp_event`. Parameters work the
+    on first use) and implement `dp_event` and either `randomize` (a label randomiser) or
+    `release_round` (a mechanism that releases labels some other way); the other hooks of
+    the protocol (see the module docstring) have defaults. Parameters work the
     scikit-learn way for every mechanism, through :class:`consensus._params.ParamsMixin`
     (shared with the consensus rules): ``get_params`` / ``set_params`` / ``repr`` and
     ``sklearn.base.clone(mechanism, safe=False)``.
@@ -81,12 +215,18 @@ class LabelMechanism(ParamsMixin, ABC):
 
     Attributes
     ----------
-    applies_to : {"hard", "soft", "data", "model"}
-        ``"hard"``: ``randomize`` takes and returns int64 codes ``(n,)`` in ``0..C-1``;
-        ``"soft"``: it takes and returns probabilities ``(n, C)``; ``"data"``: the client
-        calls ``release`` with its learner and private data (subsample-and-aggregate);
-        ``"model"``: the client trains its model privately (``prepare``) and reports each
-        round's ``round_event``; its labels are post-processing.
+    shares : tuple of {"hard", "soft"}
+        The ``share`` settings whose labels the mechanism can release: with ``"hard"``,
+        ``randomize`` takes and returns int64 codes ``(n,)`` in ``0..C-1``; with ``"soft"``,
+        probabilities ``(n, C)``. Default ``("hard",)``.
+    reports_events : bool
+        True when the round's privacy event depends on the client's own training, so the
+        client reports it with its upload (``Release.dp_event``) and the ledger composes
+        those; False (default): the server computes it, ``dp_event(C, |U|)``.
+    cross_validated_trust : bool
+        Whether the client may choose its pool weight by cross-validation on its private
+        rows (``trust="auto"``); False when the guarantee covers only the client's private
+        training (DP-SGD), which then trains at full weight. Default True.
     unit : {"record", "label"}
         What one ε protects: one private training record of the client, or one released
         public label (see the module docstring).
@@ -102,7 +242,6 @@ class LabelMechanism(ParamsMixin, ABC):
     --------
     >>> import numpy as np
     >>> class Flip(LabelMechanism):
-    ...     applies_to = "hard"
     ...     def __init__(self, budget=None, delta=1e-5):
     ...         self.budget = budget
     ...         self.delta = delta
@@ -118,16 +257,88 @@ class LabelMechanism(ParamsMixin, ABC):
     True
     """
 
-    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "hard"
+    shares: ClassVar[tuple[str, ...]] = ("hard",)
+    reports_events: ClassVar[bool] = False
+    cross_validated_trust: ClassVar[bool] = True
     adversary: ClassVar[str] = "server"
 
     budget: float | None = None
     delta: float
     unit: str = "record"
 
-    @abstractmethod
+    # ------------------------------------------------------------------ the protocol
+    def check_federation(self, consensus: Any, estimators: list[Any]) -> None:
+        """Refuse, before any training, a federation this mechanism cannot protect.
+
+        Called once by the trainer and the ServerApp with the run's consensus and the
+        clients' estimators (default: every federation is accepted).
+
+        Raises
+        ------
+        ValueError or TypeError
+            Naming the client or the parameter at fault.
+        """
+
+    def prepare(self, estimator: Any) -> Any:
+        """The estimator a client trains, made from its own (once, when the client is
+        built; default: the estimator unchanged). The input must not be changed.
+
+        Examples
+        --------
+        >>> RandomizedResponse(epsilon=1.0).prepare("any learner")
+        'any learner'
+        """
+        return estimator
+
+    def before_fit(self, model: Any, seed: int | None) -> None:
+        """Called by the client each round before it fits ``model`` (default: nothing).
+
+        ``seed`` seeds this round's privacy noise in a simulation with
+        ``reproducible_noise=True``; None (always, in a deployment): the noise comes from
+        the operating system's entropy.
+        """
+
+    def release_round(self, step: ClientRound, rng: np.random.Generator) -> Release:
+        """The labels that leave the client this round (and the event it reports, if any).
+
+        Default: ``Release(randomize(step.labels, step.n_classes, rng))``.
+
+        Parameters
+        ----------
+        step : ClientRound
+            The client's fitted model, its labels on the public pool and its data.
+        rng : numpy.random.Generator
+            The client's privacy randomness for this round.
+
+        Returns
+        -------
+        Release
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rr = RandomizedResponse(epsilon=50.0, unit="label")
+        >>> step = ClientRound(np.array([0, 1, 1]), classes=np.array([0, 1]))
+        >>> rr.release_round(step, np.random.default_rng(0)).labels
+        array([0, 1, 1])
+        """
+        return Release(self.randomize(step.labels, step.n_classes, rng))
+
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
-        """Return the noisy labels the client releases (vectorised, no per-example loop)."""
+        """Return the noisy labels the client releases (vectorised, no per-example loop).
+
+        A label randomiser implements it; a mechanism that overrides :meth:`release_round`
+        need not.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither randomize(labels, n_classes, rng) nor "
+            "release_round(step, rng)"
+        )
 
     @abstractmethod
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
@@ -231,8 +442,6 @@ class RandomizedResponse(LabelMechanism):
     >>> round(RandomizedResponse(2.0).keep_probability(10, n_labels=1000), 4)
     0.1002
     """
-
-    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "hard"
 
     def __init__(
         self,

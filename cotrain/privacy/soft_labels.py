@@ -4,7 +4,7 @@ record can change; see :mod:`cotrain.privacy.mechanisms` for units)."""
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,7 +70,7 @@ class GaussianSoftLabels(LabelMechanism):
     GaussianDpEvent(noise_multiplier=0.125)
     """
 
-    applies_to: ClassVar[Literal["hard", "soft"]] = "soft"
+    shares: ClassVar[tuple[str, ...]] = ("soft",)
 
     def __init__(
         self,

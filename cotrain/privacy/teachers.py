@@ -45,7 +45,12 @@ from cotrain.privacy.accounting import (
     gaussian_noise_multiplier,
     noop_event,
 )
-from cotrain.privacy.mechanisms import LabelMechanism, RandomizedResponse
+from cotrain.privacy.mechanisms import (
+    ClientRound,
+    LabelMechanism,
+    RandomizedResponse,
+    Release,
+)
 from cotrain.privacy.param_checks import check_positive
 from learners import ClassAlignedClassifier
 
@@ -251,12 +256,13 @@ def teacher_votes(
 class SubsampleAndAggregate(LabelMechanism):
     """Record-level DP labels for any learner: disjoint teachers, noisy vote aggregate (PATE).
 
-    Applied by the client to its data and learner (``applies_to = "data"``): each round,
-    :meth:`release` splits the client's private rows uniformly at random into ``n_teachers``
-    disjoint shards (sizes differ by at most one; the split never looks at the data), fits a
-    fresh clone of the learner on each shard ∪ P (the public rows with a pseudo-label —
-    public information), lets the teachers vote on every public example, and releases a
-    noisy aggregate of the vote counts ``(n_public, C)``:
+    Applied by the client to its data and learner, not to its model's labels: each round,
+    the client's :meth:`release_round` calls :meth:`release`, which splits the client's
+    private rows uniformly at random into ``n_teachers`` disjoint shards (sizes differ by at
+    most one; the split never looks at the data), fits a fresh clone of the learner on each
+    shard ∪ P (the public rows with a pseudo-label — public information), lets the teachers
+    vote on every public example, and releases a noisy aggregate of the vote counts
+    ``(n_public, C)``:
 
     * ``aggregate="gnmax"`` (default): add iid ``N(0, σ²)`` to every count and take the
       argmax (ties have probability zero; ``numpy.argmax`` would take the lowest code);
@@ -321,8 +327,8 @@ class SubsampleAndAggregate(LabelMechanism):
 
     Attributes
     ----------
-    applies_to : "data"
-        Applied by the client to its data and learner (:meth:`release`), not to labels.
+    shares : ("hard",)
+        Its teachers vote hard labels (and train on a hard consensus).
     unit : "record"
         The guarantee is about one private training record of the client.
     adversary : "server"
@@ -343,7 +349,7 @@ class SubsampleAndAggregate(LabelMechanism):
     array([0, 1])
     """
 
-    applies_to: ClassVar[Literal["hard", "soft", "data", "model"]] = "data"
+    shares: ClassVar[tuple[str, ...]] = ("hard",)
     unit: str = "record"
     adversary: ClassVar[str] = "server"
 
@@ -421,6 +427,48 @@ class SubsampleAndAggregate(LabelMechanism):
         return RandomizedResponse(
             epsilon=float(self.epsilon), sensitivity=max(1, n_labels), delta=self.delta
         )
+
+    # ------------------------------------------------------------------ the protocol
+    def check_federation(self, consensus: Any, estimators: list[Any]) -> None:
+        """Its teachers train on hard pseudo-labels: refuse a consensus that outputs soft
+        ones.
+
+        Examples
+        --------
+        >>> from consensus import SoftMean
+        >>> SubsampleAndAggregate(sigma=1.0).check_federation(SoftMean(), [])
+        Traceback (most recent call last):
+        ...
+        ValueError: privacy=SubsampleAndAggregate trains its teachers on hard pseudo-labels; \
+consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
+        """
+        output = getattr(consensus, "output", "hard")
+        if output != "hard":
+            raise ValueError(
+                f"privacy={type(self).__name__} trains its teachers on hard pseudo-labels; "
+                f"consensus={type(consensus).__name__} outputs {output!r} labels: use a "
+                "hard consensus (e.g. 'majority')"
+            )
+
+    def release_round(self, step: ClientRound, rng: np.random.Generator) -> Release:
+        """The client's upload of one round: :meth:`release` of its learner and data (the
+        client's own labels, ``step.labels``, are not used).
+
+        Examples
+        --------
+        >>> from sklearn.tree import DecisionTreeClassifier
+        >>> X = np.repeat(np.array([[0.0], [1.0]]), 10, axis=0); y = np.repeat([0, 1], 10)
+        >>> step = ClientRound(np.zeros(2, dtype=np.int64), np.array([0, 1]),
+        ...                    DecisionTreeClassifier(), X, y, np.array([[0.0], [1.0]]))
+        >>> SubsampleAndAggregate(n_teachers=2, sigma=1e-3).release_round(
+        ...     step, np.random.default_rng(0)).labels
+        array([0, 1])
+        """
+        codes = self.release(
+            step.model, step.X, step.y, step.X_public, step.classes, rng,
+            X_extra=step.X_pool, y_extra=step.y_pool,
+        )  # fmt: skip
+        return Release(codes)
 
     # ------------------------------------------------------------------ release
     def aggregate_votes(self, counts: Any, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -519,7 +567,7 @@ class SubsampleAndAggregate(LabelMechanism):
         """
         raise TypeError(
             "SubsampleAndAggregate is applied by the client to its data and learner, not to "
-            "labels (applies_to='data'); use release(estimator, X, y, X_public, classes, rng)"
+            "labels; use release(estimator, X, y, X_public, classes, rng)"
         )
 
     def dp_event(self, n_classes: int, n_labels: int) -> Any:

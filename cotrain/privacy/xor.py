@@ -4,7 +4,7 @@ through the sensitivity s* in bits; see :mod:`cotrain.privacy.mechanisms` for un
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -84,8 +84,6 @@ class XORMechanism(LabelMechanism):
     >>> xor.randomize(np.array([0, 1, 2]), 3, np.random.default_rng(0)).shape
     (3,)
     """
-
-    applies_to: ClassVar[Literal["hard", "soft"]] = "hard"
 
     def __init__(
         self,

@@ -41,6 +41,10 @@ class Upload:
         :class:`cotrain.trust.PseudoLabelTrust`); a consensus with ``uses_quality``
         weighs its votes by it. None: not sent (always, for a client with a privacy
         mechanism).
+    trust : float or None
+        The weight the client gave the pseudo-labelled pool in this round's fit (see
+        :mod:`cotrain.trust`), recorded in the history. None: no consensus yet, or not sent
+        (always, for a client with a privacy mechanism).
     """
 
     client_id: int
@@ -51,3 +55,4 @@ class Upload:
     dp_event: Any = None
     broadcast_version: int | None = None
     quality: float | None = None
+    trust: float | None = None
