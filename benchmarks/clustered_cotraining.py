@@ -1,4 +1,4 @@
-"""Clustered co-training under concept shift: two groups of clients, two label maps (issue 17).
+"""Clustered co-training under concept shift: two groups of clients, two label maps.
 
 The thesis's clustered FL (ch. 6) in label space. Digits over six clients with mixed
 learners (each group: ExtraTrees, random forest, scaled logistic regression); group B

@@ -1,4 +1,4 @@
-"""Dual distillation and downstream quantisation (Sattler's thesis ch. 5, issue 17 item 5).
+"""Dual distillation and downstream quantisation (Sattler's thesis ch. 5).
 
 Soft-label co-training (distributed distillation, DD: ``consensus="mean"``, ``share="soft"``)
 against dual distillation (``consensus.DualDistillation``: the server distils a model of its

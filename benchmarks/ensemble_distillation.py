@@ -1,4 +1,4 @@
-"""FedDS and FedAUX against FedDF on digits: the two headline shapes of issue 17 item 2.
+"""FedDS and FedAUX against FedDF on digits: the two headline shapes of their papers.
 
 ``byzantine``: FedDS Table 6 shape (CIFAR-10, 4 clients, one client with totally wrong
 labels: FedDF loses 11.0 points, FedD 4.4, FedDS 3.8). Here: 8×8 digits, 4 iid clients,

@@ -1,4 +1,4 @@
-"""When do FedAUX's (ε, δ)-DP certainty scores beat FedDF? (issue 17, FedAUX Table 1 shape)
+"""When do FedAUX's (ε, δ)-DP certainty scores beat FedDF? (FedAUX Table 1 shape)
 
 Every ε here protects one private record of a client against the server, for the
 certainty scores only (FedAUX §3.5); the client models sent every round are not DP in any

@@ -1,4 +1,4 @@
-"""What one co-training round costs an LM client on this machine, before and after issue 15.
+"""What one co-training round costs an LM client on this machine, before and after the speed work.
 
 One client of the movie-review federation (145 labelled reviews, |U| = 150): a round is
 one epoch on its data plus the pseudo-labelled pool (295 texts) and the labelling of U
@@ -6,7 +6,7 @@ one epoch on its data plus the pseudo-labelled pool (295 texts) and the labellin
 Two code paths are timed alternately, ``--repeats`` times each, in one
 process:
 
-- **before**: the pre-issue-15 path of ``GPT2Classifier`` — every batch tokenised again,
+- **before**: the earlier path of ``GPT2Classifier`` — every batch tokenised again,
   prediction batches in the order given, under ``torch.no_grad``;
 - **after**: :class:`learners.LMClassifier` as shipped — each distinct text tokenised
   once and cached, prediction batches sorted by length (each padded to its own longest

@@ -14,7 +14,7 @@ pool; clients overlap), |U| = 370, 3 rounds.
    with fresh workers (the idle ones stopped before the fit), i.e. what every fit paid
    before worker reuse, and what the first fit of a program still pays. Checks that
    every run gives identical ``pseudo_label_codes_`` and predictions.
-2. Pools (``--part pools``, issue 11 item 3): the same client steps (fit on private +
+2. Pools (``--part pools``): the same client steps (fit on private +
    pseudo-labelled public rows, label the public pool, upload packed hard labels;
    majority vote here between rounds), run five ways:
 

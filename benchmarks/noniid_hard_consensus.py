@@ -1,4 +1,4 @@
-"""Hard-label consensus on pathological non-iid digits: quality-aware vote vs majority (issue 14).
+"""Hard-label consensus on pathological non-iid digits: quality-aware vote vs majority.
 
 FedCT Table 2 shape (``experiments/table2_digits_quality.toml``: 10 TorchMLP clients, digits,
 two_alpha splits (100, 2) mild, (100, 0.01) strong, (0.01, 0.01) pathological, 30 rounds):

@@ -1,4 +1,4 @@
-"""Public-pool pretraining on digits with few labels per client (issue 17, item 1).
+"""Public-pool pretraining on digits with few labels per client.
 
 FedAUX's preparation phase P1 (and FedDS's self-supervised loss): a SmallCNN body is
 pretrained on the unlabelled public pool U at the server (SimCLR by default; ``--method``

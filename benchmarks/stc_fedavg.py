@@ -1,4 +1,4 @@
-"""Sparse ternary compression (STC) against dense and sparse FedAvg on digits (issue 17 item 4).
+"""Sparse ternary compression (STC) against dense and sparse FedAvg on digits.
 
 Sattler's thesis, ch. 3–4: STC (top-k, ternarised to ±μ, error accumulation, Golomb-coded
 positions, compressed downstream) needs far fewer bits than FedAvg to reach a target

@@ -5,7 +5,7 @@ Four clients — decision tree, random forest, XGBoost, logistic regression — 
 2,000 rows (what is left, for breast cancer), on five tabular datasets (public or generated):
 
 - ``synthetic5``: ``make_classification`` with 5 numeric features, 2 classes, 10 % label
-  noise (the case of issue 14);
+  noise (where the paper's FedCT falls below local training);
 - ``digits``: scikit-learn's 8×8 digits, 10 classes;
 - ``adult``: UCI Adult (income > 50K), one-hot, from the project's data folder;
 - ``wine_quality``: UCI Wine Quality, quality ≥ 6 against < 6, 12 features;

@@ -1,4 +1,4 @@
-"""Clustered co-training (issue 17 item 3): the label-space bi-partition on hand-made
+"""Clustered co-training: the label-space bi-partition on hand-made
 labels, the server's per-cluster consensus and broadcasts, and the trainer recovering two
 groups of clients under different label maps."""
 

@@ -1,4 +1,4 @@
-"""docs/results: what the published tables say about themselves agrees (issue 16)."""
+"""docs/results: what the published tables say about themselves agrees."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FedDF, FedDS and FedAUX (issue 17 item 2): targets, distillation, bytes, checks."""
+"""FedDF, FedDS and FedAUX: targets, distillation, bytes, checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`cotrain run` validates the whole file before anything is written (issue 16), reads a
+"""`cotrain run` validates the whole file before anything is written, reads a
 relative data path from the file's folder, takes CSVs without a header, runs a subset of
 variants and seeds, trains every learner of a centralised variant, and keeps no
 checkpoint of a finished run."""

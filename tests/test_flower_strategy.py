@@ -376,7 +376,7 @@ def test_bad_parameters_are_refused_before_any_round(federation):
 
 def test_privacy_budget_stops_the_flower_run_as_in_process(federation):
     """A noisy consensus is accounted on Flower by the same ledger and stopped by the same
-    budget callback as in-process (it replaces the NotImplementedError of issue 10)."""
+    budget callback as in-process (it replaces an earlier NotImplementedError)."""
     from consensus import NoisyArgmax
 
     def gnmax(**kw):

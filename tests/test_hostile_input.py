@@ -1,4 +1,4 @@
-"""Hostile input (issue 6): property-based tests that every entry point either returns a valid
+"""Hostile input: property-based tests that every entry point either returns a valid
 result or refuses its input with a clear ``ValueError`` / ``TypeError``.
 
 Three surfaces are covered:

@@ -1,4 +1,4 @@
-"""Missing values (issue 16): a client whose learner handles NaN natively gets its rows as
+"""Missing values: a client whose learner handles NaN natively gets its rows as
 they are; NaN is refused, clearly, only where a learner that sees the data cannot take it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A server that knows random_state tries to replay the clients' privacy noise.
 
-Before issue 12 the noise seeds were derived from ``random_state`` (32 bits each): the server
+Before this fix the noise seeds were derived from ``random_state`` (32 bits each): the server
 recomputed them and recovered every clean label. Now the noise comes from the client's OS
 entropy; derived noise survives only as the warned opt-in ``reproducible_noise=True``.
 """

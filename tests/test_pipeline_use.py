@@ -1,4 +1,4 @@
-"""Pipelines (issue 16): the trainer as the last step after transforms is refused, because a
+"""Pipelines: the trainer as the last step after transforms is refused, because a
 Pipeline transforms X but passes X_public and eval_set through untransformed; a per-client
 pipeline as each client's estimator is the way to scale, and works."""
 

@@ -1,4 +1,4 @@
-"""cotrain.pretrain: self-supervised pretraining on the public pool (issue 17, item 1)."""
+"""cotrain.pretrain: self-supervised pretraining on the public pool."""
 
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def test_predict_before_fit():
         FederatedCoTrainer([DecisionTreeClassifier()]).predict(np.zeros((1, 4)))
 
 
-# ---------------------------------------------------------------- issue 16, small items
+# ------------------------------------------------------------------------- small items
 @pytest.mark.parametrize("name", ["X_public", "X[1] (client 1)", "eval_set[0] (X_eval)"])
 def test_one_dimensional_features_give_a_one_line_error(name):
     X, y, U = good()

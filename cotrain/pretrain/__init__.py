@@ -1,4 +1,4 @@
-"""Self-supervised pretraining on the public pool, at the server (issue 17, item 1).
+"""Self-supervised pretraining on the public pool, at the server.
 
 FedAUX's preparation phase P1 and FedDS's self-supervised loss as one reusable step: a
 feature extractor is fitted on the unlabelled public pool U — **public data only**, no

@@ -199,7 +199,7 @@ def analytic_sensitivity_bound(
 ) -> SensitivityBound:
     """FedCT Prop. 2: an s* bound for a stable learner that fails with probability ``rho``.
 
-    Prop. 2 (fedct §4, App. B; the formula of ``shared/METHODS.md`` §2) says: if the learner
+    Prop. 2 (Abourayya et al., FedCT, §4 and App. B) says: if the learner
     is on-average-replace-one stable with rate ``ε_stab`` for a loss that upper-bounds the 0-1
     loss, then with probability at least ``1 − rho`` one replaced record changes at most
     (Short's binomial quantile bound)::
