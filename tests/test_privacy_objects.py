@@ -113,7 +113,7 @@ def test_a_mechanism_without_randomize_or_release_round_says_what_to_implement()
             return noop_event()
 
     step = ClientRound(np.array([0, 1]), np.array([0, 1]))
-    with pytest.raises(NotImplementedError, match="neither randomize.*nor release_round"):
+    with pytest.raises(NotImplementedError, match=r"neither randomize.*nor release_round"):
         Nothing().release_round(step, np.random.default_rng(0))
 
 

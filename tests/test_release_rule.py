@@ -158,7 +158,7 @@ def test_the_simulation_records_the_trust_a_site_would_report(cancer):
 
 
 def test_a_private_sites_error_text_is_masked_but_its_type_kept(tmp_path, data):
-    X, y, U, eval_set = data
+    X, y, U, _ = data
     site = load_site(
         write_site(tmp_path / "site", X, y, U, DecisionTreeClassifier(), client_id=0,
                    privacy=RandomizedResponse(epsilon=3.0))
