@@ -2,8 +2,10 @@
 
 - :mod:`~cotrain.federation.client`: :class:`~cotrain.federation.client.Client`, the only
   place that touches private data;
-- :mod:`~cotrain.federation.server`: the server half of a round (decode, consensus,
-  broadcast);
+- :mod:`~cotrain.federation.server`: the server half of a round (configure each client's
+  downlink; decode, consensus);
+- :mod:`~cotrain.federation.setup`: builds and restores the server side of a run, for
+  the trainer and the Flower ServerApp alike;
 - :mod:`~cotrain.federation.loop`: :class:`~cotrain.federation.loop.RoundLoop`, the loop
   every method runs on, with the callbacks around each round;
 - :mod:`~cotrain.federation.simulation`: an in-process federation (clients on a runtime);
