@@ -193,10 +193,84 @@ def test_feddf_records_how_many_targets_changed_and_stops_early(digits):
         fit("FedDF", feddf(None, early_stopping=0), digits)
 
 
-@pytest.mark.parametrize("name", sorted(ROUND_METHODS))
-def test_checkpoint_dir_is_refused_by_name(name, digits, tmp_path):
-    model = ROUND_METHODS[name](None, checkpoint_dir=str(tmp_path))
-    with pytest.raises(NotImplementedError, match=f"{name} cannot checkpoint.*checkpoint_dir"):
+class Crash(Callback):
+    """Interrupts the run before round ``at`` (a crash between two rounds)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_round_start(self, loop, t, sampled):
+        if t == self.at:
+            raise KeyboardInterrupt
+
+
+def same_run(a, b, X_test):
+    np.testing.assert_array_equal(a.predict_proba(X_test), b.predict_proba(X_test))
+    for ra, rb in zip(a.history_, b.history_, strict=True):
+        assert (ra.round, ra.clients, ra.bytes_up, ra.bytes_down, ra.changed) == (
+            rb.round, rb.clients, rb.bytes_up, rb.bytes_down, rb.changed
+        )  # fmt: skip
+        assert (ra.mean_accuracy, ra.client_accuracy, ra.epsilon) == (
+            rb.mean_accuracy, rb.client_accuracy, rb.epsilon
+        )  # fmt: skip
+    for ca, cb in zip(a.clients_, b.clients_, strict=True):
+        np.testing.assert_array_equal(ca.predict_proba(X_test), cb.predict_proba(X_test))
+
+
+CHECKPOINTED = {
+    "FedAvg": lambda cb, **kw: fedavg(cb, participation=0.67, **kw),
+    "DPFedAvg": lambda cb, **kw: dpfedavg(cb, noise_multiplier=0.5, **kw),
+    "FedDF": lambda cb, **kw: feddf(cb, **kw),
+    "FedDS": lambda cb, **kw: fedds(cb, gamma=0.0, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKPOINTED))
+def test_a_resumed_run_equals_an_uninterrupted_one(name, digits, tmp_path):
+    make = CHECKPOINTED[name]
+    whole = fit(name, make(None, rounds=3), digits)
+    with pytest.raises(KeyboardInterrupt):
+        fit(name, make([Crash(3)], rounds=3, checkpoint_dir=tmp_path), digits)
+    recorder = Recorder()
+    model = make([recorder], rounds=3, checkpoint_dir=tmp_path)
+    kw = {"X_public": digits["X_public"]} if name in PUBLIC else {}
+    model.fit(digits["X"], digits["y"], eval_set=digits["eval_set"], resume=True, **kw)
+    # only round 3 ran; the restored rounds were in the history before it
+    assert [e[1] for e in recorder.events if e[0] == "round_start"] == [3]
+    assert recorder.events[0][2] == 2
+    same_run(model, whole, digits["eval_set"][0])
+    if name == "DPFedAvg":
+        assert model.epsilon_ == whole.epsilon_
+    # a finished run is restored without training
+    again = make(None, rounds=3, checkpoint_dir=tmp_path)
+    again.fit(digits["X"], digits["y"], eval_set=digits["eval_set"], resume=True, **kw)
+    same_run(again, whole, digits["eval_set"][0])
+
+
+def test_a_checkpoint_of_other_data_or_parameters_is_refused(digits, tmp_path):
+    from cotrain.persistence.checkpoint import CheckpointError
+
+    fit("FedAvg", fedavg(None, checkpoint_dir=tmp_path), digits)
+    other = fedavg(None, checkpoint_dir=tmp_path, local_epochs=2)
+    with pytest.raises(CheckpointError, match="different configuration"):
+        other.fit(digits["X"], digits["y"], resume=True)
+    with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
+        fedavg(None).fit(digits["X"], digits["y"], resume=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "what"),
+    [
+        ("FedAvg", {"compression": "stc"}, "compression residuals"),
+        ("FedDS", {}, "rotation head"),
+        ("FedAUX", {}, "certainty scorers"),
+    ],
+)
+def test_a_state_that_cannot_be_checkpointed_is_refused_by_name(
+    name, params, what, digits, tmp_path
+):
+    model = ROUND_METHODS[name](None, checkpoint_dir=str(tmp_path), **params)
+    with pytest.raises(NotImplementedError, match=f"{name} cannot checkpoint.*{what}"):
         fit(name, model, digits)
     assert not any(tmp_path.iterdir())
 

@@ -23,6 +23,7 @@ difference. Nothing here imports torch at import time.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from numbers import Real
 from typing import Any
 
@@ -121,7 +122,8 @@ class FedDF(FedAvg):
         Stop once the distillation targets' argmax on the public pool (the ensemble's
         consensus, ``history_[t].changed``) has not changed for this many rounds.
     checkpoint_dir, callbacks
-        As for :class:`~cotrain.baselines.FedAvg` (checkpoints are not available).
+        As for :class:`~cotrain.baselines.FedAvg`; a checkpoint also holds the
+        distillation's generator, losses and last targets.
 
     Attributes
     ----------
@@ -221,6 +223,7 @@ class FedDF(FedAvg):
         X_public: Any = None,
         groups: Any = None,
         eval_set: Any = None,
+        resume: bool = False,
     ) -> FedDF:
         """Run federated averaging with server-side ensemble distillation on ``X_public``.
 
@@ -234,6 +237,9 @@ class FedDF(FedAvg):
             Client of each row when X and y are single arrays.
         eval_set : (X_eval, y_eval), optional
             Test data scored every round (the student's accuracy).
+        resume : bool, default=False
+            Continue from the last round checkpointed in ``checkpoint_dir``, as for
+            :meth:`FedAvg.fit`.
 
         Returns
         -------
@@ -255,7 +261,7 @@ class FedDF(FedAvg):
         self.distill_loss_: list[float] = []
         self._target_codes: np.ndarray | None = None
         self._changed: int | None = None
-        super().fit(X, y, groups=groups, eval_set=eval_set)
+        super().fit(X, y, groups=groups, eval_set=eval_set, resume=resume)
         return self
 
     # ------------------------------------------------------------------ hooks
@@ -282,6 +288,24 @@ class FedDF(FedAvg):
 
     def _consensus_fields(self) -> dict[str, Any]:
         return {"changed": self._changed}
+
+    def _fingerprint_data(self, data: Any) -> Any:
+        return replace(data, X_public=self._U)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "distill_rng": self._distill_rng.bit_generator.state,
+            "distill_loss": list(self.distill_loss_),
+            "target_codes": self._target_codes,
+            "changed": self._changed,
+        }
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self._distill_rng.bit_generator.state = state["distill_rng"]
+        self.distill_loss_ = [float(v) for v in state["distill_loss"]]
+        codes = state["target_codes"]
+        self._target_codes = None if codes is None else np.asarray(codes)
+        self._changed = state["changed"]
 
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, self.rule)
@@ -358,7 +382,8 @@ class FedDS(FedDF):
     participation, weighted, n_jobs, random_state, verbose
         As for FedAvg.
     early_stopping, checkpoint_dir, callbacks
-        As for FedDF.
+        As for FedDF; ``checkpoint_dir`` only with ``gamma=0`` (the rotation head is not
+        checkpointed yet: ``NotImplementedError``).
 
     Attributes
     ----------
@@ -475,6 +500,11 @@ class FedDS(FedDF):
 
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, "entropy", k=float(self.k))
+
+    def _checkpoint_blocker(self) -> str | None:
+        if self.gamma != 0:
+            return "its server-only rotation head is not written to checkpoints yet (gamma=0 is)"
+        return super()._checkpoint_blocker()
 
     def _ssl(self) -> dict[str, Any]:
         if self.rotation_head_ is None:

@@ -77,8 +77,9 @@ class FedAUX(FedDF):
         :func:`cotrain.privacy.gaussian_noise_multiplier`), valid for every ε > 0 and
         smaller than the classic σ where both apply (0.63 of it at ε = 0.1, δ = 1e-5).
     early_stopping, checkpoint_dir, callbacks
-        As for :class:`~cotrain.baselines.FedDF` (checkpoints are not available: the
-        scorers are fitted once on the clients' private data, before round 1).
+        As for :class:`~cotrain.baselines.FedDF`, but a ``checkpoint_dir`` raises
+        ``NotImplementedError``: the scorers, fitted once on the clients' private data
+        before round 1, are not written to checkpoints yet.
 
     Attributes
     ----------
@@ -198,13 +199,14 @@ class FedAUX(FedDF):
         X_public: Any = None,
         groups: Any = None,
         eval_set: Any = None,
+        resume: bool = False,
     ) -> FedAUX:
         """Prepare the scorers, then run FedDF's rounds with certainty-weighted targets.
 
         Parameters
         ----------
-        X, y, X_public, groups, eval_set
-            As for :meth:`FedDF.fit`.
+        X, y, X_public, groups, eval_set, resume
+            As for :meth:`FedDF.fit` (``resume`` needs a checkpoint, which FedAUX refuses).
 
         Returns
         -------
@@ -213,7 +215,9 @@ class FedAUX(FedDF):
         data = check_client_data(X, y, groups=groups)
         self._X_private = [np.asarray(x, dtype=np.float64) for x in data.X_clients]
         try:
-            return super().fit(X, y, X_public=X_public, groups=groups, eval_set=eval_set)
+            return super().fit(
+                X, y, X_public=X_public, groups=groups, eval_set=eval_set, resume=resume
+            )
         finally:
             del self._X_private  # the server object keeps no private data
 
@@ -264,6 +268,12 @@ class FedAUX(FedDF):
 
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, "certainty", scores=self.scores_[participants])
+
+    def _checkpoint_blocker(self) -> str | None:
+        return (
+            "its certainty scorers (fitted once on the clients' private data, before round 1) "
+            "are not written to checkpoints yet"
+        )
 
     def _extra_bytes_up(self, t: int) -> int:
         return self._scorer_bytes if t == 1 else 0

@@ -30,7 +30,8 @@ from cotrain.baselines._common import (
     weights_nbytes,
 )
 from cotrain.baselines.aggregation import average_weights, dp_aggregate
-from cotrain.baselines.rounds import check_no_checkpoint, run_rounds
+from cotrain.baselines.resume import WeightsCheckpoint
+from cotrain.baselines.rounds import run_rounds
 from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
 from cotrain.history import History, RoundRecord
@@ -91,10 +92,13 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         whose ``random_state`` is None.
     verbose : int, default=0
         0: silent; 1: a progress bar over rounds; 2: also one line per round.
-    checkpoint_dir : None, default=None
-        Not available yet: FedAvg's state (every client's torch model and optimizer, the
-        global weights, the compression residuals, the generators) is not written to a
-        checkpoint, so a path raises ``NotImplementedError`` at ``fit``.
+    checkpoint_dir : str or path, default=None
+        Write a checkpoint after every round (every client's torch learner and the
+        global model, the global weights, the generators and the history; atomically,
+        see :mod:`cotrain.baselines.resume`), so that ``fit(..., resume=True)`` continues
+        an interrupted run with exactly the result of an uninterrupted one. A fit without
+        ``resume`` replaces the directory's checkpoints. Not available with
+        ``compression`` (``NotImplementedError``).
     callbacks : list of cotrain.callbacks.Callback, default=None
         Called around every round, as for :class:`~cotrain.FederatedCoTrainer` (the
         rounds run on :class:`cotrain.federation.loop.RoundLoop`), after FedAvg's own
@@ -220,7 +224,15 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         return est
 
     # --------------------------------------------------------------------- fit
-    def fit(self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None) -> FedAvg:
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        groups: Any = None,
+        eval_set: Any = None,
+        resume: bool = False,
+    ) -> FedAvg:
         """Run federated averaging.
 
         Parameters
@@ -232,6 +244,10 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             Client of each row when X and y are single arrays.
         eval_set : (X_eval, y_eval), optional
             Test data scored every round.
+        resume : bool, default=False
+            Continue from the last round checkpointed in ``checkpoint_dir``, with exactly
+            the result of an uninterrupted run (the same estimator, parameters and data are
+            required; another configuration is refused with a ``ValueError``).
 
         Returns
         -------
@@ -248,13 +264,13 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         m = len(data.X_clients)
         self._check_params(m)
         self._check_extra_params()
-        self._check_checkpoint()
+        checkpoint = WeightsCheckpoint.open(self, self._fingerprint_data(data), resume)
         compressor = make_compression(getattr(self, "compression", None))
         self.compression_ = None if compressor is None else CompressedExchange(compressor, m)
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
         seeds = np.random.SeedSequence(self.random_state).spawn(m + 3)
-        sampler = np.random.default_rng(seeds[0])
+        self._sampler = np.random.default_rng(seeds[0])
         self._noise_rng = np.random.default_rng(seeds[m + 2])
         self.global_model_ = self._make(
             seeds[m + 1], data.classes, data.X_clients[0], data.y_clients[0]
@@ -269,17 +285,24 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         self._n_samples = np.array([len(yi) for yi in data.y_clients], dtype=np.float64)
         self._global_w = self.global_model_.get_weights(trainable_only=True)
         self.history_ = History()
+        self.stopped_reason_ = None
+        start, finished = 1, False
+        if resume and checkpoint is not None and checkpoint.checkpointer.latest():
+            start, finished = checkpoint.restore()
         try:
             with make_runtime(self.n_jobs) as runtime:
                 self._runtime = runtime
-                self.stopped_reason_ = run_rounds(
-                    self,
-                    self._run_round,
-                    lambda: sample_clients(sampler, m, self.participation),
-                    self.rounds,
-                    self.history_,
-                    early_stopping=getattr(self, "early_stopping", None),
-                )
+                if not finished:
+                    self.stopped_reason_ = run_rounds(
+                        self,
+                        self._run_round,
+                        lambda: sample_clients(self._sampler, m, self.participation),
+                        self.rounds,
+                        self.history_,
+                        own=[None if checkpoint is None else checkpoint.callback()],
+                        early_stopping=getattr(self, "early_stopping", None),
+                        start=start,
+                    )
         finally:  # the fitted model keeps no private data
             self.__dict__.pop("_data", None)
             self.__dict__.pop("_runtime", None)
@@ -366,12 +389,42 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         """Record fields of a method with a consensus on a public pool (FedDF's targets)."""
         return {}
 
-    def _check_checkpoint(self) -> None:
-        check_no_checkpoint(
-            self,
-            "its state (every client's torch model and optimizer, the global weights, the "
-            "compression residuals and the generators) is not written to checkpoints yet",
-        )
+    # checkpoints (cotrain.baselines.resume)
+    def _checkpoint_blocker(self) -> str | None:
+        """Why this run's state cannot be checkpointed, or None."""
+        if getattr(self, "compression", None) is not None:
+            return "the compression residuals are not written to checkpoints yet"
+        return None
+
+    def _fingerprint_data(self, data: Any) -> Any:
+        return data
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """The running state besides the learners, as JSON values and arrays."""
+        return {
+            "sampler": self._sampler.bit_generator.state,
+            "noise_rng": self._noise_rng.bit_generator.state,
+            "global_weights": dict(self._global_w),
+            "trained": [[i, acc] for i, acc in sorted(self._trained.items())],
+            "history": [record.to_json() for record in self.history_],
+            **self._extra_state(),
+        }
+
+    def _load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        self._sampler.bit_generator.state = state["sampler"]
+        self._noise_rng.bit_generator.state = state["noise_rng"]
+        self._global_w = {k: np.asarray(v) for k, v in state["global_weights"].items()}
+        self._trained = {int(i): float(acc) for i, acc in state["trained"]}
+        for record in state["history"]:
+            self.history_.append(RoundRecord.from_json(record))
+        self.stopped_reason_ = state["stopped_reason"]
+        self._load_extra_state(state)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        return None
 
     def _aggregate(
         self,
@@ -536,6 +589,12 @@ class DPFedAvg(FedAvg):
 
     def _account_round(self) -> None:
         self.epsilon_.append(self._all_epsilons[len(self.epsilon_)])
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"epsilon": list(self.epsilon_)}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self.epsilon_ = [float(e) for e in state["epsilon"]]
 
     def _spent_epsilon(self) -> float | None:
         return self.epsilon_[-1]

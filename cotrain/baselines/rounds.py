@@ -31,6 +31,7 @@ def run_rounds(
     *,
     own: Sequence[Callback | None] = (),
     early_stopping: int | None = None,
+    start: int = 1,
 ) -> str | None:
     """Run ``rounds`` rounds of ``owner`` on a :class:`RoundLoop`; return why it stopped early.
 
@@ -56,6 +57,8 @@ def run_rounds(
         The method's own callbacks (None entries are skipped).
     early_stopping : int, optional
         Stop once ``record.changed`` has been 0 for this many rounds.
+    start : int, default=1
+        The first round to run (a resumed run: ``history`` holds the rounds before it).
 
     Returns
     -------
@@ -86,7 +89,7 @@ def run_rounds(
     if early_stopping is not None:
         callbacks.append(EarlyStopping(early_stopping))
     callbacks.extend(owner.callbacks or [])
-    loop = RoundLoop(run_round, sample, rounds, callbacks, history, owner=owner)
+    loop = RoundLoop(run_round, sample, rounds, callbacks, history, start, owner=owner)
     try:
         return loop.run()
     finally:
