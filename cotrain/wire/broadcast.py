@@ -108,7 +108,7 @@ class BroadcastEncoder:
     >>> from cotrain.wire.format import WireFormat
     >>> encoder = BroadcastEncoder(WireFormat(2, 4), n_clients=2)
     >>> encoder.message_for(1)
-    Downlink(data=None, ref=0)
+    Downlink(data=None, ref=0, ref_round=0)
     """
 
     def __init__(self, wire: WireFormat, n_clients: int) -> None:
