@@ -212,9 +212,15 @@ def round_line(record: RoundRecord) -> str:
             f" consensus {record.consensus_accuracy:.3f}"
         )
     )
+    # a method without a consensus on a public pool (FedAvg) measures neither
+    labels = (
+        ""
+        if np.isnan(record.coverage) and np.isnan(record.agreement)
+        else f"coverage {record.coverage:.2f}, agreement {record.agreement:.2f}, "
+    )
+    eps = "" if record.epsilon is None else f" ε {record.epsilon:.3g}"
     return (
         f"round {record.round:3d}: {len(record.clients)} clients, "
-        f"{len(record.failed)} failed, coverage {record.coverage:.2f}, "
-        f"agreement {record.agreement:.2f}, changed {record.changed}, "
-        f"up {record.bytes_up} B, down {record.bytes_down} B, {record.time_s:.2f} s{acc}"
+        f"{len(record.failed)} failed, {labels}changed {record.changed}, "
+        f"up {record.bytes_up} B, down {record.bytes_down} B, {record.time_s:.2f} s{acc}{eps}"
     )

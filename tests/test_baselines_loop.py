@@ -168,6 +168,10 @@ def test_verbose_prints_a_bar_and_one_line_per_round(digits, capsys):
     lines = [line for line in captured.out.splitlines() if line.startswith("round")]
     assert [line.split(":")[0].split() for line in lines] == [["round", "1"], ["round", "2"]]
     assert "3 clients" in lines[0] and "FedAvg" in captured.err  # the bar's label
+    assert "nan" not in lines[0]  # FedAvg has no coverage or agreement to print
+    fit("DPFedAvg", dpfedavg(None, verbose=2, noise_multiplier=1.0), digits)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("round")]
+    assert len(lines) == 2 and all(" ε " in line for line in lines)
     fit("FedAvg", fedavg(None, verbose=0), digits)
     captured = capsys.readouterr()
     assert captured.out == "" and "FedAvg" not in captured.err
