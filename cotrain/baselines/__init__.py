@@ -12,8 +12,12 @@
 
 Every baseline is a scikit-learn-style classifier whose ``history_`` is a
 :class:`~cotrain.History` of :class:`~cotrain.RoundRecord` with exact byte counts, so
-that its run tabulates and plots beside a FedCT run. Nothing here imports torch or
-dp-accounting at import time.
+that its run tabulates and plots beside a FedCT run. The federated ones run their rounds
+on the library's one :class:`~cotrain.federation.loop.RoundLoop` (:mod:`.rounds`), so they
+take the trainer's ``callbacks`` (e.g. :mod:`cotrain.tracking` loggers), ``verbose``
+(a progress bar, a line per round) and, where their state allows, ``checkpoint_dir`` with
+``fit(resume=True)`` (:mod:`.resume`). Nothing here imports torch or dp-accounting at
+import time.
 
 Examples
 --------
