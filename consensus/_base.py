@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -158,7 +158,7 @@ class Consensus(ParamsMixin, ABC):
         """
         return {}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> Self | None:
         """Restore what `state_dict` returned.
 
         The default accepts only the empty state of a rule that keeps none.
@@ -167,6 +167,12 @@ class Consensus(ParamsMixin, ABC):
         ----------
         state : mapping
             A `state_dict` of a rule of this class.
+
+        Returns
+        -------
+        None or Consensus
+            None; a subclass may return the rule itself for chaining (as
+            :meth:`consensus.ReputationVote.load_state_dict` does).
 
         Raises
         ------
@@ -194,6 +200,7 @@ class Consensus(ParamsMixin, ABC):
                 f"{type(self).__name__} keeps no state: expected an empty state, "
                 f"got keys {sorted(map(str, state))}"
             )
+        return None
 
     # ------------------------------------------------------------------ privacy accounting
 

@@ -47,20 +47,20 @@ def check_quorum(quorum: Any) -> float:
         raise TypeError(
             f"quorum must be a real number in (0, 1], got {type(quorum).__name__} {quorum!r}"
         )
-    quorum = float(quorum)
-    if not 0.0 < quorum <= 1.0:  # also rejects NaN
-        raise ValueError(f"quorum must be in (0, 1] (a share of the votes), got {quorum!r}")
-    return quorum
+    value = float(quorum)
+    if not 0.0 < value <= 1.0:  # also rejects NaN
+        raise ValueError(f"quorum must be in (0, 1] (a share of the votes), got {value!r}")
+    return value
 
 
 def check_k(k: Any) -> float:
     """Return the entropy temperature ``k`` as a ``float`` after checking it is finite and >= 0."""
     if isinstance(k, bool) or not isinstance(k, numbers.Real):
         raise TypeError(f"k must be a finite real number >= 0, got {type(k).__name__} {k!r}")
-    k = float(k)
-    if not np.isfinite(k) or k < 0:
-        raise ValueError(f"k must be a finite real number >= 0, got {k!r}")
-    return k
+    value = float(k)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"k must be a finite real number >= 0, got {value!r}")
+    return value
 
 
 def check_nonnegative_finite(values: ArrayLike, name: str) -> NDArray[np.float64]:
@@ -126,7 +126,9 @@ def _check_votes(arr: np.ndarray, n_classes: int) -> np.ndarray:
     return arr
 
 
-def _check_probs(arr: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _check_probs(
+    arr: np.ndarray, n_classes: int
+) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
     if not _is_real_dtype(arr.dtype):
         raise TypeError(
             f"probabilities (3-D labels) must be an array of real numbers, got dtype {arr.dtype}"
@@ -137,10 +139,10 @@ def _check_probs(arr: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarra
             f"got shape {arr.shape}"
         )
     probs = arr.astype(np.float64, copy=False)
-    present = None
+    present: NDArray[np.bool_] | None = None
     nan = np.isnan(probs)
     if nan.any():
-        absent = nan.all(axis=2)
+        absent: NDArray[np.bool_] = np.all(nan, axis=2, keepdims=False)
         partial = nan.any(axis=2) & ~absent
         if partial.any():
             i, j = (int(x[0]) for x in np.nonzero(partial))
@@ -193,7 +195,7 @@ class Checked:
         """
         if self.kind == "hard":
             return self.values
-        votes = self.values.argmax(axis=2)
+        votes: NDArray[np.intp] = self.values.argmax(axis=2)
         if self.present is not None:
             votes[~self.present] = -1
         return votes
@@ -203,6 +205,7 @@ def check_inputs(labels: ArrayLike, n_classes: Any, weights: ArrayLike | None) -
     """Validate ``labels``, ``n_classes`` and ``weights`` together and return a `Checked`."""
     n_classes = check_n_classes(n_classes)
     arr = _as_array(labels, "labels")
+    kind: Literal["hard", "soft"]
     if arr.ndim == 2:
         values, present, kind = _check_votes(arr, n_classes), None, "hard"
     elif arr.ndim == 3:

@@ -146,10 +146,8 @@ class CertaintyWeighted(Consensus):
             raise ValueError(f"scorer_delta must be a number in [0, 1), got {delta!r}")
         return float(eps), float(delta)
 
-    @property
-    def delta(self) -> None:
-        """No per-round release: the ledger reports at the other mechanisms' δ."""
-        return None
+    #: No per-round release: the ledger reports at the other mechanisms' δ.
+    delta: None = None
 
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
         """None: nothing is released per round beyond the (already private) scores, whose
@@ -160,6 +158,8 @@ class CertaintyWeighted(Consensus):
         return None
 
     def _checked_scores(self) -> NDArray[np.float64]:
+        if self.scores is None:  # the callers check first: a rule without scores has none
+            raise ValueError("CertaintyWeighted has no scores (scores=None)")
         scores = check_nonnegative_finite(self.scores, "scores")
         if scores.ndim not in (1, 2):
             raise ValueError(

@@ -196,7 +196,7 @@ class DualDistillation(Consensus):
 
     def _base_rule(self) -> Consensus:
         """The base rule, built once per ``base`` value (a stateful base keeps its state)."""
-        cached = self.__dict__.get("_base_cache")
+        cached: tuple[Any, Consensus] | None = self.__dict__.get("_base_cache")
         if cached is not None and cached[0] is self.base:
             return cached[1]
         if isinstance(self.base, DualDistillation):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -132,7 +133,7 @@ class NoisyArgmax(Consensus):
             seq = (
                 state
                 if isinstance(state, np.random.SeedSequence)
-                else (np.random.SeedSequence(state))
+                else np.random.SeedSequence(None if state is None else int(state))
             )
             cached = (state, seq)
             self._seed_source = cached
@@ -156,7 +157,7 @@ class NoisyArgmax(Consensus):
         cached = getattr(self, "_seed_source", None)
         return {"spawned": 0 if cached is None else int(cached[1].n_children_spawned)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue the noise stream from :meth:`state_dict`.
 
         Raises
@@ -165,8 +166,8 @@ class NoisyArgmax(Consensus):
             If ``state`` is not what :meth:`state_dict` returns for this ``random_state``.
         """
         expected = "generator" if isinstance(self.random_state, np.random.Generator) else "spawned"
-        if not isinstance(state, dict) or set(state) != {expected}:
-            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+        if not isinstance(state, Mapping) or set(state) != {expected}:
+            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(
                 f"NoisyArgmax state must be a dict with the single key {expected!r} "
                 f"(from state_dict() with this random_state), got {got}"
@@ -201,6 +202,6 @@ class NoisyArgmax(Consensus):
         voted = counts.sum(axis=1) > 0
         if sigma > 0:
             counts = counts + self._rng().normal(0.0, sigma, size=counts.shape)
-        out = counts.argmax(axis=1).astype(np.int64)
+        out: NDArray[np.int64] = counts.argmax(axis=1).astype(np.int64)
         out[~voted] = -1
         return out

@@ -48,11 +48,11 @@ __all__ = ["QualityVote", "quality_vote", "quality_weights"]
 def _check_power(value: Any, name: str, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a finite real number, got {type(value).__name__}")
-    value = float(value)
-    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+    number = float(value)
+    if not np.isfinite(number) or number < 0 or (positive and number == 0):
         bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a finite real number {bound}, got {value!r}")
-    return value
+        raise ValueError(f"{name} must be a finite real number {bound}, got {number!r}")
+    return number
 
 
 def _check_top_k(top_k: Any) -> int | None:

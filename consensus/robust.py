@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,22 +32,25 @@ def _check_fraction(value: Any, name: str, *, upper_open: bool = True) -> float:
     """Return ``value`` as a float in [0, 1) (or [0, 1] if not ``upper_open``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number in [0, 1], got {type(value).__name__}")
-    value = float(value)
-    ok = 0.0 <= value < 1.0 if upper_open else 0.0 <= value <= 1.0
+    number = float(value)
+    ok = 0.0 <= number < 1.0 if upper_open else 0.0 <= number <= 1.0
     if not ok:  # also rejects NaN
         interval = "[0, 1)" if upper_open else "[0, 1]"
-        raise ValueError(f"{name} must be in {interval}, got {value!r}")
-    return value
+        raise ValueError(f"{name} must be in {interval}, got {number!r}")
+    return number
 
 
-def _hard(labels: np.ndarray) -> np.ndarray:
+def _hard(labels: ArrayLike) -> NDArray[np.int64]:
     """Hard codes of votes ``(m, n)`` / pseudo-labels ``(n,)``, or argmax of probabilities
     (``(m, n, C)`` / ``(n, C)``) with -1 for all-NaN rows."""
     arr = np.asarray(labels)
     if np.issubdtype(arr.dtype, np.integer):
         return arr.astype(np.int64, copy=False)
     absent = np.isnan(arr).any(axis=-1)
-    return np.where(absent, -1, np.argmax(np.nan_to_num(arr, nan=-1.0), axis=-1))
+    codes: NDArray[np.int64] = np.where(
+        absent, -1, np.argmax(np.nan_to_num(arr, nan=-1.0), axis=-1)
+    ).astype(np.int64, copy=False)
+    return codes
 
 
 def _row_keys(votes: np.ndarray, weights: np.ndarray | None) -> list[bytes]:
@@ -101,6 +105,28 @@ def client_agreement(votes: ArrayLike, reference: ArrayLike) -> NDArray[np.float
     with np.errstate(divide="ignore", invalid="ignore"):
         out = agree.sum(axis=1) / n_compared
     return np.where(n_compared > 0, out, np.nan)
+
+
+@overload
+def trimmed_vote(
+    labels: ArrayLike,
+    n_classes: int,
+    trim: float = ...,
+    weights: ArrayLike | None = ...,
+    *,
+    return_kept: Literal[False] = ...,
+) -> NDArray[np.int64]: ...
+
+
+@overload
+def trimmed_vote(
+    labels: ArrayLike,
+    n_classes: int,
+    trim: float = ...,
+    weights: ArrayLike | None = ...,
+    *,
+    return_kept: Literal[True],
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]: ...
 
 
 def trimmed_vote(
@@ -357,7 +383,7 @@ class ReputationVote(Consensus):
             "rounds": int(getattr(self, "rounds_", 0)),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> ReputationVote:
+    def load_state_dict(self, state: Mapping[str, Any]) -> Self:
         """Restore a state written by `state_dict` (lists are accepted) and return ``self``.
 
         Examples
@@ -366,7 +392,7 @@ class ReputationVote(Consensus):
         >>> rule.weights_for([1, 0, 5], n_public=10)
         array([0.25, 1.  , 1.  ])
         """
-        if not isinstance(state, dict) or not {"reputation", "rounds"} <= set(state):
+        if not isinstance(state, Mapping) or not {"reputation", "rounds"} <= set(state):
             raise ValueError(
                 "state must be a dict with keys 'reputation' and 'rounds' (from state_dict())"
             )

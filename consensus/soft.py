@@ -14,7 +14,7 @@ from ._validation import Checked, check_inputs, check_k
 __all__ = ["EntropyWeighted", "SoftMean", "entropy_weighted", "soft_mean"]
 
 
-def _normalise(num: np.ndarray, den: np.ndarray) -> NDArray[np.float64]:
+def _normalise(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.float64]:
     """``num / den[:, None]`` with a NaN row wherever ``den <= 0`` (nobody voted)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out = num / den[:, None]
@@ -102,7 +102,8 @@ def soft_mean(
 def _entropy(probs: np.ndarray) -> NDArray[np.float64]:
     """Shannon entropy (natural log) of each row, with 0·log 0 = 0."""
     logp = np.log(np.where(probs > 0, probs, 1.0))
-    return -np.einsum("mnc,mnc->mn", probs, logp)
+    plogp: NDArray[np.float64] = np.einsum("mnc,mnc->mn", probs, logp)
+    return -plogp
 
 
 def entropy_weighted(

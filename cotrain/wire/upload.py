@@ -50,7 +50,7 @@ class Upload:
     client_id: int
     message: bytes | None = None
     error: BaseException | None = None
-    warnings: Counter = field(default_factory=Counter)
+    warnings: Counter[tuple[str, str]] = field(default_factory=Counter)
     learner_time_s: float = 0.0
     dp_event: Any = None
     broadcast_version: int | None = None
