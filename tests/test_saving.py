@@ -284,3 +284,24 @@ def test_format_1_still_loads_and_an_unknown_format_is_refused(mixed, cancer, tm
     rewrite(folder, {**manifest, "format": 3})
     with pytest.raises(SavedFederationError, match=r"format 3 .* reads formats 1, 2"):
         FederatedCoTrainer.load(folder)
+
+
+def test_a_resumed_fit_ends_with_the_same_fitted_attributes(cancer, tmp_path):
+    """A run restored from its last checkpoint (finished: no round runs) sets every fitted
+    attribute as the uninterrupted fit did, and keeps no run either."""
+    done = fit(cancer, MIXED, rounds=2, checkpoint_dir=tmp_path)
+    resumed = FederatedCoTrainer(
+        MIXED, rounds=2, random_state=0, trust=None, checkpoint_dir=tmp_path
+    )
+    resumed.fit(
+        cancer["X"],
+        cancer["y"],
+        X_public=cancer["X_public"],
+        eval_set=(cancer["X_test"], cancer["y_test"]),
+        y_public=cancer["y_public"],
+        resume=True,
+    )
+    assert set(vars(resumed)) == set(vars(done))
+    assert_same_federation(resumed, done, cancer["X_test"])
+    np.testing.assert_array_equal(resumed.X_public_, cancer["X_public"])
+    assert [type(m) for m in resumed.client_models_] == [type(m) for m in done.client_models_]
