@@ -129,7 +129,7 @@ def test_malformed_upload_under_raise_names_the_client(cancer, kind):
 
 
 def test_delta_coding_detects_a_desynchronised_reference_and_recovers(cancer):
-    from cotrain.wire.compact import DeltaHardLabels
+    from cotrain.wire.delta import DeltaHardLabels
 
     def lie_in_round_3(message, t):
         if t != 3:

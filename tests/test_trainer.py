@@ -300,7 +300,7 @@ def test_silent_by_default(cancer, capsys):
 
 
 def test_delta_coding_gives_the_same_run_with_fewer_bytes(cancer):
-    from cotrain.wire.compact import DELTA_HEADER_SIZE
+    from cotrain.wire.delta import DELTA_HEADER_SIZE
 
     packed = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4)
     delta = fit(cancer, [DecisionTreeClassifier(random_state=0)] * 3, rounds=4, encoding="delta")

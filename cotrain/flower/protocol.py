@@ -2,7 +2,8 @@
 
 Everything is a numeric array or a config value — never a pickle. Labels travel as
 the same encoded bytes as in-process (packed, delta-coded or quantised label messages
-from :mod:`cotrain.wire.messages` and :mod:`cotrain.wire.compact`), held in a ``uint8``
+from :mod:`cotrain.wire.messages`, :mod:`~cotrain.wire.compact` and
+:mod:`~cotrain.wire.delta`), held in a ``uint8``
 :class:`flwr.app.Array`, so the byte counts in the history are those of the messages.
 
 Messages
