@@ -32,7 +32,7 @@ def _check_same_keys(weights: Sequence[Mapping[str, Any]], reference: Mapping[st
 
 
 def average_weights(
-    weights: Sequence[Mapping[str, Any]], counts: Sequence[float] | None = None
+    weights: Sequence[Mapping[str, Any]], counts: Sequence[float] | np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """Average parameter dictionaries, weighted by sample counts (FedAvg's server step).
 

@@ -22,6 +22,7 @@ difference. Nothing here imports torch at import time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from numbers import Real
@@ -530,7 +531,7 @@ def check_number(name: str, value: Any, *, low: float, low_open: bool = False) -
     if (
         isinstance(value, bool)
         or not isinstance(value, Real)
-        or not np.isfinite(value)
+        or not math.isfinite(value)
         or value < low
         or (low_open and value == low)
     ):

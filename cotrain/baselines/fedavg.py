@@ -329,14 +329,14 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         else:  # compressed updates with residuals (cotrain.compression)
             counts = self._n_samples[sampled] if self.weighted else None
             global_w, bytes_up, bytes_down = self.compression_.round(
-                global_w, locals_, sampled, counts
+                global_w, locals_, [int(i) for i in sampled], counts
             )
         self._global_w = global_w
         self.global_model_.set_weights(global_w)
         self._account_round()
         learner_time = sum(r[3] for r in results)
         scores: dict[str, Any] = {}
-        if data.X_eval is not None:
+        if data.X_eval is not None and data.y_eval_codes is not None:
             for i, r in zip(sampled, results, strict=True):
                 self._trained[int(i)] = accuracy(
                     np.searchsorted(data.classes, r[2]), data.y_eval_codes
@@ -359,9 +359,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             time_s=time.perf_counter() - start,
             learner_time_s=learner_time,
             epsilon=self._spent_epsilon(),
-            **self._epsilon_meaning(),
-            **self._consensus_fields(),
-            **scores,
+            **{**self._epsilon_meaning(), **self._consensus_fields(), **scores},
         )
 
     # hooks for DPFedAvg
@@ -568,7 +566,7 @@ class DPFedAvg(FedAvg):
             if (
                 isinstance(value, bool)
                 or not isinstance(value, Real)
-                or not np.isfinite(value)
+                or not math.isfinite(value)
                 or value < 0
                 or (low_open and value == 0)
             ):

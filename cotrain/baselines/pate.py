@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from consensus import vote_counts
-from cotrain._validation import check_estimators, check_fit_inputs, check_params
+from cotrain._validation import FitData, check_estimators, check_fit_inputs, check_params
 from cotrain.baselines._common import (
     accuracy,
     check_predict_inputs,
@@ -224,10 +224,11 @@ class PATE(ClassifierMixin, BaseEstimator):
             or (sigma < 0)
         ):
             raise ValueError(f"noise_sigma must be a finite number >= 0, got {sigma!r}")
-        self.classes_ = data.classes
+        self.classes_: np.ndarray = data.classes
         self._row_shape = data.X_public.shape[1:]
         self.n_features_in_ = data.X_public.shape[1]
-        self._fit_data, self._fit_teachers = data, teachers
+        self._fit_data: FitData = data
+        self._fit_teachers: list[Any] = teachers
         self.history_ = History()
         try:
             self.stopped_reason_ = run_rounds(
@@ -285,9 +286,9 @@ class PATE(ClassifierMixin, BaseEstimator):
         record: dict[str, Any] = {}
         if data.y_public_codes is not None:
             record["pseudo_label_accuracy"] = accuracy(pseudo, data.y_public_codes)
-        if data.X_eval is not None:
+        if data.X_eval is not None and (y_eval := data.y_eval_codes) is not None:
             codes = np.stack([np.searchsorted(classes, r[1]) for r in results])
-            acc = {i: accuracy(row, data.y_eval_codes) for i, row in enumerate(codes)}
+            acc = {i: accuracy(row, y_eval) for i, row in enumerate(codes)}
             t0 = time.perf_counter()
             student_pred = np.searchsorted(classes, self._student.predict(data.X_eval))
             learner_time += time.perf_counter() - t0
@@ -295,7 +296,7 @@ class PATE(ClassifierMixin, BaseEstimator):
                 client_accuracy=acc,
                 mean_accuracy=float(np.mean(list(acc.values()))),
                 std_accuracy=float(np.std(list(acc.values()))),
-                consensus_accuracy=accuracy(student_pred, data.y_eval_codes),
+                consensus_accuracy=accuracy(student_pred, y_eval),
             )
         self.epsilon_ = _gnmax_epsilon(
             self.noise_sigma, self.delta, len(data.classes), data.X_public.shape[0]
