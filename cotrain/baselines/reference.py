@@ -126,7 +126,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
             results = runtime.map(fit_local, tasks)
         self._models = [r[0] for r in results]
         record: dict[str, Any] = {}
-        if data.X_eval is not None:
+        if data.X_eval is not None and data.y_eval_codes is not None:
             codes = np.stack([np.searchsorted(data.classes, r[1]) for r in results])
             acc = {i: accuracy(row, data.y_eval_codes) for i, row in enumerate(codes)}
             record = {
@@ -248,7 +248,7 @@ class Centralized(ClassifierMixin, BaseEstimator):
         )
         self._model = model
         record: dict[str, Any] = {}
-        if pred is not None:
+        if pred is not None and data.y_eval_codes is not None:
             acc = accuracy(np.searchsorted(data.classes, pred), data.y_eval_codes)
             record = {"mean_accuracy": acc, "std_accuracy": 0.0, "consensus_accuracy": acc}
         self.history_ = History()

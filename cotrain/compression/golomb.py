@@ -36,7 +36,7 @@ _GOLDEN = (math.sqrt(5.0) + 1.0) / 2.0
 
 
 def _check_sparsity(p: Any, name: str = "sparsity") -> float:
-    if isinstance(p, bool) or not isinstance(p, Real) or not 0 < p <= 1:
+    if isinstance(p, bool) or not isinstance(p, Real) or not 0 < float(p) <= 1:
         raise ValueError(f"{name} must be a number in (0, 1], got {p!r}")
     return float(p)
 
@@ -179,7 +179,7 @@ def golomb_decode(
     """
     text = (np.asarray(bits, dtype=np.uint8) + 48).tobytes().decode("ascii")
     positions = np.empty(count, dtype=np.int64)
-    sign_bits = np.empty(count, dtype=bool) if signs else None
+    sign_bits = np.empty(count if signs else 0, dtype=bool)
     extra = 1 if signs else 0
     i, last = offset, -1
     for n in range(count):
@@ -194,7 +194,7 @@ def golomb_decode(
         if signs:
             sign_bits[n] = text[i] == "1"
             i += 1
-    return positions, sign_bits, i
+    return positions, (sign_bits if signs else None), i
 
 
 def pack_bits(bits: np.ndarray) -> bytes:

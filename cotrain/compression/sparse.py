@@ -249,7 +249,7 @@ class SparseTernaryCompression(_Sparsifier):
             if pos.size and pos[-1] >= n:
                 raise ValueError(f"message codes position {pos[-1]} in {name!r} of size {n}")
             flat = np.zeros(n, dtype=np.float32)
-            flat[pos] = np.where(neg, -mu, mu)
+            flat[pos] = np.where(np.asarray(neg, dtype=bool), -mu, mu)
             out[name] = flat.reshape(shape)
         if len(bits) - offset >= 8:
             raise ValueError(f"message has {len(bits) - offset} bits beyond its last position")

@@ -243,7 +243,7 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
         self._fit_key = _data_key(X, y)
         self._calls = 0
         rng = self._rng(None)
-        self.permutation_ = None
+        self.permutation_: NDArray[np.int64] | None = None
         self.constant_ = None
         if self.behavior == "permuted":
             if self.classes_.size < 2:
@@ -275,7 +275,7 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
             n = len(X) if not hasattr(X, "shape") else X.shape[0]
             return np.full(n, code, dtype=np.int64)
         honest = np.searchsorted(self.classes_, np.asarray(self.estimator_.predict(X)))
-        if self.behavior == "permuted":
+        if self.behavior == "permuted" and self.permutation_ is not None:
             return self.permutation_[honest]
         if n_classes < 2:
             return honest
@@ -423,7 +423,7 @@ class CrashingClassifier(ClassifierMixin, BaseEstimator):
             raise RuntimeError(
                 f"CrashingClassifier: deliberate crash in fit {n} (after_fits={after})"
             )
-        self.estimator_ = _fit_inner(self.estimator, X, y, sample_weight)
+        self.estimator_: Any = _fit_inner(self.estimator, X, y, sample_weight)
         self.classes_ = self.estimator_.classes_
         return self
 
@@ -492,7 +492,7 @@ class HangingClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"seconds must be a number >= 0, got {seconds!r}")
         if self.counter.increment() > after:
             time.sleep(float(seconds))
-        self.estimator_ = _fit_inner(self.estimator, X, y, sample_weight)
+        self.estimator_: Any = _fit_inner(self.estimator, X, y, sample_weight)
         self.classes_ = self.estimator_.classes_
         return self
 
