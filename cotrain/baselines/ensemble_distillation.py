@@ -383,8 +383,7 @@ class FedDS(FedDF):
     participation, weighted, n_jobs, random_state, verbose
         As for FedAvg.
     early_stopping, checkpoint_dir, callbacks
-        As for FedDF; ``checkpoint_dir`` only with ``gamma=0`` (the rotation head is not
-        checkpointed yet: ``NotImplementedError``).
+        As for FedDF; a checkpoint also holds the rotation head's weights.
 
     Attributes
     ----------
@@ -502,10 +501,22 @@ class FedDS(FedDF):
     def _targets(self, probs: np.ndarray, participants: list[int]) -> np.ndarray:
         return distillation_targets(probs, "entropy", k=float(self.k))
 
-    def _checkpoint_blocker(self) -> str | None:
-        if self.gamma != 0:
-            return "its server-only rotation head is not written to checkpoints yet (gamma=0 is)"
-        return super()._checkpoint_blocker()
+    def _extra_state(self) -> dict[str, Any]:
+        state = super()._extra_state()
+        head = self.rotation_head_
+        if head is not None:  # the server-only head's weights (its optimizer is per round)
+            state["rotation_head"] = {
+                k: v.detach().cpu().numpy() for k, v in head.state_dict().items()
+            }
+        return state
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        super()._load_extra_state(state)
+        if self.rotation_head_ is not None:
+            import torch
+
+            saved = state["rotation_head"]
+            self.rotation_head_.load_state_dict({k: torch.from_numpy(v) for k, v in saved.items()})
 
     def _ssl(self) -> dict[str, Any]:
         if self.rotation_head_ is None:

@@ -1,17 +1,18 @@
 """Checkpoints of the parameter-exchanging baselines, so that ``fit(resume=True)`` continues.
 
-FedAvg, DP-FedAvg and FedDF write a checkpoint after every round into ``checkpoint_dir``
-with the trainer's machinery (:mod:`cotrain.persistence.checkpoint`: atomic folders, a
-fingerprint of the configuration and the data, SHA-256 of every file). A checkpoint holds
-every client's torch learner and the server model (module, optimizer and random-generator
-tensors with ``torch.save``, the rest with skops), the global weights, the generators of the
-sampler, the noise and the distillation, the accuracies so far, the method's own running
-state (DP-FedAvg's ε per round, FedDF's losses and targets) and the history; a resumed run
-gives exactly the result of an uninterrupted one.
+FedAvg, DP-FedAvg, FedDF and FedDS write a checkpoint after every round into
+``checkpoint_dir`` with the trainer's machinery (:mod:`cotrain.persistence.checkpoint`:
+atomic folders, a fingerprint of the configuration and the data, SHA-256 of every file). A
+checkpoint holds every client's torch learner and the server model (module, optimizer and
+random-generator tensors with ``torch.save``, the rest with skops), the global weights, the
+generators of the sampler, the noise and the distillation, the accuracies so far, the
+method's own running state (DP-FedAvg's ε per round, FedDF's losses and targets, FedDS's
+rotation head) and the history; a resumed run gives exactly the result of an uninterrupted
+one.
 
 What a checkpoint cannot hold yet is refused at ``fit`` with ``NotImplementedError``:
-compressed updates (the residuals), FedDS's server-only rotation head and FedAUX's certainty
-scorers. PATE runs one round and takes no ``checkpoint_dir``.
+compressed updates (their residuals) and FedAUX's certainty scorers. PATE runs one round and
+takes no ``checkpoint_dir``.
 """
 
 from __future__ import annotations
