@@ -219,10 +219,10 @@ def test_csv_without_header_takes_a_column_index(tmp_path, capsys):
     refused(tmp_path, capsys, CSV, 'target = "species"', "needs header = false")
 
 
-def test_centralised_trains_every_distinct_learner_of_the_federation(tmp_path):
+def test_centralized_trains_every_distinct_learner_of_the_federation(tmp_path):
     text = SMALL.replace(
         'method = { name = "local" }',
-        'method = { name = "centralised" }\nclients = [{ learner = "DT", count = 2 }, '
+        'method = { name = "centralized" }\nclients = [{ learner = "DT", count = 2 }, '
         '{ learner = "NB", count = 1 }]',
     ).replace("seeds = [0, 1]", "seeds = [0]")
     _, runs = load_experiment(write(tmp_path, text))
@@ -231,12 +231,12 @@ def test_centralised_trains_every_distinct_learner_of_the_federation(tmp_path):
     out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0, variants=["local"])
     summary = pd.read_csv(out / "summary.csv").set_index("variant")
     assert list(summary.index) == ["local (DT)", "local (NB)"]
-    assert (summary["method"] == "centralised").all()
+    assert (summary["method"] == "centralized").all()
     # two different models on the same pooled rows: different accuracies, both well
     # above the majority class (~0.63)
     dt, nb = summary.loc["local (DT)", "accuracy"], summary.loc["local (NB)", "accuracy"]
     assert dt != nb and min(dt, nb) > 0.8
-    assert "| local (NB) | centralised |" in (out / "summary.md").read_text()
+    assert "| local (NB) | centralized |" in (out / "summary.md").read_text()
 
 
 def test_variant_and_seed_flags_run_a_subset(tmp_path, capsys):

@@ -255,3 +255,38 @@ def test_deprecated_attribute_spellings_warn():
     ]:
         with pytest.warns(DeprecationWarning, match=rf"\.{old} is deprecated: use {new}"):
             assert getattr(obj, old) == getattr(obj, new)
+
+
+def test_the_old_experiment_method_name_runs_the_new_one_with_a_warning(tmp_path):
+    from cotrain.experiment import METHODS, load_experiment
+    from cotrain.experiment.report import ONE_SHOT
+
+    text = """\
+name = "small"
+seeds = [0]
+
+[data]
+dataset = "breast_cancer"
+
+[split]
+n_public = 200
+n_labeled = 60
+n_test = 100
+n_clients = 3
+
+[method]
+name = "{name}"
+
+[[clients]]
+learner = "DT"
+"""
+    path = tmp_path / "exp.toml"
+    path.write_text(text.format(name="centralized"))
+    _, new = load_experiment(path)
+    path.write_text(text.format(name="centralised"))
+    with pytest.warns(FutureWarning, match='use "centralized"'):
+        _, old = load_experiment(path)
+    assert [r.config["method"]["name"] for r in old] == ["centralized"]
+    assert [r.config for r in old] == [r.config for r in new]
+    assert "centralized" in METHODS and "centralised" not in METHODS
+    assert {"centralized", "centralised"} <= set(ONE_SHOT)  # old summaries still plot

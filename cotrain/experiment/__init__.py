@@ -22,7 +22,7 @@ variant: the columns of a paper's table). Example::
 
     [method]
     name = "fedct"                # fedct | dp-fedct | dd | fedavg | dp-fedavg | pate | local
-                                  # | centralised (one model per distinct learner of the
+                                  # | centralized (one model per distinct learner of the
                                   # clients, on their pooled rows: a row "<label> (RF)" each)
     consensus = "majority"        # a name of consensus.available_consensus()
     rounds = 10
@@ -62,7 +62,7 @@ Examples
 --------
 >>> from cotrain.experiment import METHODS, make_learner
 >>> list(METHODS)
-['fedct', 'dp-fedct', 'dd', 'fedavg', 'dp-fedavg', 'pate', 'local', 'centralised']
+['fedct', 'dp-fedct', 'dd', 'fedavg', 'dp-fedavg', 'pate', 'local', 'centralized']
 >>> make_learner("RF")
 RandomForestClassifier()
 """

@@ -28,6 +28,7 @@ from cotrain.experiment.methods import (
     CERTAINTY_CONSENSUS,
     METHODS,
     QUALITY_CONSENSUS,
+    RENAMED_METHODS,
     check_method,
 )
 
@@ -320,14 +321,14 @@ def _origin(keys: tuple[str | int, ...], variant: dict[str, Any], at: tuple) -> 
 
 
 def _rows(label: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """One results row per distinct learner of a centralised variant, else the variant."""
+    """One results row per distinct learner of a centralized variant, else the variant."""
     clients = config["clients"]
     distinct = list(
         dict.fromkeys(
             json.dumps([c["learner"], c.get("params", {})], sort_keys=True) for c in clients
         )
     )
-    if config["method"]["name"] != "centralised" or len(distinct) == 1:
+    if config["method"]["name"] != "centralized" or len(distinct) == 1:
         return [(label, config)]
     names = [json.loads(d)[0] for d in distinct]
     rows = []
@@ -439,6 +440,14 @@ def _check_semantics(config: dict[str, Any]) -> None:
     if partition == "two_alpha" and not (isinstance(alpha, list) and len(alpha) == 2):
         raise InvalidValue(("split", "partition"), "two_alpha needs alpha = [a1, a2]")
     name = method.get("name")
+    if name in RENAMED_METHODS:  # a FutureWarning: the user of `cotrain run` sees it
+        warnings.warn(
+            f'method.name = "{name}" is deprecated: use "{RENAMED_METHODS[name]}" (the old '
+            "name goes in the next release)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        name = method["name"] = RENAMED_METHODS[name]
     if name not in METHODS:
         raise InvalidValue(
             ("method", "name"), f"method.name must be one of {', '.join(METHODS)}, got {name!r}"

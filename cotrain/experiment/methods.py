@@ -22,6 +22,7 @@ __all__ = [
     "CONSENSUS_METHODS",
     "METHODS",
     "QUALITY_CONSENSUS",
+    "RENAMED_METHODS",
     "Method",
     "MethodInput",
     "check_method",
@@ -410,7 +411,7 @@ def _local(inp: MethodInput) -> Any:
     return LocalOnly(inp.learners, random_state=inp.seed).fit(inp.X, inp.y, eval_set=inp.eval_set)
 
 
-def _centralised(inp: MethodInput) -> Any:
+def _centralized(inp: MethodInput) -> Any:
     from cotrain.baselines import Centralized
 
     model = Centralized(inp.learners[0], random_state=inp.seed)
@@ -427,5 +428,8 @@ METHODS: dict[str, Method] = {
     "dp-fedavg": Method(_dp_fedavg),
     "pate": Method(_pate, accuracy="consensus_accuracy"),  # PATE delivers its one student
     "local": Method(_local),
-    "centralised": Method(_centralised),
+    "centralized": Method(_centralized),
 }
+
+#: old ``method.name`` -> its new name: still accepted for one release, with a warning
+RENAMED_METHODS = {"centralised": "centralized"}

@@ -175,7 +175,7 @@ def markdown_table(summary: Any, paper_dataset: str | None = None) -> str:
 #: the least accuracy range the y-axis of ``accuracy.png`` spans (see :func:`accuracy_limits`)
 MIN_ACCURACY_SPAN = 0.1
 #: methods that fit once: their single-round variants are named "one-shot" in the legend
-ONE_SHOT = ("local", "centralised", "pate")
+ONE_SHOT = ("local", "centralized", "centralised", "pate")  # and the old name, in old summaries
 
 
 def accuracy_limits(
