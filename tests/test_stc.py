@@ -396,3 +396,22 @@ def test_old_import_paths_warn_and_give_the_moved_objects():
     assert "TopK" in dir(cotrain.compression)
     with pytest.raises(AttributeError, match="golomb_encoder"):
         old_golomb.golomb_encoder  # noqa: B018
+
+
+def test_the_compression_package_imports_nothing_else_from_cotrain():
+    import ast
+    from pathlib import Path
+
+    import cotrain.compression
+
+    for path in Path(cotrain.compression.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                assert name.split(".")[0] != "cotrain" or name.startswith("cotrain.compression"), (
+                    f"{path.name} imports {name}"
+                )
