@@ -87,7 +87,7 @@ def fit_local(model: Any, X: Any, y: Any, X_eval: Any = None) -> tuple[Any, Any,
     """Fit one client's model; return it, its test predictions and the learner time.
 
     The unit of work that :class:`~cotrain.baselines.LocalOnly`,
-    :class:`~cotrain.baselines.Centralised` and :class:`~cotrain.baselines.PATE` hand to
+    :class:`~cotrain.baselines.Centralized` and :class:`~cotrain.baselines.PATE` hand to
     a runtime (one call per client, or one for the pooled data).
 
     Parameters
