@@ -294,6 +294,7 @@ def test_run_killed_mid_round_resumes_to_the_uninterrupted_result(case, cancer, 
 def test_noise_streams_and_privacy_ledger_continue_exactly(cancer, tmp_path):
     """With the (warned, simulation-only) reproducible noise, a resumed run draws exactly
     the noise of an uninterrupted one; the ledger continues where it stopped."""
+    pytest.importorskip("dp_accounting", reason="the privacy ledger records dp_accounting events")
     from consensus import NoisyArgmax
     from cotrain.privacy import RandomizedResponse
 
