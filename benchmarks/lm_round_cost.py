@@ -34,7 +34,7 @@ from cotrain.datasets.text import load_movie_reviews
 from learners import LMClassifier
 
 
-class BeforeIssue15(LMClassifier):
+class OldPathLMClassifier(LMClassifier):
     """LMClassifier on the old path: tokenise every batch, predict unsorted under no_grad."""
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -93,7 +93,7 @@ def main() -> None:
     }
     answers = {}
     for _ in range(args.repeats):
-        for name, cls in (("before", BeforeIssue15), ("after", LMClassifier)):
+        for name, cls in (("before", OldPathLMClassifier), ("after", LMClassifier)):
             clf = make(cls, args, train)
             clf.fit(train, y[order[:295]])  # round 1 (untimed): the cache fills here
             clf.predict_proba(pool)

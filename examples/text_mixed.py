@@ -1,6 +1,6 @@
 """Mixed text federation: language models and scikit-learn text pipelines share labels.
 
-Issue 15 item 4. On the movie-review polarity data (Pang & Lee 2004, in
+On the movie-review polarity data (Pang & Lee 2004, in
 ``../shared/data/movie_reviews``) clients with different learners co-train on raw text:
 
 * language-model clients: :class:`learners.LMClassifier` fine-tuning the pretrained
