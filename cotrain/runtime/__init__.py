@@ -14,7 +14,7 @@ Examples
 --------
 >>> from cotrain.runtime import make_runtime
 >>> with make_runtime(n_jobs=None) as runtime:
-...     runtime.map(abs, [-1, 2, -3])
+...     runtime.map(abs, [(-1,), (2,), (-3,)])  # one tuple of arguments per call
 [1, 2, 3]
 """
 
