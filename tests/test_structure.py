@@ -210,13 +210,15 @@ def test_dependencies_point_one_way(package):
 # --------------------------------------------------------------------------- the layers
 
 #: DESIGN.md, "Inside cotrain/": subpackage -> the parts of ``cotrain`` it must never import
-#: (besides itself). ``wire`` and ``runtime`` import nothing else from cotrain; ``privacy``
-#: sits below ``federation``; ``federation`` below ``persistence`` and the trainer; and
-#: ``baselines``, ``flower`` and ``experiment`` are on top: nothing below imports them.
+#: (besides itself). ``wire``, ``runtime`` and ``compression`` import nothing else from
+#: cotrain; ``privacy`` sits below ``federation``; ``federation`` below ``persistence`` and
+#: the trainer; and ``baselines``, ``flower`` and ``experiment`` are on top: nothing below
+#: imports them.
 TOP = ("cotrain.baselines", "cotrain.flower", "cotrain.experiment", "cotrain.cli")
 LAYERS = {
     "cotrain.wire": ("cotrain",),
     "cotrain.runtime": ("cotrain",),
+    "cotrain.compression": ("cotrain",),
     "cotrain.privacy": ("cotrain.federation", "cotrain.persistence", "cotrain.trainer", *TOP),
     "cotrain.federation": ("cotrain.persistence", "cotrain.trainer", *TOP),
     "cotrain.persistence": TOP,
