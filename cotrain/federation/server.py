@@ -244,13 +244,12 @@ class CoTrainingServer:
         if self.ledger is not None:
             by_client = {u.client_id: u for u in uploads}
             self.ledger.record(ids, {int(i): by_client[int(i)].dp_event for i in ids})
+        quality: np.ndarray | None = None
         if getattr(self.consensus, "uses_quality", False):
-            by_client = {u.client_id: u.quality for u in uploads}
+            reported = {u.client_id: u.quality for u in uploads}
             quality = np.array(
-                [np.nan if by_client[int(i)] is None else by_client[int(i)] for i in ids]
+                [np.nan if reported[int(i)] is None else reported[int(i)] for i in ids]
             )
-        else:
-            quality = None
         client_hard = np.stack([hard_codes(lab) for lab in labels])
         previous = self._received()  # what every client was sent last round
         if self.clustering is not None:
@@ -268,15 +267,18 @@ class CoTrainingServer:
             if upload.broadcast_version is not None:
                 self.encoder.acknowledge(upload.client_id, upload.broadcast_version)
         pseudo = self._headline()
+        received = self._received()
+        if pseudo is None or received is None:  # pragma: no cover - min_clients >= 1 voted
+            raise RuntimeError(f"round {t}: no consensus was formed")
         if self.clustering is None:
             self.encoder.publish(t, pseudo)
         else:
-            groups = list(self.cluster_consensus)
+            groups = [pseudo if p is None else p for p in self.cluster_consensus]
             if self.pending:  # clients waiting to be placed: an all-abstaining consensus
                 groups.append(_abstain(pseudo))
             self.encoder.publish(t, pseudo, groups=(self._member(), groups))
 
-        member, codes = self._received()
+        member, codes = received
         changed = None if previous is None else _changed(previous, (member, codes))
         got = np.stack([codes[member[i]] for i in ids])  # each answer's own consensus
         covered = got >= 0
@@ -291,7 +293,7 @@ class CoTrainingServer:
             if covered.any()
             else float("nan"),
             changed=changed,
-            bytes_up=sum(len(by_id[i].message) for i in ids),
+            bytes_up=sum(len(by_id[i].message or b"") for i in ids),
             bytes_down=int(bytes_down),
             time_s=time.perf_counter() - started,
             learner_time_s=sum(u.learner_time_s for u in uploads),
@@ -333,9 +335,9 @@ class CoTrainingServer:
 
     def _received(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
         """``(member, hard codes of each cluster)``: what each client was last sent."""
-        if all(p is None for p in self.cluster_consensus):
+        fallback = self._headline()
+        if fallback is None:  # before the first round
             return None
-        fallback = self.cluster_consensus[self._largest()]
         codes = [hard_codes(fallback if p is None else p) for p in self.cluster_consensus]
         return self._member(), [*codes, np.full(self.wire.n_public, -1)]
 
@@ -365,7 +367,10 @@ class CoTrainingServer:
     def _split(self, ids: np.ndarray, votes: np.ndarray, client_hard: np.ndarray) -> None:
         """Split every cluster whose answers meet the clustering rule's criterion."""
         rule, n_classes = self.clustering, self.wire.n_classes
-        clusters, consensus = [], []
+        if rule is None:  # pragma: no cover - called only with a clustering rule
+            raise RuntimeError("_split needs a clustering rule")
+        clusters: list[tuple[int, ...]] = []
+        consensus: list[np.ndarray | None] = []
         for cluster, pseudo in zip(self.clusters, self.cluster_consensus, strict=True):
             rows = np.isin(ids, cluster)
             probe = slice(None) if self.probe is None else self.probe
@@ -373,7 +378,7 @@ class CoTrainingServer:
                 pseudo is not None and rows.any()
                 and _drift(client_hard[rows], pseudo, n_classes, self.probe) <= rule.stationary
             )  # fmt: skip
-            parts = (cluster,)
+            parts: tuple[tuple[int, ...], ...] = (cluster,)
             if settled and rows.sum() >= 2:
                 parts = rule.split(votes[rows][:, probe], ids[rows], n_classes) or parts
             if len(parts) == 1:

@@ -138,9 +138,12 @@ class SimulatedFederation:
 
     def evaluate(self) -> dict[str, Any]:
         """Accuracies for the round record (only from evaluation-only data)."""
-        data, out = self.data, {}
+        data = self.data
+        out: dict[str, Any] = {}
         hard = self.server.hard_consensus
-        covered = hard >= 0
+        if hard is None:  # pragma: no cover - evaluated after a round's consensus
+            raise RuntimeError("evaluate needs a finished round")
+        covered = np.asarray(hard >= 0)
         if data.y_public_codes is not None and covered.any():
             out["pseudo_label_accuracy"] = float(
                 np.mean(hard[covered] == data.y_public_codes[covered])

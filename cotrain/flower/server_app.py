@@ -208,7 +208,7 @@ class FlowerCoTraining:
         """
         if "public-pool" not in run_config:
             raise ValueError("the run config needs 'public-pool' (the public pool's .npy file)")
-        params = {}
+        params: dict[str, Any] = {}
         for key, name in RUN_CONFIG_KEYS.items():
             if key in run_config:
                 value = run_config[key]
@@ -342,7 +342,9 @@ class FlowerCoTraining:
             t, sampled, uploads, timed_out, started=start,
             bytes_down=sum(link.nbytes for link in links.values()),
         )  # fmt: skip
-        self._codes.append(self._server.hard_consensus)
+        codes = self._server.hard_consensus
+        if codes is not None:  # always, after a round
+            self._codes.append(codes)
         for i in answered:  # each site's latest accuracy on its own evaluation data
             accuracy = _eval_accuracy(replies[i])
             if accuracy is not None:
@@ -469,12 +471,17 @@ class FlowerCoTraining:
     @property
     def pseudo_label_codes_(self) -> np.ndarray:
         """The last hard consensus on the public pool (-1 where it abstained)."""
-        return self._server.hard_consensus
+        codes = self._server.hard_consensus
+        if codes is None:
+            raise AttributeError("pseudo_label_codes_ exists once a round has run")
+        return codes
 
     @property
     def pseudo_labels_(self) -> np.ndarray:
         """The last consensus: labels as a masked array (hard) or probabilities (soft)."""
         labels = self._server.consensus_labels
+        if labels is None:
+            raise AttributeError("pseudo_labels_ exists once a round has run")
         if labels.ndim == 2:
             return labels
         return np.ma.masked_array(self.classes_[np.maximum(labels, 0)], mask=labels < 0)
