@@ -7,16 +7,22 @@ package and the extra that installs it, instead of breaking collection: with onl
 installed, ``python -m pytest -m "not slow"`` collects and passes. Which modules need an extra
 is found by importing them, so no list here goes stale when modules move. Any other import
 error still fails collection.
+
+An example of a module that imports without the extra is skipped where it stops on the missing
+package (``ModuleNotFoundError``), where its output shows a dp-accounting event (the library's
+stand-in events print differently), or where :data:`EXAMPLES_NEED` names it.
 """
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
-from _pytest.doctest import DoctestModule
+from _pytest.doctest import DoctestItem, DoctestModule
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ("cotrain", "consensus", "learners")  # whose modules' examples are collected
@@ -44,6 +50,15 @@ OPTIONAL = {
     "tensorboard": "tensorboard",
 }
 
+#: examples whose output depends on an extra without raising where it is missing
+EXAMPLES_NEED = {
+    # the figure is written only where matplotlib is installed
+    "cotrain.experiment.report.write_summary": "matplotlib",
+}
+
+#: the repr of a dp-accounting event, as the examples of the privacy modules print them
+DP_EVENT = re.compile(r"\b\w+DpEvent\(")
+
 MISSING = frozenset(name for name in OPTIONAL if importlib.util.find_spec(name) is None)
 
 
@@ -60,7 +75,19 @@ def missing_extra(error: BaseException) -> str | None:
             top = exc.name.split(".")[0]
             if top in MISSING:
                 return top
+        elif isinstance(exc, ImportError):  # the library's own "X needs <package>" errors
+            named = missing_named_in(str(exc))
+            if named is not None:
+                return named
         todo += [exc.__cause__, exc.__context__]
+    return None
+
+
+def missing_named_in(text: str) -> str | None:
+    """The missing optional package that ``text`` names (import or distribution name)."""
+    for top in sorted(MISSING):
+        if re.search(rf"\b({re.escape(top)}|{re.escape(top.replace('_', '-'))})\b", text):
+            return top
     return None
 
 
@@ -97,7 +124,7 @@ def skip_reason(path: Path) -> str | None:
     except ImportError as exc:
         top = missing_extra(exc)
         if top is not None:
-            return f'needs {top}: pip install "cotrain[{OPTIONAL[top]}]"'
+            return reason_for(top)
     return None  # it imports (or fails for another reason, which collection then reports)
 
 
@@ -118,3 +145,40 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
             skipped.reason = reason
             out.append(skipped)
     return out
+
+
+def reason_for(top: str, what: str = "needs") -> str:
+    return f'{what} {top}: pip install "cotrain[{OPTIONAL[top]}]"'
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not MISSING:
+        return
+    for item in items:
+        if not isinstance(item, DoctestItem) or item.dtest is None:
+            continue
+        top = EXAMPLES_NEED.get(item.name)
+        if top in MISSING:
+            item.add_marker(pytest.mark.skip(reason=reason_for(top, "its output needs")))
+        elif "dp_accounting" in MISSING and any(
+            DP_EVENT.search(example.want) for example in item.dtest.examples
+        ):
+            reason = reason_for("dp_accounting", "its output shows events of")
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    try:
+        return (yield)
+    except doctest.UnexpectedException as exc:  # an example raised
+        top = missing_extra(exc.exc_info[1]) if isinstance(item, DoctestItem) else None
+        if top is None:
+            raise
+        pytest.skip(reason_for(top, "stopped on missing"))
+    except doctest.DocTestFailure as exc:  # an example expecting an error got another one
+        found = re.search(r"^ModuleNotFoundError: No module named '([\w.]+)'", exc.got, re.M)
+        top = found.group(1).split(".")[0] if found else None
+        if top not in MISSING:
+            raise
+        pytest.skip(reason_for(top, "stopped on missing"))
