@@ -302,13 +302,14 @@ def test_real_clients_give_the_same_messages(process_pool):
         for i in range(N):
             X = np.random.default_rng(i).normal(size=(12, 3))
             y = (X[:, i % 3] > 0).astype(int)
-            out.append(Client(i, DecisionTreeClassifier(random_state=0), X, y, np.array([0, 1])))
+            est = DecisionTreeClassifier(random_state=0)
+            out.append(Client(i, est, X, y, np.array([0, 1]), X_public=public))
         return out
 
     def rounds(pool):
         messages, broadcast = [], None
-        for _ in range(2):
-            out = pool.call("step", {i: () for i in range(N)}, shared=(public, broadcast, "hard"))
+        for t in (1, 2):
+            out = pool.call("run_round", {i: (t, broadcast) for i in range(N)})
             messages.append([out[i].message for i in range(N)])
             broadcast = out[0].message  # any valid hard-label message will do
         return messages, [c.model.predict(public).tolist() for c in pool.get()]
