@@ -8,6 +8,8 @@ installed, ``python -m pytest -m "not slow"`` collects and passes. Which modules
 is found by importing them, so no list here goes stale when modules move. Any other import
 error still fails collection.
 
+Docstring examples that are slow (:data:`SLOW_EXAMPLES`) get the ``slow`` mark of the tests.
+
 An example of a module that imports without the extra is skipped where it stops on the missing
 package (``ModuleNotFoundError``), where its output shows a dp-accounting event (the library's
 stand-in events print differently), or where :data:`EXAMPLES_NEED` names it.
@@ -48,6 +50,21 @@ OPTIONAL = {
     "matplotlib": "plot",
     "mlflow": "mlflow",
     "tensorboard": "tensorboard",
+}
+
+#: docstring examples that take over a second on 2 cores: left out of the quick tier
+#: (``-m "not slow"``) like the tests marked ``slow``
+SLOW_EXAMPLES = {
+    "consensus.dual.DualDistillation",
+    "cotrain.baselines.ensemble_distillation.FedDF",
+    "cotrain.baselines.ensemble_distillation.FedDS",
+    "cotrain.baselines.fedaux_distillation.FedAUX",
+    "cotrain.pretrain.text.pretrain_text",
+    "cotrain.privacy.dpsgd.dpsgd_epsilon",
+    "cotrain.runtime.runtimes.JoblibRuntime",
+    "learners.dp_torch.DPTorchClassifier",
+    "learners.lm.classifier.LMClassifier",
+    "learners.lm.gpt2.GPT2Classifier",
 }
 
 #: examples whose output depends on an extra without raising where it is missing
@@ -152,6 +169,9 @@ def reason_for(top: str, what: str = "needs") -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, DoctestItem) and item.name in SLOW_EXAMPLES:
+            item.add_marker(pytest.mark.slow)
     if not MISSING:
         return
     for item in items:

@@ -125,6 +125,7 @@ def test_mixed_rr_gaussian_matches_mpmath():
     assert mp_delta(x, [(mp.mpf(0), mp.mpf(1))], mu) == pytest.approx(float(integral), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_several_rr_kinds_and_gaussian_match_mpmath():
     # two lattices with different steps (outer sum) and a third on the first's lattice
     a = (rr_q(0.5, 10), 10, 12)
@@ -301,6 +302,7 @@ def test_forced_pld_keeps_gaussian_sensitivity():
 # ------------------------------------------------------------------ 5. forced RDP with counts
 
 
+@pytest.mark.slow
 def test_rdp_accountant_takes_randomized_response_counts():
     one = rr_event(2 * XORMechanism(epsilon=1.0, sensitivity=50).flip_probability(), 2)
     singles = dp.rdp.RdpAccountant(neighboring_relation=REPLACE_ONE)

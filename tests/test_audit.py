@@ -250,6 +250,7 @@ def test_repeated_randomised_releases_average_the_label_score():
         audit_clients([knn], [(Xm, ym)], (Xn, yn), kind="hard", privatize=randomised, n_releases=0)
 
 
+@pytest.mark.slow
 def test_privacy_utility_example_runs(monkeypatch, capsys):
     pytest.importorskip("torch")
     from pathlib import Path

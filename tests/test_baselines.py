@@ -162,6 +162,7 @@ def test_dp_aggregate_clips_every_update():
     assert np.std(noisy["a"]) == pytest.approx(3.0 * 2.0 / 2, rel=0.02)
 
 
+@pytest.mark.slow
 def test_epsilon_matches_dp_accounting_and_falls_with_noise():
     dp_accounting = pytest.importorskip("dp_accounting")
     for q in (1.0, 0.5):
@@ -178,6 +179,7 @@ def test_epsilon_matches_dp_accounting_and_falls_with_noise():
 
 
 # ---------------------------------------------------------------------- FedAvg (torch)
+@pytest.mark.slow
 def test_fedavg_of_identical_clients_equals_one_client(digits):
     X, y = digits["X"][0], digits["y"][0]
     fedavg = FedAvg(torch_learner(), rounds=3, local_epochs=2).fit([X, X, X], [y, y, y])

@@ -125,6 +125,7 @@ def assert_protocol(events, model, n_rounds, clients):
     assert model.stopped_reason_ is None and model.n_rounds_ == n_rounds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ROUND_METHODS))
 def test_each_round_method_calls_the_callbacks_in_order(name, digits):
     recorder = Recorder()

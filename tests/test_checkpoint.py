@@ -51,6 +51,7 @@ def assert_same_run(a, b, X_test):
     assert [r.mean_accuracy for r in a.history_] == [r.mean_accuracy for r in b.history_]
 
 
+@pytest.mark.slow
 def test_extending_a_finished_run_equals_one_long_run(cancer, tmp_path):
     full = fit(trainer(6), cancer)
     fit(trainer(3, checkpoint_dir=tmp_path), cancer)
@@ -346,6 +347,7 @@ def test_reputation_state_is_checkpointed(cancer, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_xgboost_continued_boosting_and_joblib_workers_resume_exactly(cancer, tmp_path):
     pytest.importorskip("xgboost")
     from learners import XGBoostClassifier

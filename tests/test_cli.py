@@ -10,6 +10,7 @@ import pytest
 from cotrain.cli import main
 
 
+@pytest.mark.slow
 def test_demo_prints_the_comparison_table_and_saves_a_plot(tmp_path, capsys):
     pytest.importorskip("xgboost")
     pytest.importorskip("imodels")
@@ -28,6 +29,7 @@ def test_demo_rejects_bad_arguments(capsys):
     assert "--seeds and --rounds must be >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_is_installed():
     result = subprocess.run(
         [sys.executable, "-m", "cotrain.cli", "--version"],
@@ -38,6 +40,7 @@ def test_console_script_is_installed():
     assert result.stdout.startswith("cotrain ")
 
 
+@pytest.mark.slow
 def test_import_cotrain_does_not_import_heavy_libraries():
     code = (
         "import sys, cotrain, consensus, learners; "

@@ -294,6 +294,7 @@ def test_one_cluster_is_exactly_plain_fedct(shifted):
         ], name
 
 
+@pytest.mark.slow
 def test_clusters_survive_checkpoint_and_resume(shifted, tmp_path):
     d = shifted
     params = {"encoding": "delta", "participation": 0.84}

@@ -196,6 +196,7 @@ def test_experiment_file_accepts_quality_and_refuses_misplaced_keys(tmp_path):
 
 
 # ---------------------------------------------------------------- seeded end-to-end floor
+@pytest.mark.slow
 def test_pathological_digits_quality_beats_majority():
     """Digits, 10 logistic-regression clients, Dir(0.01, 0.01), 3 rounds, seed 0.
 

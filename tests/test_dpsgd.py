@@ -216,6 +216,7 @@ def test_soft_targets_and_class_aligned_wrapper_continue(digits):
 # ------------------------------------------------------------------ accounting cross-checks
 
 
+@pytest.mark.slow
 def test_events_compose_to_opacus_epsilon(digits):
     Xtr, _, ytr, _ = digits
     clf = dp_clf(max_epochs=2, noise_multiplier=1.1).fit(Xtr, ytr)
@@ -234,6 +235,7 @@ def test_events_compose_to_opacus_epsilon(digits):
     assert dpsgd_epsilon(clf.dp_events_, DELTA, neighbors="replace_one") > pld_eps
 
 
+@pytest.mark.slow
 def test_library_epsilon_spent_agrees_on_few_steps():
     """cotrain.privacy.epsilon_spent expands events step by step: same ε (slow for many)."""
     rng = np.random.default_rng(0)
@@ -250,6 +252,7 @@ def test_library_epsilon_spent_agrees_on_few_steps():
     assert clf.epsilon_(DELTA) == pytest.approx(rdp_eps, rel=2e-3)
 
 
+@pytest.mark.slow
 def test_dpsgd_epsilon_known_values_and_errors():
     step = dp.PoissonSampledDpEvent(0.05, dp.GaussianDpEvent(1.0))
     events = [dp.SelfComposedDpEvent(step, 100)] * 2
@@ -472,6 +475,7 @@ def test_sklearn_estimator_checks(estimator, check):
 # ------------------------------------------------------------------ in the federation
 
 
+@pytest.mark.slow
 def test_dpsgd_clients_in_a_federation_are_accounted_per_client(digits):
     """Each client reports the event of its own DP-SGD training; the ledger's ε per client
     is the replace-one composition of exactly those events (one private record, against
@@ -506,6 +510,7 @@ def test_dpsgd_clients_in_a_federation_are_accounted_per_client(digits):
         )
 
 
+@pytest.mark.slow
 def test_dpsgd_noise_in_a_federation_follows_reproducible_noise(digits):
     """By default a client's DP-SGD noise comes from its OS entropy (two runs with the same
     random_state differ); reproducible_noise=True seeds it per round from random_state."""
@@ -529,6 +534,7 @@ def test_dpsgd_noise_in_a_federation_follows_reproducible_noise(digits):
         np.testing.assert_array_equal(v, d[k])
 
 
+@pytest.mark.slow
 def test_a_client_that_does_not_report_its_dp_event_is_a_client_failure():
     """A DP-trained client's ε is known only from the event it reports: an upload without
     one (or with garbage) is refused like a malformed message, and the others go on."""

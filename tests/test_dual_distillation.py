@@ -296,6 +296,7 @@ def test_with_a_1nn_server_at_one_bit_the_run_is_plain_distributed_distillation(
     assert [r.bytes_down for r in a.history_] == [r.bytes_down for r in b.history_]
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_gives_the_uninterrupted_run(cancer, tmp_path):
     full = fit(trainer(rounds=4), cancer)
     fit(trainer(rounds=2, checkpoint_dir=tmp_path), cancer)

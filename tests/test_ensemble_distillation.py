@@ -93,6 +93,7 @@ def test_bad_rule_and_shapes():
 
 
 # ----------------------------------------------------------------- the distillation step
+@pytest.mark.slow
 def test_student_matches_ensemble_better_after_distillation(digits):
     Xs, ys, U, _ = digits
     teachers = [

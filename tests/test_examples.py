@@ -16,6 +16,7 @@ def examples_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))
 
 
+@pytest.mark.slow
 def test_compare_methods_runs_every_method(examples_on_path, capsys):
     pytest.importorskip("torch")
     pytest.importorskip("xgboost")
@@ -53,6 +54,7 @@ def test_compare_methods_runs_every_method(examples_on_path, capsys):
     sys.modules.pop("compare_methods", None)
 
 
+@pytest.mark.slow
 def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
     pytest.importorskip("transformers")
     from cotrain.datasets.loaders import data_home
@@ -114,6 +116,7 @@ def test_flower_prepare_sites_writes_three_loadable_sites(monkeypatch, tmp_path,
     assert "in-process run: test accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_robustness_quick_prints_the_table(examples_on_path, capsys):
     import robustness
 
@@ -212,6 +215,7 @@ def test_finetune_gpt2_quick_is_small(examples_on_path):
         sys.modules.pop(name, None)
 
 
+@pytest.mark.slow
 def test_mixed_models_quick_leaves_out_rulefit_and_says_so(examples_on_path, capsys):
     pytest.importorskip("xgboost")
     import mixed_models

@@ -51,6 +51,7 @@ def write(tmp_path, text, name="exp.toml"):
     return path
 
 
+@pytest.mark.slow
 def test_tiny_experiment_runs_summarises_and_resumes(tmp_path, capsys):
     path = write(tmp_path, TINY)
     out = tmp_path / "out"

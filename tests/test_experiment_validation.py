@@ -132,6 +132,7 @@ def test_consensus_typo_lists_the_valid_names(tmp_path, capsys):
     assert "majority" in error and "qualified" in error
 
 
+@pytest.mark.slow
 def test_top_level_clients_are_checked_even_when_every_variant_overrides_them(tmp_path, capsys):
     overridden = SMALL.replace(
         'label = "FedCT"', 'label = "FedCT"\nclients = [{ learner = "RF", count = 3 }]'

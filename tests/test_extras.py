@@ -75,6 +75,7 @@ def imported_modules(folders: tuple[str, ...]) -> frozenset[str]:
     return frozenset(found)
 
 
+@pytest.mark.slow
 def test_every_extra_package_is_imported_somewhere_or_needed_by_one_that_is():
     used = imported_modules(SOURCES)
     unused = []

@@ -267,6 +267,7 @@ def test_scores_rank_each_client_first_on_its_own_region():
     np.testing.assert_array_equal(S.argmax(axis=0), [0, 1, 2])
 
 
+@pytest.mark.slow
 def test_certainty_weighted_cotraining_runs_end_to_end_on_a_skewed_split():
     X, y = load_digits(return_X_y=True)
     Xl, yl, Xn, Xp, yp, Xt, yt = split(X, y, n_lab=500, n_neg=300, n_pub=500)

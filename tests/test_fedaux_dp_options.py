@@ -76,6 +76,7 @@ def test_analytic_scorer_below_classic_sigma_and_exact_without_dp():
     )
 
 
+@pytest.mark.slow
 def test_fedaux_pool_negatives_and_analytic_calibration(digits):
     Xs, ys, U = digits
     aux = FedAUX(

@@ -62,6 +62,7 @@ def test_quick_sets_small_defaults_that_options_override(finetune_lm):
         finetune_lm.parse_args(["--model", "tiny-gpt2", "--methods", "fedct,fedprox"])
 
 
+@pytest.mark.slow
 def test_tracked_learner_clones_and_pickles_as_itself(finetune_lm):
     import pickle
 
@@ -90,6 +91,7 @@ def test_split_is_disjoint_and_sized(finetune_lm):
         finetune_lm.split_reviews(texts, y, clients=3, labeled=10, public=6, test=7, seed=1)
 
 
+@pytest.mark.slow
 def test_every_method_gives_a_row_with_exact_uplink_bytes(finetune_lm, tmp_path, capsys):
     plot, out = tmp_path / "acc.png", tmp_path / "table.csv"
     table = finetune_lm.main([*TINY, "--lora", "--plot", str(plot), "--out", str(out)])

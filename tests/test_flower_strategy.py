@@ -104,6 +104,7 @@ def in_process(federation, **params):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -138,6 +139,7 @@ def test_flower_strategy_equals_in_process_trainer(federation, params):
     ]
 
 
+@pytest.mark.slow
 def test_labels_travel_as_uint8_arrays_never_pickles(federation):
     grid = InMemoryGrid(federation["paths"])
     FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(grid)
@@ -180,6 +182,7 @@ def test_site_checks_the_pool_hash_of_every_round(federation):
         handle_train(message, context)
 
 
+@pytest.mark.slow
 def test_silent_node_is_a_straggler_and_the_round_goes_on(federation):
     grid = InMemoryGrid(federation["paths"])
     # the third node answers the handshake, then goes quiet
@@ -200,6 +203,7 @@ def test_silent_node_is_a_straggler_and_the_round_goes_on(federation):
     assert strategy.history_[0].bytes_up == 2 * (10 + 300 // 8 + 1)
 
 
+@pytest.mark.slow
 def test_lost_reply_under_delta_coding_falls_back_to_a_full_message(federation):
     grid = InMemoryGrid(federation["paths"])
     node = list(grid.sites)[1]
@@ -214,6 +218,7 @@ def test_lost_reply_under_delta_coding_falls_back_to_a_full_message(federation):
     assert strategy.history_[2].timed_out == ()
 
 
+@pytest.mark.slow
 def test_broadcasts_are_delta_coded_per_site_and_survive_a_lost_reply(federation):
     grid = InMemoryGrid(federation["paths"])
     node = list(grid.sites)[1]
@@ -255,6 +260,7 @@ class RestartNode(Callback):
             self.grid.states[6000] = RecordDict()
 
 
+@pytest.mark.slow
 def test_a_site_whose_node_restarts_under_a_new_id_rejoins(federation, tmp_path):
     stranger = write_site(
         tmp_path / "stranger", federation["X_clients"][1], federation["y_clients"][1],
@@ -275,6 +281,7 @@ def test_a_site_whose_node_restarts_under_a_new_id_rejoins(federation, tmp_path)
     assert [r.bytes_up for r in strategy.history_] == [r.bytes_up for r in local.history_]
 
 
+@pytest.mark.slow
 def test_failing_site_is_skipped_or_raises(federation, tmp_path):
     bad = write_site(
         tmp_path / "bad",
@@ -305,6 +312,7 @@ def continuing():
     ]
 
 
+@pytest.mark.slow
 def test_sites_keep_their_models_between_rounds_as_in_process(federation, tmp_path):
     """Continued boosting, warm-started SGD and a torch client give on Flower exactly the
     in-process result, round by round: each site keeps its model on disk, per run."""
@@ -374,6 +382,7 @@ def test_bad_parameters_are_refused_before_any_round(federation):
     assert not [m for m in grid.pushed if m.metadata.message_type == "train"]
 
 
+@pytest.mark.slow
 def test_privacy_budget_stops_the_flower_run_as_in_process(federation):
     """A noisy consensus is accounted on Flower by the same ledger and stopped by the same
     budget callback as in-process (it replaces an earlier NotImplementedError)."""
@@ -424,6 +433,7 @@ class CrashAfter:
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", [{}, {"encoding": "delta", "participation": 0.67}])
 def test_flower_run_resumes_from_its_checkpoint(federation, tmp_path, params):
     ckpt = tmp_path / "server-ckpt"
@@ -496,6 +506,7 @@ def _drop(record):
     return edit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "edit, reason",
     [
@@ -553,6 +564,7 @@ def test_run_config_maps_to_parameters():
         FlowerCoTraining.from_run_config({"rounds": 2})
 
 
+@pytest.mark.slow
 def test_early_stopping_and_save(federation, tmp_path):
     strategy = FlowerCoTraining(
         federation["pool"], rounds=30, early_stopping=2, random_state=0
@@ -596,6 +608,7 @@ def test_site_files_round_trip_and_errors(tmp_path, cancer):
         load_site(tmp_path / "nowhere")
 
 
+@pytest.mark.slow
 def test_sites_evaluate_on_their_own_data_as_in_process(cancer, tmp_path):
     """Each site reports its model's accuracy on its own evaluation data; with the same
     evaluation set everywhere, the history's per-client accuracies equal in-process."""
@@ -622,6 +635,7 @@ def test_sites_evaluate_on_their_own_data_as_in_process(cancer, tmp_path):
 
 
 # the in-process run summarises its teachers' warnings (a shard may hold one class)
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:UserWarning raised:UserWarning")
 def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, tmp_path):
     """Each site applies the run's record-level mechanism; the ServerApp's ledger gives the
@@ -738,6 +752,7 @@ def test_a_resumed_server_finds_each_sites_state_of_that_round(federation, tmp_p
     assert not any("SiteStateWarning" in key[1] for key in resumed.learner_warnings_)
 
 
+@pytest.mark.slow
 def test_dual_distillation_runs_on_flower_as_in_process(federation):
     from sklearn.linear_model import LogisticRegression
 
@@ -754,6 +769,7 @@ def test_dual_distillation_runs_on_flower_as_in_process(federation):
     assert [r.bytes_down for r in flower.history_] == [r.bytes_down for r in local.history_]
 
 
+@pytest.mark.slow
 def test_clustered_cotraining_runs_on_flower_as_in_process(federation):
     from cotrain.clustering import AgreementClustering
 

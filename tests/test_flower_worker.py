@@ -100,6 +100,7 @@ def without_timing(reply: dict) -> dict:
     return reply
 
 
+@pytest.mark.slow
 def test_worker_round_trip_equals_site_train(served):
     site, sock = served["site"], served["socket"]
     assert oct(sock.stat().st_mode & 0o777) == "0o600"
@@ -174,6 +175,7 @@ def test_relay_hands_over_to_the_worker(served, task_identity):
     )
 
 
+@pytest.mark.slow
 def test_relay_module_import_is_light():
     code = (
         "import sys; sys.path.insert(0, 'examples/flower'); "

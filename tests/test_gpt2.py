@@ -88,6 +88,7 @@ def no_network(monkeypatch):
     assert attempts == [], f"network access attempted: {attempts}"
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_seeded_and_restores_rng(data, fitted):
     X, y, X_test, y_test = data
     state = torch.random.get_rng_state()
@@ -158,6 +159,7 @@ def test_truncation_keeps_the_end_of_a_long_text_by_default(fitted):
         clf.fit([text], [0])
 
 
+@pytest.mark.slow
 def test_lora_trains_only_adapter_and_head(data):
     X, y, X_test, y_test = data
     clf = tiny(lora=LORA).fit(X, y)
@@ -171,6 +173,7 @@ def test_lora_trains_only_adapter_and_head(data):
     np.testing.assert_array_equal(restored.predict_proba(X_test), clf.predict_proba(X_test))
 
 
+@pytest.mark.slow
 def test_warm_start_continues_from_previous_weights(data, fitted):
     X, y, _, _ = data
     clf = copy.deepcopy(fitted)
@@ -274,6 +277,7 @@ def test_no_download_from_config_or_local_directory(data, tmp_path, no_network):
     assert lora.fit(X[:8], y[:8]).n_parameters() < lora.n_parameters(trainable_only=False)
 
 
+@pytest.mark.slow
 def test_tiny_federation_runs_two_rounds(data):
     from cotrain import FederatedCoTrainer, partition
 

@@ -28,6 +28,7 @@ def small(model=None, **kwargs):
     return GPT2Classifier(**{**params, "random_state": 0, **kwargs})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, LORA], ids=["full", "lora"])
 def test_save_load_round_trip_predicts_and_continues_identically(tmp_path, lora):
     X, y = make_texts(24, seed=0)
@@ -50,6 +51,7 @@ def test_save_load_round_trip_predicts_and_continues_identically(tmp_path, lora)
     np.testing.assert_array_equal(restored.predict_proba(X_test), model.predict_proba(X_test))
 
 
+@pytest.mark.slow
 def test_interrupted_federation_resumes_to_the_uninterrupted_result(tmp_path):
     parts = [make_texts(16, seed=s) for s in (3, 4)]
     X_public, _ = make_texts(20, seed=5)
@@ -72,6 +74,7 @@ def test_interrupted_federation_resumes_to_the_uninterrupted_result(tmp_path):
         assert getattr(client, "estimator_", client).n_fits_ == 3
 
 
+@pytest.mark.slow
 def test_flower_gpt2_sites_continue_training_as_in_process(tmp_path):
     pytest.importorskip("flwr")
     from flwr.supercore.task_identity import TaskIdentity

@@ -463,6 +463,7 @@ def iris_rulefit():
     return clf, X_te, y_te, record
 
 
+@pytest.mark.slow
 def test_rulefit_binary_accuracy_and_no_warning_flood(breast_cancer_rulefit):
     clf, X_te, y_te, record = breast_cancer_rulefit
     assert (clf.predict(X_te) == y_te.to_numpy()).mean() >= 0.88  # 0.92 measured
@@ -483,6 +484,7 @@ def test_rulefit_get_rules(breast_cancer_rulefit):
     assert len(clf.get_rules(exclude_zero_coef=False)) >= len(rules)
 
 
+@pytest.mark.slow
 def test_rulefit_multiclass_one_vs_rest(iris_rulefit):
     clf, X_te, y_te, record = iris_rulefit
     assert (clf.predict(X_te) == y_te).mean() >= 0.85  # 0.91 measured
@@ -530,6 +532,7 @@ def test_rulefit_in_wrapper_reduces_soft_targets_to_hard_labels():
 # ------------------------------------------------------------------------------- imports
 
 
+@pytest.mark.slow
 def test_import_learners_does_not_import_heavy_libraries():
     code = (
         "import learners, sys; "

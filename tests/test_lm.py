@@ -225,6 +225,7 @@ def test_pickle_and_deepcopy_rebuild_the_model_from_its_config_type(data, family
     np.testing.assert_array_equal(source.predict_proba(X_test), expected)  # source untouched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_bert_client_checkpoint_round_trip_continues_identically(data, tmp_path, lora):
     pytest.importorskip("skops")
@@ -488,6 +489,7 @@ PUBLIC = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_network")
 def test_packaged_minilm_clients_run_a_federated_round():
     """The real all-MiniLM-L6-v2 (BERT family): one co-training round of two clients with

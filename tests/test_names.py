@@ -132,6 +132,7 @@ def public_names(module):
             yield from ((f"{attr}({p}=)", p) for p in params)
 
 
+@pytest.mark.slow
 def test_public_names_use_american_spelling():
     british = []
     for name in public_modules():

@@ -268,6 +268,7 @@ def test_exception_carries_the_worker_traceback(process_pool):
     assert any("object 3's check()" in note for note in info.value.__notes__)
 
 
+@pytest.mark.slow
 def test_timeout_returns_finished_results_and_drops_late_ones(process_pool):
     process_pool.put({i: Sleeper() for i in range(N)})
     process_pool.call("nap", {i: ("warm", 0.0) for i in range(N)})
@@ -288,6 +289,7 @@ def test_timeout_returns_finished_results_and_drops_late_ones(process_pool):
     assert calls[0] == calls[2] == ["warm", "a", "b"]
 
 
+@pytest.mark.slow
 def test_real_clients_give_the_same_messages(process_pool):
     """cotrain Clients (pickled by reference: the workers import cotrain) stay resident."""
     from sklearn.tree import DecisionTreeClassifier
@@ -331,6 +333,7 @@ def test_classes_found_through_sys_path(tmp_path, monkeypatch):
         assert pool.call("bump", {0: ()}) == {0: 2}
 
 
+@pytest.mark.slow
 def test_default_timeout(process_pool):
     process_pool.put({i: Sleeper() for i in range(N)})
     process_pool.timeout = 0.3  # as ProcessPool(..., timeout=0.3) or a runtime's timeout
@@ -418,6 +421,7 @@ class SlowToPickle(Napper):
         return dict(self.__dict__)
 
 
+@pytest.mark.slow
 def test_a_stolen_object_moves_whole_and_stays():
     """Object 2 waits behind object 0's nap in worker 0; idle worker 1 steals it, with its
     state, and keeps it: the same results as in this process."""
@@ -442,6 +446,7 @@ def test_a_stolen_object_moves_whole_and_stays():
         assert pool.call("step", {2: (0,)}) == {2: 101}
 
 
+@pytest.mark.slow
 def test_straggler_is_only_the_slow_object():
     """The trainer's straggler scenario at pool level: slow object 0, fast 1 and 2 over
     2 workers (2 lives behind 0 in worker 0); only 0 straggles."""
@@ -463,6 +468,7 @@ def test_straggler_is_only_the_slow_object():
         ]
 
 
+@pytest.mark.slow
 def test_queued_calls_straggle_when_every_worker_is_busy():
     """Both workers nap, so object 2's call is still not started at the deadline: it
     straggles, does not run, and its object stays where it was."""
@@ -485,6 +491,7 @@ def test_steal_after_none_keeps_the_static_placement():
         ProcessPool([1], n_workers=1, steal_after=-1)
 
 
+@pytest.mark.slow
 def test_an_object_that_cannot_be_pickled_is_not_stolen():
     with ProcessPool([Napper(), Napper(), Unpicklable()], n_workers=2) as pool:
         pool.call("arm", {2: ()})
@@ -495,6 +502,7 @@ def test_an_object_that_cannot_be_pickled_is_not_stolen():
         assert pool.call("pid", {2: ()}) == {2: pool.pids[0]}
 
 
+@pytest.mark.slow
 def test_a_steal_in_flight_at_the_deadline_lands_without_running():
     """Object 2 is being pickled in worker 0 when the deadline comes: its call
     straggles, the object arrives in worker 1 all the same and has not run."""
@@ -535,6 +543,7 @@ def test_runtimes_host_pools():
         JoblibRuntime(n_jobs=2).host([Counter()])
 
 
+@pytest.mark.slow
 def test_joblib_runtime_starts_loky_only_for_map():
     with JoblibRuntime(n_jobs=2) as rt:
         with rt.host([Counter() for _ in range(N)]) as pool:
@@ -714,6 +723,7 @@ def test_workers_with_another_thread_limit_are_not_reused(idle):
     assert idle.pids == two
 
 
+@pytest.mark.slow
 def test_trainer_fits_reuse_the_workers_with_the_same_results(idle, cancer):
     from sklearn.tree import DecisionTreeClassifier
 
@@ -750,6 +760,7 @@ def test_a_forked_child_forgets_the_idle_workers(idle):
         assert pool.pids == pids and pool.call("step", {0: (0,), 1: (0,)}) == {0: 1, 1: 1}
 
 
+@pytest.mark.slow
 def test_idle_workers_stop_at_interpreter_exit():
     code = (
         "from cotrain.runtime.runtimes import JoblibRuntime\n"

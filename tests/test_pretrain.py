@@ -56,6 +56,7 @@ def tabular_extractor():
 
 
 # ------------------------------------------------------------------ pretraining
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "drop"), [("simclr", 0.1), ("rotation", 0.2), ("simclr+rotation", 0.2)]
 )
@@ -171,6 +172,7 @@ def test_fedavg_starts_its_global_model_from_the_extractor(digits, image_extract
 
 
 # ------------------------------------------------------------------ transformer
+@pytest.mark.slow
 def test_transformer_is_a_pipeline_step_inside_federated_cotrainer(digits, image_extractor):
     X, y = digits
     ext = image_extractor
@@ -196,6 +198,7 @@ def test_transformer_is_a_pipeline_step_inside_federated_cotrainer(digits, image
     np.testing.assert_array_equal(again.predict(X[600:]), trainer.clients_[0].predict(X[600:]))
 
 
+@pytest.mark.slow
 def test_pretrained_features_beat_a_random_body_on_few_labels(digits):
     """Seeded floor: a logistic probe on 100 labelled digits, on the features of a SmallCNN
     body pretrained on 600 public digits (SimCLR, 30 epochs) vs the same body randomly
@@ -222,6 +225,7 @@ def test_pretrained_features_beat_a_random_body_on_few_labels(digits):
 
 
 # ------------------------------------------------------------------ text
+@pytest.mark.slow
 def test_text_pretraining_changes_the_body_and_gpt2classifier_loads_it(tmp_path):
     transformers = pytest.importorskip("transformers")
     from learners import GPT2Classifier
@@ -316,6 +320,7 @@ def test_inputs_of_another_size_are_refused(digits, image_extractor):
         ext.classifier(module=SmallCNN)
 
 
+@pytest.mark.slow
 def test_import_does_not_import_torch():
     code = "import sys, cotrain, cotrain.pretrain; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -298,6 +298,7 @@ def test_sensitivity_caps_at_what_n_labels_can_change():
     assert epsilon_spent([], 1e-5) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rounds", [1, 5, 20])
 def test_gaussian_events_compose_like_dp_accounting(rounds):
     g = GaussianSoftLabels(sigma=3.0, sensitivity=2)
@@ -416,6 +417,7 @@ def test_noisy_argmax_registered_and_validated():
 # ------------------------------------------------------------------ sensitivity
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:estimate_sensitivity is deprecated:DeprecationWarning")
 def test_estimate_sensitivity_range_and_determinism():
     X, y = make_classification(n_samples=80, n_features=5, random_state=0)

@@ -248,6 +248,7 @@ class SizeSpy(SequentialRuntime):
         return Pool(host_objects(self.inner, objects), self)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_only_labels_come_back_from_a_round_never_the_model(cancer, n_jobs):
     from cotrain.runtime.runtimes import make_runtime

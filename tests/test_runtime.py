@@ -54,6 +54,7 @@ def ray_runtime(request, ray_session):
     assert ray_session.is_initialized()  # started outside: left running
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", [SequentialRuntime(), JoblibRuntime(n_jobs=2)])
 def test_results_come_back_in_task_order(runtime):
     with runtime as rt:
@@ -157,6 +158,7 @@ def test_joblib_matches_sequential_with_shared_array():
         assert rt.map(shared_sum, tasks, timeout=30) == expected
 
 
+@pytest.mark.slow
 def test_ray_is_imported_lazily():
     import subprocess
     import sys
@@ -166,11 +168,13 @@ def test_ray_is_imported_lazily():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_ray_results_in_task_order(ray_runtime):
     assert ray_runtime.map(square_plus, [(i, 1) for i in range(6)]) == [1, 2, 5, 10, 17, 26]
     assert ray_runtime.map(square_plus, []) == []
 
 
+@pytest.mark.slow
 def test_ray_matches_sequential_with_shared_array(ray_runtime):
     shared = np.arange(300_000, dtype=np.float64)
     tasks = [(i, shared) for i in range(8)]
@@ -180,6 +184,7 @@ def test_ray_matches_sequential_with_shared_array(ray_runtime):
     assert ray_runtime.map(shared_sum, tasks, timeout=30) == expected
 
 
+@pytest.mark.slow
 def test_ray_timeout_marks_the_slow_task(ray_runtime):
     ray_runtime.map(sleep_then, [(i, 0.0) for i in range(3)])  # workers warm (not timed)
     out = ray_runtime.map(sleep_then, [(0, 0.0), (1, 0.6), (2, 0.0)], timeout=0.3)
@@ -193,6 +198,7 @@ def test_ray_runtime_outside_with_block():
         RayRuntime().map(square_plus, [(1, 1)])
 
 
+@pytest.mark.slow
 def test_ray_runtime_matches_sequential_client_rounds(ray_session):
     """Real client rounds (the method the trainer calls): same messages as sequential."""
     from sklearn.tree import DecisionTreeClassifier
@@ -236,6 +242,7 @@ def test_ray_batches_keep_order_and_straggle_together(ray_session):
     assert isinstance(out[3], Straggler) and out[3].index == 3
 
 
+@pytest.mark.slow
 def test_ray_runtime_rejects_bad_arguments():
     with pytest.raises(ValueError, match="batch_size"):
         RayRuntime(batch_size=0)

@@ -60,6 +60,7 @@ def assert_same_federation(loaded, trainer, X_test):
     assert loaded.learner_warnings_ == trainer.learner_warnings_
 
 
+@pytest.mark.slow
 def test_round_trip_of_a_mixed_federation(mixed, cancer, tmp_path):
     folder = mixed.save(tmp_path / "fed")
     loaded = FederatedCoTrainer.load(folder)
@@ -169,6 +170,7 @@ def test_privacy_report_and_configuration_objects_round_trip(cancer, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_learner_skops_cannot_store_is_refused_before_anything_is_written(cancer, tmp_path):
     pytest.importorskip("imodels")
     from learners import RuleFitClassifier

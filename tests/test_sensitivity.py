@@ -93,6 +93,7 @@ def check_witness(estimator, X, y, U, found, pseudo):
 # ------------------------------------------------------------------ breast cancer: the audit
 
 
+@pytest.mark.slow
 def test_logistic_regression_adversarial_far_above_benign(breast_cancer):
     X, y, U = breast_cancer
     lr = LogisticRegression()
@@ -109,6 +110,7 @@ def test_logistic_regression_adversarial_far_above_benign(breast_cancer):
     check_witness(lr, X, y, U, found, simulated_pseudo(lr, X, y, U, np.unique(y), 3))
 
 
+@pytest.mark.slow
 def test_depth3_tree_adversarial_above_benign(breast_cancer):
     X, y, U = breast_cancer
     tree = DecisionTreeClassifier(max_depth=3, random_state=0)

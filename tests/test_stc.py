@@ -359,6 +359,7 @@ def test_clone_get_params_and_validation_before_training(digits):
     assert dp.compression_ is None and dp.history_[0].bytes_up == 3 * 4 * 650
 
 
+@pytest.mark.slow
 def test_fedavg_stc_with_a_torch_learner(digits):
     pytest.importorskip("torch")
     from learners import TorchClassifier

@@ -29,6 +29,7 @@ def reviews_available():
         pytest.skip("no shared data folder")
 
 
+@pytest.mark.slow
 def test_quick_tfidf_federation_table(text_mixed, reviews_available, capsys):
     pytest.importorskip("xgboost")
     pytest.importorskip("imodels")
@@ -51,6 +52,7 @@ def test_quick_tfidf_federation_table(text_mixed, reviews_available, capsys):
     assert "scaled consensus, trust=auto" in out
 
 
+@pytest.mark.slow
 def test_local_only_is_the_seeded_learner_on_its_own_rows(text_mixed, reviews_available):
     """Round 1 of the run is the local-only model: the same learner, seed and rows."""
     from cotrain.federation.seeding import seeded_clone, spawn_seeds

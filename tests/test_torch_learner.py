@@ -428,6 +428,7 @@ def test_federation_with_torch_clients(digits):
     assert trainer.score(X_test[400:], y_test[400:]) > 0.85
 
 
+@pytest.mark.slow
 def test_import_learners_does_not_import_torch():
     code = "import learners, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

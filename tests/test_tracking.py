@@ -161,6 +161,7 @@ def synthetic_loop(callbacks, rounds=4, start=1, history=None, fail_at=None):
 # ----------------------------------------------------------------- no tracking packages needed
 
 
+@pytest.mark.slow
 def test_import_cotrain_tracking_does_not_import_the_tracking_packages():
     code = (
         "import sys, cotrain, cotrain.tracking, cotrain.federation.loop, cotrain.callbacks; "
@@ -207,6 +208,7 @@ def test_parameters_render_as_short_stable_strings():
 # ----------------------------------------------------------------- MLflow
 
 
+@pytest.mark.slow
 def test_mlflow_logs_a_federation_exactly(cancer, mlflow_uri):
     logger = MLflowLogger(experiment_name="fedct", run_name="trees", tracking_uri=mlflow_uri)
     trainer = fit(cancer, [logger])
@@ -258,6 +260,7 @@ def test_mlflow_tags_the_reason_of_an_early_stopped_run(cancer, mlflow_uri):
     ]
 
 
+@pytest.mark.slow
 def test_mlflow_resumed_fit_continues_the_same_run_without_duplicates(cancer, mlflow_uri, tmp_path):
     first = MLflowLogger(experiment_name="resume", tracking_uri=mlflow_uri)
     fit(cancer, [first], rounds=2, checkpoint_dir=tmp_path / "ckpt")

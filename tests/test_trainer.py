@@ -93,6 +93,7 @@ def test_exact_bytes_of_hard_and_soft_messages(cancer):
     np.testing.assert_allclose(half.pseudo_labels_, soft.pseudo_labels_, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_with_any_n_jobs(cancer):
     ests = [RandomForestClassifier(n_estimators=10), DecisionTreeClassifier(), GaussianNB()]
     a = fit(cancer, ests, participation=0.67)
@@ -204,6 +205,7 @@ def test_learner_warnings_are_summarised_once(cancer):
     assert sum(trainer.learner_warnings_.values()) == 300
 
 
+@pytest.mark.slow
 def test_soft_sharing_with_entropy_consensus(cancer):
     trainer = fit(
         cancer,

@@ -66,6 +66,7 @@ def test_budget_below_one_round_is_refused_before_training(cancer):
         fit(cancer, privacy.RandomizedResponse(epsilon=1.0, budget=0.01))
 
 
+@pytest.mark.slow
 def test_reproducible_noise_is_an_explicit_warned_opt_in(cancer):
     mech = privacy.RandomizedResponse(epsilon=300.0)
     with pytest.warns(UserWarning, match="reproducible_noise=True.*replay"):

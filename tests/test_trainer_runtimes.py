@@ -19,6 +19,7 @@ def fit(cancer, estimators, **params):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["sequential", "joblib"])
 def test_named_runtimes_give_the_sequential_result(cancer, runtime):
     ests = [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()]
@@ -27,6 +28,7 @@ def test_named_runtimes_give_the_sequential_result(cancer, runtime):
     np.testing.assert_array_equal(reference.pseudo_label_codes_, other.pseudo_label_codes_)
 
 
+@pytest.mark.slow
 def test_ray_runtime_gives_the_sequential_result(cancer):
     pytest.importorskip("ray")
     ests = [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()]
@@ -38,6 +40,7 @@ def test_ray_runtime_gives_the_sequential_result(cancer):
     )
 
 
+@pytest.mark.slow
 def test_straggler_sits_the_round_out_and_is_recorded(cancer):
     ests = [SlowTree(delay=1.5), DecisionTreeClassifier(), DecisionTreeClassifier()]
     trainer = fit(cancer, ests, rounds=2, round_timeout=0.75, runtime="joblib", n_jobs=2)
@@ -49,6 +52,7 @@ def test_straggler_sits_the_round_out_and_is_recorded(cancer):
     assert second.bytes_up == first.bytes_up * 2 // 3
 
 
+@pytest.mark.slow
 def test_sequential_runtime_cannot_interrupt_so_later_clients_wait(cancer):
     # documented: the overrunning client finishes; the clients after it are stragglers
     ests = [SlowTree(delay=1.0), DecisionTreeClassifier(), DecisionTreeClassifier()]
@@ -56,6 +60,7 @@ def test_sequential_runtime_cannot_interrupt_so_later_clients_wait(cancer):
     assert trainer.history_[1].timed_out == (1, 2)
 
 
+@pytest.mark.slow
 def test_too_many_stragglers_fail_the_round(cancer):
     ests = [SlowTree(delay=1.5), SlowTree(delay=1.5), DecisionTreeClassifier()]
     # both workers are busy with the slow clients, so client 2 is still queued at the deadline

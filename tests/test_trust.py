@@ -317,6 +317,7 @@ def test_site_config_trust_is_checked(tmp_path):
         load_site(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trust", ["auto", PseudoLabelTrust(weights=(0.0, 0.5, 1.0))])
 def test_a_resumed_run_with_trust_equals_an_uninterrupted_one(cancer, tmp_path, trust):
     def trainer(rounds, **params):

@@ -8,6 +8,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 
+@pytest.mark.slow
 def test_mixed_federation_with_dirichlet_clients():
     pytest.importorskip("xgboost")
     pytest.importorskip("imodels")

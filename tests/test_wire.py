@@ -808,6 +808,7 @@ def test_every_kind_is_registered_and_decodes_through_messages():
         assert type(Message.from_bytes(data)).kind == data[0]
 
 
+@pytest.mark.slow
 def test_importing_only_cotrain_messages_decodes_compact_kinds():
     quantised = QuantizedSoftLabels(np.full((2, 3), 1 / 3), 3).to_bytes()
     delta = DeltaHardLabels.encode([1], None, 2)

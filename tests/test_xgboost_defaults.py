@@ -81,6 +81,7 @@ def test_small_clients_are_more_accurate_alone(split):
     assert mean_accuracy(**OLD) <= 0.87
 
 
+@pytest.mark.slow
 def test_federation_of_five_small_xgboost_clients(split):
     data, X, y = split
     with warnings.catch_warnings():
