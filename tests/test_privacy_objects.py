@@ -203,6 +203,7 @@ class OldDPTraining:
 
 
 def test_an_old_model_kind_mechanism_reports_its_events_and_trains_at_full_weight(cancer):
+    pytest.importorskip("dp_accounting", reason="a DP-trained client is accounted with it")
     old = OldDPTraining()
     with pytest.warns(DeprecationWarning, match="applies_to='model'"):
         trainer = _fit(cancer, old, share="soft", consensus="mean")

@@ -209,6 +209,7 @@ def write_history(folder: Path, variant: str, seed: int, column: dict[str, list[
 
 
 def test_accuracy_figure_curves_reference_lines_integer_rounds(tmp_path):
+    pytest.importorskip("matplotlib", reason="the report draws its figure with matplotlib")
     import matplotlib.pyplot as plt
 
     write_history(tmp_path, "FedCT", 0, {"mean_accuracy": [0.840, 0.845, 0.846]})
@@ -252,6 +253,7 @@ def test_accuracy_figure_curves_reference_lines_integer_rounds(tmp_path):
 
 
 def test_many_rounds_have_integer_ticks_and_one_shot_only_has_none(tmp_path):
+    pytest.importorskip("matplotlib", reason="the report draws its figure with matplotlib")
     import matplotlib.pyplot as plt
 
     write_history(tmp_path, "FedCT", 0, {"mean_accuracy": list(np.linspace(0.5, 0.9, 13))})
@@ -278,6 +280,7 @@ def test_many_rounds_have_integer_ticks_and_one_shot_only_has_none(tmp_path):
 
 
 def test_write_summary_plots_every_variant(tmp_path):
+    pytest.importorskip("matplotlib", reason="the report draws its figure with matplotlib")
     write_history(tmp_path, "FedCT", 0, {"mean_accuracy": [0.8, 0.85]})
     write_history(tmp_path, "local", 0, {"mean_accuracy": [0.78]})
     results = [

@@ -175,6 +175,7 @@ def test_build_server_copies_the_rule_and_seeds_every_part_from_random_state():
 
 
 def test_build_server_checks_the_rule_before_any_client_trains():
+    pytest.importorskip("dp_accounting", reason="the server's privacy ledger needs dp_accounting")
     with pytest.raises(ValueError, match="quorum"):
         _build(consensus=QualifiedMajority(quorum=2.0))
     with pytest.raises(ValueError, match="privacy budget"):
@@ -182,6 +183,7 @@ def test_build_server_checks_the_rule_before_any_client_trains():
 
 
 def test_a_deployment_refuses_replayable_server_noise_a_simulation_warns():
+    pytest.importorskip("dp_accounting", reason="the server's privacy ledger needs dp_accounting")
     noisy = NoisyArgmax(sigma=5.0, random_state=0)
     with pytest.raises(ValueError, match=r"a deployment refuses it"):
         _build(consensus=noisy, deployment=True)
