@@ -252,7 +252,7 @@ class _Worker:
         return _run_batch(*args)
 
 
-def _shared_positions(tasks: list[tuple[Any, ...]]) -> list[int]:
+def _shared_positions(tasks: Sequence[Sequence[Any]]) -> list[int]:
     """Argument positions holding the same (non-trivial) object in every task."""
     if len(tasks) < 2:
         return []
