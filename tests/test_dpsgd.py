@@ -559,6 +559,4 @@ def test_a_client_that_does_not_report_its_dp_event_is_a_client_failure():
     assert answered == [0]
     assert set(record.failed) == {1, 2} and "DpEvent" in record.failed[1]
     assert ledger.rounds_taken.tolist() == [1, 0, 0]
-    assert ledger.epsilon(0) == pytest.approx(
-        dpsgd_epsilon([event], 1e-5, neighbors="replace_one")
-    )
+    assert ledger.epsilon(0) == pytest.approx(dpsgd_epsilon([event], 1e-5, neighbors="replace_one"))

@@ -373,4 +373,3 @@ def decode_labels(data: bytes) -> np.ndarray:
     """
     message = decode(data)
     return message.codes if isinstance(message, HardLabels) else message.probs
-

@@ -261,5 +261,3 @@ class TrackingCallback(Callback):
             if getattr(self, name) != default
         ]
         return f"{type(self).__name__}({', '.join(args)})"
-
-

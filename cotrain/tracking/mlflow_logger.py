@@ -289,5 +289,3 @@ class MLflowLogger(TrackingCallback):
         self._client, self._owned, self._active = None, False, False
         if client is not None and owned and self.run_id_ is not None:
             client.set_terminated(self.run_id_, status=status)
-
-

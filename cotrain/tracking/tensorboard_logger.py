@@ -157,4 +157,3 @@ def markdown_table(params: Mapping[str, str]) -> str:
         f"| {key} | {value.replace('|', chr(92) + '|')} |" for key, value in params.items()
     )
     return f"| parameter | value |\n|---|---|\n{rows}"
-
