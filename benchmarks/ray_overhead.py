@@ -9,8 +9,8 @@ What is timed is what the trainer does: it hosts the clients once with
 ``runtime.host(clients)`` (a resident pool: in this process for sequential, two
 long-lived worker processes for joblib, one Ray actor per CPU, here 2, for Ray) and
 each round calls ``pool.call("run_round", ...)``, which sends only each sampled
-client's downlink (the round's broadcast) down and the clients' results up. Each runtime is wrapped so
-that ``host`` returns its real pool wrapped to time
+client's downlink (the round's broadcast) down and the clients' results up. Each runtime is
+wrapped so that ``host`` returns its real pool wrapped to time
 
 - the wall time of every ``call("run_round", ...)`` in the trainer's process, and
 - each client's own work, timed inside the worker: the hosted objects are the clients
