@@ -32,6 +32,7 @@ from cotrain.history import History, RoundRecord
 
 __all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar"]
 
+
 class RoundLoop(Protocol):
     """What a callback may use of the loop that calls it
     (:class:`cotrain.federation.loop.RoundLoop`, which imports this module)."""
