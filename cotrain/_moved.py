@@ -1,13 +1,13 @@
 """Module paths that moved into subpackages, kept importable for one release.
 
 ``import cotrain.client`` still works and gives :mod:`cotrain.federation.client` itself, with
-a :class:`DeprecationWarning` naming the new path (see :mod:`learners._moved`, whose finder
+a :class:`DeprecationWarning` naming the new path (see :mod:`learners._deprecation`, whose finder
 this uses). Saved federations and checkpoints written before the move load unchanged.
 """
 
 from __future__ import annotations
 
-from learners._moved import install
+from learners._deprecation import install
 
 __all__ = ["MOVED", "install_moved"]
 

@@ -32,7 +32,7 @@ array([[0., 0., 1.]])
 
 from typing import TYPE_CHECKING
 
-from ._moved import MOVED, install
+from ._deprecation import MOVED, install
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and readers
     from ._aligned import ClassAlignedClassifier, continues_training

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import cotrain  # noqa: F401  (installs the finder for cotrain's moved modules)
 from cotrain._moved import MOVED as COTRAIN_MOVED
-from learners._moved import MOVED as LEARNERS_MOVED
-from learners._moved import MovedModules
+from learners._deprecation import MOVED as LEARNERS_MOVED
+from learners._deprecation import MovedModules
 
 ALL_MOVED = sorted({**COTRAIN_MOVED, **LEARNERS_MOVED}.items())
 

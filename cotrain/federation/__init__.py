@@ -16,32 +16,26 @@
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
-#: names of the old module ``cotrain.federation`` (now a package) -> where they are now
-_OLD_NAMES = {
-    "bind_public": "cotrain.federation.privacy_setup",
-    "check_privacy_setup": "cotrain.federation.privacy_setup",
-    "dry_run_consensus": "cotrain.federation.privacy_setup",
-    "make_ledger": "cotrain.federation.privacy_setup",
-    "refuse_replayable_noise": "cotrain.federation.privacy_setup",
-    "replayable_noise_warning": "cotrain.federation.privacy_setup",
-}
+from learners._deprecation import deprecated_names
 
 __all__: list[str] = []
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _OLD_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"cotrain.federation.{name} moved to {_OLD_NAMES[name]}.{name}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(_OLD_NAMES[name]), name)
+#: the names of the old module ``cotrain.federation`` (now this package) answer, with a
+#: warning, from the module that holds them now
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        name: f"cotrain.federation.privacy_setup.{name}"
+        for name in (
+            "bind_public",
+            "check_privacy_setup",
+            "dry_run_consensus",
+            "make_ledger",
+            "refuse_replayable_noise",
+            "replayable_noise_warning",
+        )
+    },
+)
 
 
 def __dir__() -> list[str]:
