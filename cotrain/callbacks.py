@@ -24,13 +24,14 @@ Hooks run in the order the callbacks were given; the trainer's own callbacks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from cotrain.history import History, RoundRecord
 
-__all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar"]
+__all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar", "loop_callbacks"]
 
 
 class RoundLoop(Protocol):
@@ -201,6 +202,25 @@ def _postfix(record: RoundRecord) -> dict[str, str]:
     if record.mean_accuracy is not None:
         out["acc"] = f"{record.mean_accuracy:.3f}"
     return out
+
+
+def loop_callbacks(
+    own: Sequence[Callback | None],
+    early_stopping: int | None,
+    user: Sequence[Callback] | None,
+    progress: ProgressBar | None = None,
+) -> list[Callback]:
+    """The callbacks of a run in the one order every method uses: the method's own (a
+    checkpoint, a privacy budget; None entries skipped), the progress bar, early stopping
+    (when ``early_stopping`` is a patience), then the user's, in the order given.
+
+    Examples
+    --------
+    >>> [type(c).__name__ for c in loop_callbacks([None], 2, [Callback()])]
+    ['EarlyStopping', 'Callback']
+    """
+    chosen = [*own, progress, None if early_stopping is None else EarlyStopping(early_stopping)]
+    return [c for c in chosen if c is not None] + list(user or [])
 
 
 def round_line(record: RoundRecord) -> str:

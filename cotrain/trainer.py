@@ -28,7 +28,7 @@ from cotrain._validation import (
     nan_allowed,
     refusing_nan,
 )
-from cotrain.callbacks import Callback, EarlyStopping, PrivacyBudget, ProgressBar
+from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
 from cotrain.federation.client import Client
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
@@ -404,10 +404,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             ConsensusAttributes(self, fed),
             checkpoint,
             None if fed.ledger is None else PrivacyBudget(fed.ledger),
-            progress,
-            None if self.early_stopping is None else EarlyStopping(self.early_stopping),
         ]
-        callbacks = [c for c in own if c is not None] + list(self.callbacks or [])
+        callbacks = loop_callbacks(own, self.early_stopping, self.callbacks, progress)
         try:
             with (
                 make_runtime(self.n_jobs, self.runtime) as runtime,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.callbacks import Callback, EarlyStopping, ProgressBar
+from cotrain.callbacks import Callback, ProgressBar, loop_callbacks
 from cotrain.federation.loop import RoundLoop
 from cotrain.history import History, RoundRecord
 
@@ -84,11 +84,7 @@ def run_rounds(
     2
     """
     progress = ProgressBar(owner.verbose, desc=type(owner).__name__)
-    callbacks: list[Callback] = [c for c in own if c is not None]
-    callbacks.append(progress)
-    if early_stopping is not None:
-        callbacks.append(EarlyStopping(early_stopping))
-    callbacks.extend(owner.callbacks or [])
+    callbacks = loop_callbacks(own, early_stopping, owner.callbacks, progress)
     loop = RoundLoop(run_round, sample, rounds, callbacks, history, start, owner=owner)
     try:
         return loop.run()

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from cotrain._validation import check_params
-from cotrain.callbacks import EarlyStopping, PrivacyBudget
+from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer, Upload
@@ -271,12 +271,8 @@ class FlowerCoTraining:
         if resume and checkpoint is not None and checkpoint.checkpointer.latest():
             start = self._restore(checkpoint.checkpointer)
         ledger = self._run.ledger
-        own = [
-            checkpoint,
-            None if ledger is None else PrivacyBudget(ledger),
-            None if self.early_stopping is None else EarlyStopping(self.early_stopping),
-        ]
-        callbacks = [c for c in own if c is not None] + list(self.callbacks or [])
+        own = [checkpoint, None if ledger is None else PrivacyBudget(ledger)]
+        callbacks = loop_callbacks(own, self.early_stopping, self.callbacks)
         loop = RoundLoop(
             lambda t, sampled: self._round(t, sampled, grid), self._run.sampler.sample,
             self.rounds, callbacks, self.history_, start, owner=self,
