@@ -73,6 +73,6 @@ def test_a_pickle_naming_an_old_module_loads():
 
 
 def test_the_finder_ignores_other_names():
-    finder = MovedModules({"a.old": "a.new"})
-    assert finder.find_spec("a.other") is None
-    assert finder.find_spec("a.old").name == "a.old"
+    finder = MovedModules({"cotrain.old_place": "cotrain.new_place"})
+    assert finder.find_spec("cotrain.other_place") is None
+    assert finder.find_spec("cotrain.old_place").name == "cotrain.old_place"
