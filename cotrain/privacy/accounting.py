@@ -4,10 +4,12 @@ Every round a client takes part in, it releases its labels on the public pool on
 label mechanism (:mod:`cotrain.privacy.mechanisms`); ``mechanism.dp_event(C, |U|)`` describes
 that one release as a ``dp_accounting`` event. :func:`epsilon_spent` composes a client's list
 of events into the smallest ε such that the whole run is (ε, δ)-DP with respect to one record
-of the client's private data (replace-one neighbours), for an adversary who sees every
-composed release. :class:`RunningComposition` does the same incrementally — compose one
-round's events, ask ε, compose the next — without recomputing from round 1;
-:func:`epsilon_spent` is one ``RunningComposition`` fed the whole list.
+of the client's private data, for an adversary who sees every composed release, under a
+neighbouring relation: ``relation="add_or_remove"`` (the headline of every record-level ε in
+cotrain) or ``"replace_one"``; each event is read as dp-accounting reads it under that
+relation (:mod:`cotrain.privacy.composition`). :class:`RunningComposition` does the same
+incrementally — compose one round's events, ask ε, compose the next — without recomputing
+from round 1; :func:`epsilon_spent` is one ``RunningComposition`` fed the whole list.
 
 Accountant choice (``accountant="auto"``, the default), detailed in
 :mod:`cotrain.privacy.composition`:
@@ -24,8 +26,9 @@ Accountant choice (``accountant="auto"``, the default), detailed in
   it that is far looser when ε₀ is tiny (XOR with a large s*), slow when the loss spans
   hundreds of nats, and it silently ignores the repeat count of a ``SelfComposedDpEvent``
   wrapping a ``RandomizedResponseDpEvent`` (the PLD pitfall), which this module never relies
-  on. A Gaussian event's noise multiplier is relative to cotrain's replace-one Δ₂, so it is
-  never read under dp-accounting's ``REPLACE_ONE`` (which would double the sensitivity);
+  on. A Gaussian event's noise multiplier is relative to the add/remove Δ₂; under
+  ``relation="replace_one"`` it is read as dp-accounting's ``REPLACE_ONE`` reads it (twice
+  the sensitivity);
 * **any other event** (e.g. a sampled Gaussian): dp-accounting's PLD, its discretisation set
   relative to the ε sought (:func:`cotrain.privacy.composition.pld_interval`), falling back
   to its ``RdpAccountant``;
@@ -59,15 +62,22 @@ from typing import Any, Literal
 from scipy import optimize
 
 from cotrain.privacy._privacy_loss import log_delta_gaussian
-from cotrain.privacy.composition import RunningComposition, pld_interval
+from cotrain.privacy.composition import (
+    RELATIONS,
+    RunningComposition,
+    check_relation,
+    pld_interval,
+)
 
 __all__ = [
+    "RELATIONS",
     "GaussianEvent",
     "NoOpEvent",
     "RandomizedResponseEvent",
     "RunningComposition",
     "SelfComposedEvent",
     "basic_composition",
+    "check_relation",
     "epsilon_spent",
     "gaussian_epsilon",
     "gaussian_event",
@@ -283,8 +293,10 @@ def basic_composition(events: Sequence[Any], delta: float) -> float:
     return _composed(events, delta, "basic").epsilon()
 
 
-def _composed(events: Iterable[Any], delta: Any, accountant: str) -> RunningComposition:
-    comp = RunningComposition(delta, accountant=accountant)  # type: ignore[arg-type]
+def _composed(
+    events: Iterable[Any], delta: Any, accountant: str, relation: str = "add_or_remove"
+) -> RunningComposition:
+    comp = RunningComposition(delta, accountant=accountant, relation=relation)  # type: ignore[arg-type]
     for event in events:
         comp.compose(event)
     return comp
@@ -295,6 +307,7 @@ def epsilon_spent(
     delta: float,
     *,
     accountant: Literal["auto", "pld", "rdp", "basic"] = "auto",
+    relation: Literal["add_or_remove", "replace_one"] = "add_or_remove",
 ) -> float:
     """Total ε, at ``delta``, of the composition of ``events`` (one client's releases).
 
@@ -314,6 +327,11 @@ def epsilon_spent(
         the composed Gaussian at its own sensitivity, the other events), "rdp" its
         ``RdpAccountant`` fed each leaf once with its repeat count; "basic" is
         :func:`basic_composition`. The same as a :class:`RunningComposition` fed the list.
+    relation : {"add_or_remove", "replace_one"}, default="add_or_remove"
+        The neighbouring relation the events are read under (dp-accounting's meaning: a
+        Gaussian event has twice its sensitivity under replace-one; a randomized-response
+        event is the same under both). Give each relation the events a mechanism states for
+        it (:meth:`cotrain.privacy.LabelMechanism.relation_event`).
 
     Returns
     -------
@@ -332,6 +350,10 @@ def epsilon_spent(
     1.0
     >>> epsilon_spent([g] * 4, 1e-5) < epsilon_spent([g] * 4, 1e-5, accountant="rdp")
     True
+    >>> round(epsilon_spent([gaussian_event(40 / 600**0.5)] * 2, 1e-5), 4)   # teachers' GNMax
+    3.7086
+    >>> round(epsilon_spent([gaussian_event(40 / 600**0.5)] * 2, 1e-5, relation="replace_one"), 4)
+    8.3854
     """
     if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < float(delta) < 1.0:
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
@@ -339,7 +361,7 @@ def epsilon_spent(
         raise ValueError(f"accountant must be 'auto', 'pld', 'rdp' or 'basic', got {accountant!r}")
     if accountant in ("pld", "rdp") and _dp() is None:
         raise ImportError(f"accountant={accountant!r} needs dp-accounting")
-    return _composed(events, float(delta), accountant).epsilon()
+    return _composed(events, float(delta), accountant, check_relation(relation)).epsilon()
 
 
 # --------------------------------------------------------------------------------------------

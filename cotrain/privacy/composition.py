@@ -3,8 +3,8 @@
 A client's releases are privacy events (``mechanism.dp_event(C, |U|)``, one per round);
 ``RunningComposition(delta)`` keeps their composed state, so asking ε after each of T rounds
 costs one round's work each time, never a recomputation from round 1. ε is with respect to
-one record of the client's private data (replace-one neighbours), for whoever sees all the
-composed releases.
+one record of the client's private data, for whoever sees all the composed releases, under
+the neighbouring relation ``relation`` (below).
 
 What the state is, and how ε is found (``accountant="auto"``):
 
@@ -15,8 +15,9 @@ What the state is, and how ε is found (``accountant="auto"``):
   with different ε₀ are combined by the outer sum of their supports, dropping probabilities
   below δ·1e-20 (they move δ(ε) by less than 1e-13 of δ); beyond 2·10⁶ points, by the PLD
   route below;
-* **Gaussian** (``GaussianDpEvent(z)``, noise multiplier relative to cotrain's replace-one
-  Δ₂): the sum ``μ² = Σ count / z²``; any number of them is one Gaussian pair with that μ;
+* **Gaussian** (``GaussianDpEvent(z)``, noise std / Δ₂ of the relation's reading): the sum
+  ``μ² = Σ count·(r/z)²`` with ``r = 1`` under add/remove and ``r = 2`` under replace-one;
+  any number of them is one Gaussian pair with that μ;
 * ε is then exact: the smallest ε with ``δ(ε) = E[(1 − e^{ε − L})₊] ≤ delta`` for
   ``L = L_RR + L_Gauss`` (independent), i.e. ``δ(ε) = Σ_j P(ℓ_j)·δ_Gauss(ε − ℓ_j)``, the
   hockey-stick divergence of the product of the worst-case pairs, found by bisection;
@@ -24,8 +25,19 @@ What the state is, and how ε is found (``accountant="auto"``):
   and accounted with dp-accounting's PLD, together with the exact parts turned into PLDs
   (see :func:`pld_interval` for the discretisation), falling back to its RDP accountant, and
   without dp-accounting (or when neither supports an event) to basic composition with a
-  ``RuntimeWarning``. dp-accounting reads such an event under its default
-  ``ADD_OR_REMOVE_ONE`` relation: the event's parameters must describe one record's change.
+  ``RuntimeWarning``. dp-accounting reads such an event under ``relation``.
+
+Neighbouring relation (``relation``): every event is read as dp-accounting reads it under
+that ``NeighboringRelation`` — ``"add_or_remove"`` (``ADD_OR_REMOVE_ONE``, the default and the
+headline of every record-level ε in cotrain) or ``"replace_one"`` (``REPLACE_ONE``). So a
+``GaussianDpEvent(z)`` is a Gaussian pair at distance ``1/z`` under add/remove and ``2/z``
+under replace-one (replacing = removing then adding: twice the sensitivity, as dp-accounting
+doubles it), and a Poisson-sampled Gaussian gets dp-accounting's replace-one PLD. A
+``RandomizedResponseDpEvent`` is read the same under both relations: it is one randomised
+value, and whatever relation changed that value, the pair of output laws is the same
+(dp-accounting accepts it only under ``REPLACE_ONE``). A mechanism therefore gives, for each
+relation, the event whose dp-accounting reading bounds that relation
+(:meth:`cotrain.privacy.LabelMechanism.relation_event`).
 
 ``accountant="pld"`` forces that PLD route for every event, ``"rdp"`` dp-accounting's
 ``RdpAccountant`` (each leaf composed once with its count: ``RdpAccountant.compose(event,
@@ -65,7 +77,7 @@ from cotrain.privacy._privacy_loss import (
     rr_step,
 )
 
-__all__ = ["RunningComposition", "pld_interval"]
+__all__ = ["RELATIONS", "RunningComposition", "check_relation", "pld_interval"]
 
 Accountant = Literal["auto", "pld", "rdp", "basic"]
 _RR_NAMES = {"RandomizedResponseDpEvent", "RandomizedResponseEvent"}
@@ -74,6 +86,9 @@ _NOOP_NAMES = {"NoOpDpEvent", "NoOpEvent"}
 _SELF_NAMES = {"SelfComposedDpEvent", "SelfComposedEvent"}
 _COMPOSED_NAMES = {"ComposedDpEvent"}
 _NONPRIVATE_NAMES = {"NonPrivateDpEvent"}
+
+#: The neighbouring relations an ε can be stated in; the first is cotrain's headline.
+RELATIONS = ("add_or_remove", "replace_one")
 
 
 def _dp_accounting() -> Any:
@@ -112,6 +127,29 @@ def _check_delta(delta: Any) -> float:
     return float(delta)
 
 
+def check_relation(relation: Any) -> str:
+    """``relation`` if it is one of :data:`RELATIONS`, else ``ValueError``.
+
+    Examples
+    --------
+    >>> check_relation("replace_one")
+    'replace_one'
+    >>> check_relation("replace")
+    Traceback (most recent call last):
+    ...
+    ValueError: relation must be 'add_or_remove' or 'replace_one', got 'replace'
+    """
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be 'add_or_remove' or 'replace_one', got {relation!r}")
+    return str(relation)
+
+
+def _dp_relation(dp: Any, relation: str) -> Any:
+    """dp-accounting's ``NeighboringRelation`` of ``relation``."""
+    rel = dp.NeighboringRelation
+    return rel.REPLACE_ONE if relation == "replace_one" else rel.ADD_OR_REMOVE_ONE
+
+
 class RunningComposition:
     """The composed privacy of a growing list of events; ε on demand, never recomputed.
 
@@ -124,11 +162,15 @@ class RunningComposition:
         dp-accounting's PLD once another kind of event is composed; "pld" / "rdp" force
         dp-accounting's PLD (built per leaf, see the module docstring) or RDP; "basic" is the
         sum of per-event ε. See the module docstring.
+    relation : {"add_or_remove", "replace_one"}, default="add_or_remove"
+        The neighbouring relation the events are read under (dp-accounting's meaning; see
+        the module docstring).
 
     Attributes
     ----------
     delta : float
     accountant : str
+    relation : str
 
     Raises
     ------
@@ -154,10 +196,25 @@ class RunningComposition:
     >>> fork = acc.copy().compose(event, count=10)
     >>> round(fork.epsilon(), 3), round(acc.epsilon(), 3)
     (1.786, 1.221)
+
+    The same Gaussian event under both relations (replace-one: twice the sensitivity):
+
+    >>> from cotrain.privacy.accounting import gaussian_event
+    >>> [round(RunningComposition(1e-5, relation=r).compose(gaussian_event(2.0)).epsilon(), 4)
+    ...  for r in ("add_or_remove", "replace_one")]
+    [1.9931, 4.3772]
     """
 
-    def __init__(self, delta: float, *, accountant: Accountant = "auto") -> None:
+    def __init__(
+        self,
+        delta: float,
+        *,
+        accountant: Accountant = "auto",
+        relation: Literal["add_or_remove", "replace_one"] = "add_or_remove",
+    ) -> None:
         self.delta = _check_delta(delta)
+        self.relation = check_relation(relation)
+        self._scale2 = 4.0 if self.relation == "replace_one" else 1.0  # (Δ factor)²
         if accountant not in ("auto", "pld", "rdp", "basic"):
             raise ValueError(
                 f"accountant must be 'auto', 'pld', 'rdp' or 'basic', got {accountant!r}"
@@ -213,7 +270,7 @@ class RunningComposition:
         elif name in _GAUSS_NAMES:
             z = float(event.noise_multiplier)
             self._gauss[z] = self._gauss.get(z, 0) + count
-            self._mu2 += count / z**2 if z > 0 else math.inf
+            self._mu2 += self._scale2 * count / z**2 if z > 0 else math.inf
         elif name in _NONPRIVATE_NAMES:
             self._nonprivate = True
         else:
@@ -244,6 +301,7 @@ class RunningComposition:
         rr = {f"q={q:.6g},K={k}": n for (q, k), n in self._rr.items()}
         return (
             f"RunningComposition(delta={self.delta!r}, accountant={self.accountant!r}, "
+            f"relation={self.relation!r}, "
             f"randomized_response={rr}, gaussian_mu={math.sqrt(self._mu2):.6g}, "
             f"other={sum(c for _, c in self._other)})"
         )
@@ -349,12 +407,13 @@ class RunningComposition:
         share = self.delta / max(1, sum(self._gauss.values()))
         total = sum(n * rr_step(q, k)[0] for (q, k), n in self._rr.items())
         for z, n in self._gauss.items():
-            total += n * epsilon_for_delta(*point, 1.0 / z, share)
+            total += n * epsilon_for_delta(*point, math.sqrt(self._scale2) / z, share)
         return float(total)
 
     def _rdp(self, dp: Any) -> float:
         """dp-accounting's RDP: each leaf composed once with its count (REPLACE_ONE when
-        randomized response is present; its Gaussian RDP does not depend on the relation)."""
+        randomized response is present; its Gaussian RDP does not depend on the relation, and
+        μ² already holds the relation's factor); other events under :attr:`relation`."""
         rel = dp.NeighboringRelation
         main = dp.rdp.RdpAccountant(
             neighboring_relation=rel.REPLACE_ONE if self._rr else rel.ADD_OR_REMOVE_ONE
@@ -365,7 +424,11 @@ class RunningComposition:
             main.compose(dp.GaussianDpEvent(1.0 / math.sqrt(self._mu2)))
         if not self._other:
             return float(main.get_epsilon(self.delta))
-        extra = main if not self._rr else dp.rdp.RdpAccountant()
+        extra = (
+            main
+            if not self._rr and self.relation == "add_or_remove"
+            else dp.rdp.RdpAccountant(neighboring_relation=_dp_relation(dp, self.relation))
+        )
         for event, n in self._other:
             extra.compose(event, n)
         if extra is main:
@@ -390,7 +453,7 @@ class RunningComposition:
 
         if interval is None:
             interval = pld_interval(self._estimate(dp))
-        plds = [_other_pld(dp, pld_lib, e, n, interval) for e, n in self._other]
+        plds = [_other_pld(dp, pld_lib, e, n, interval, self.relation) for e, n in self._other]
         for law in self._lattice_laws():
             keep = law.probs > 0
             losses = law.losses()[keep]
@@ -404,8 +467,7 @@ class RunningComposition:
                 )
             )
         if self._mu2 > 0:
-            # cotrain's Δ₂ is already the replace-one sensitivity: dp-accounting's REPLACE_ONE
-            # would double it, so the Gaussian is built for its default relation
+            # μ² already holds the relation's factor (see _visit): one pair at distance μ
             plds.append(
                 pld_lib.from_gaussian_mechanism(
                     standard_deviation=1.0 / math.sqrt(self._mu2),
@@ -423,16 +485,25 @@ def _same_step(laws: dict[float, LatticeLaw], step: float) -> float:
     return next((s for s in laws if math.isclose(s, step, rel_tol=1e-12)), step)
 
 
-def _other_pld(dp: Any, pld_lib: Any, event: Any, count: int, interval: float) -> Any:
-    """PLD of an event cotrain does not compose exactly (dp-accounting's constructors)."""
+def _other_pld(
+    dp: Any, pld_lib: Any, event: Any, count: int, interval: float, relation: str
+) -> Any:
+    """PLD of an event cotrain does not compose exactly (dp-accounting's constructors), read
+    under ``relation`` (a Laplace event under replace-one: at twice its sensitivity)."""
     inner = getattr(event, "event", None)
+    twice = 2.0 if relation == "replace_one" else 1.0
     if isinstance(event, dp.PoissonSampledDpEvent) and isinstance(inner, dp.GaussianDpEvent):
         pld = pld_lib.from_gaussian_mechanism(
             standard_deviation=inner.noise_multiplier,
             sampling_prob=event.sampling_probability,
             value_discretization_interval=interval,
+            neighboring_relation=_dp_relation(dp, relation),
         )
-    elif isinstance(event, dp.PoissonSampledDpEvent) and isinstance(inner, dp.LaplaceDpEvent):
+    elif (
+        isinstance(event, dp.PoissonSampledDpEvent)
+        and isinstance(inner, dp.LaplaceDpEvent)
+        and relation == "add_or_remove"
+    ):
         pld = pld_lib.from_laplace_mechanism(
             inner.noise_multiplier,
             sampling_prob=event.sampling_probability,
@@ -440,7 +511,7 @@ def _other_pld(dp: Any, pld_lib: Any, event: Any, count: int, interval: float) -
         )
     elif isinstance(event, dp.LaplaceDpEvent):
         pld = pld_lib.from_laplace_mechanism(
-            event.noise_multiplier, value_discretization_interval=interval
+            event.noise_multiplier, sensitivity=twice, value_discretization_interval=interval
         )
     else:
         raise dp.UnsupportedEventError(f"no PLD for {event!r}")
