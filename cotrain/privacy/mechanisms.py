@@ -5,9 +5,9 @@ What is protected
 A client's release in one round is ``f(D)``: the labels its model, trained on its private data
 D (and the pseudo-labelled pool), gives the public examples U. Every mechanism declares
 
-* its **unit** — ``"record"``: differential privacy with respect to one record of D
-  (replace-one neighbours D, D′: the whole release of a round changes little when one private
-  training record is replaced), the guarantee a hospital or a bank reads an ε as; or
+* its **unit** — ``"record"``: differential privacy with respect to one record of D (the
+  whole release of a round changes little when one private training record is added or
+  removed), the guarantee a hospital or a bank reads an ε as; or
   ``"label"``: with respect to one *released public label* (each label of U protected on its
   own). A label-level ε is NOT a guarantee about any private record — one record can change
   many released labels — and is kept only for comparison with the literature; it is never
@@ -15,7 +15,21 @@ D (and the pseudo-labelled pool), gives the public examples U. Every mechanism d
 * its **adversary** — ``"server"``: the noise is drawn at the client (from the operating
   system's entropy, so no seed known to the server can replay it), so the guarantee holds
   against the server and everyone downstream of it; ``"broadcast observers"``: the noise is
-  added by the server (GNMax, :class:`consensus.NoisyArgmax`), which itself sees clean votes.
+  added by the server (GNMax, :class:`consensus.NoisyArgmax`), which itself sees clean votes;
+* its **neighbouring relation** — ``neighbors``, the relation in which ``dp_event`` is
+  stated: ``"add_or_remove"`` (D′ = D plus or minus one record; the headline of every
+  record-level ε in cotrain) — and, through :meth:`LabelMechanism.relation_event`, the event
+  under ``"replace_one"`` (D′ = D with one record replaced, i.e. removed then another added)
+  when the mechanism can bound it. Events are read as dp-accounting reads them under that
+  relation (:mod:`cotrain.privacy.composition`).
+
+The label randomisers' bounds per relation: the trivial bound (all released labels) holds for
+*any* two data sets, so it is the same under both relations. A user-given ``sensitivity``
+s* is the user's claim under add/remove (one record added or removed changes at most s*
+released values); replace-one is removal then addition, so it changes at most ``2·s*``
+values (triangle inequality, capped at the trivial bound) and that is what the replace-one
+event uses. (:func:`cotrain.privacy.sensitivity_lower_bound` searches replace-one neighbours:
+a lower bound L found there means the add/remove s* is at least L/2.)
 
 The label randomisers (:class:`RandomizedResponse` here,
 :class:`~cotrain.privacy.xor.XORMechanism` and
@@ -55,11 +69,17 @@ every hook with a default, so a subclass overrides only what it changes:
                                               must report it, the round's privacy event)
                                               made from the :class:`ClientRound` ``step``;
                                               default: ``randomize(step.labels, C, rng)``
-``dp_event(n_classes, n_labels)``             on the server: one round's privacy event,
-                                              which the ledger composes
+``dp_event(n_classes, n_labels)``             on the server: one round's privacy event
+                                              (under ``neighbors``), which the ledger
+                                              composes
+``relation_event(n_classes, n_labels,         on the server: one round's event under
+relation)``                                   ``relation``; None when the mechanism states
+                                              no bound for it (default: ``dp_event`` for
+                                              ``neighbors``, None otherwise)
 ============================================  ==============================================
 
-and three class attributes: ``shares`` (the ``share`` settings whose labels it can release),
+and four class attributes: ``neighbors`` (the relation of ``dp_event``, default
+``"add_or_remove"``), ``shares`` (the ``share`` settings whose labels it can release),
 ``reports_events`` (True: the server cannot compute the round's event, the client reports it
 with its upload, as :class:`~cotrain.privacy.DPSGD` does) and ``cross_validated_trust``
 (False: the guarantee covers only what the client's private training does, so its pool
@@ -106,7 +126,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from consensus import ParamsMixin
-from cotrain.privacy.accounting import noop_event, rr_event, self_composed
+from cotrain.privacy.accounting import check_relation, noop_event, rr_event, self_composed
 from cotrain.privacy.param_checks import (
     check_delta,
     check_hard_codes,
@@ -232,6 +252,10 @@ class LabelMechanism(ParamsMixin, ABC):
         public label (see the module docstring).
     adversary : {"server", "broadcast observers"}
         Against whom the guarantee holds: client-side noise holds against the server.
+    neighbors : {"add_or_remove", "replace_one"}
+        The neighbouring relation in which :meth:`dp_event` is stated (default
+        ``"add_or_remove"``, the headline relation); :meth:`relation_event` gives the event
+        under either relation, or None where the mechanism states no bound.
     budget : float or None
         Total ε per client over the whole run (None = no limit); the trainer stops before a
         round that would exceed it.
@@ -261,6 +285,7 @@ class LabelMechanism(ParamsMixin, ABC):
     reports_events: ClassVar[bool] = False
     cross_validated_trust: ClassVar[bool] = True
     adversary: ClassVar[str] = "server"
+    neighbors: ClassVar[str] = "add_or_remove"
 
     budget: float | None = None
     delta: float
@@ -343,7 +368,41 @@ class LabelMechanism(ParamsMixin, ABC):
     @abstractmethod
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
         """The privacy event of ONE client's release of ``n_labels`` labels in ONE round,
-        with respect to one record of its private data."""
+        with respect to one record of its private data, under :attr:`neighbors`."""
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's privacy event under ``relation``, or None if no bound is stated.
+
+        The event is read as dp-accounting reads it under that relation (a Gaussian event
+        has twice its sensitivity under ``"replace_one"``; see
+        :mod:`cotrain.privacy.composition`). Default: :meth:`dp_event` for
+        :attr:`neighbors` and None for the other relation — a mechanism that bounds both
+        overrides it (every mechanism of :mod:`cotrain.privacy` does).
+
+        Parameters
+        ----------
+        n_classes, n_labels : int
+            As for :meth:`dp_event`.
+        relation : {"add_or_remove", "replace_one"}
+
+        Returns
+        -------
+        DpEvent or None
+
+        Examples
+        --------
+        >>> class Flip(LabelMechanism):
+        ...     delta = 1e-5
+        ...     def dp_event(self, n_classes, n_labels):
+        ...         return rr_event(0.5, 2)
+        >>> Flip().relation_event(2, 10, "add_or_remove")
+        RandomizedResponseDpEvent(noise_parameter=0.5, num_buckets=2)
+        >>> Flip().relation_event(2, 10, "replace_one") is None
+        True
+        """
+        if check_relation(relation) == self.neighbors:
+            return self.dp_event(n_classes, n_labels)
+        return None
 
     @property
     def accountable(self) -> bool:
@@ -395,13 +454,15 @@ class RandomizedResponse(LabelMechanism):
     What is protected depends on ``unit``:
 
     * ``unit="record"`` (the default): one round's release is ``epsilon``-DP (δ = 0) with
-      respect to one private training record of the client, against the server. One record
-      can change at most ``s*`` released labels, so each label gets ``ε' = epsilon / s*``
-      and group privacy over the changed labels gives ``epsilon``. ``s*`` is
-      ``sensitivity`` when given (your claim; see the module docstring) and otherwise every
-      released label — the trivial bound, valid for any learner and very noisy for a large
-      pool (at δ > 0 the accountant reports less than ``epsilon`` for it: the loss of many
-      tiny independent steps concentrates).
+      respect to one private training record of the client added or removed, against the
+      server. One record can change at most ``s*`` released labels, so each label gets
+      ``ε' = epsilon / s*`` and group privacy over the changed labels gives ``epsilon``.
+      ``s*`` is ``sensitivity`` when given (your claim, under add/remove; see the module
+      docstring) and otherwise every released label — the trivial bound, valid for any
+      learner and any two data sets (so the same under replace-one) and very noisy for a
+      large pool (at δ > 0 the accountant reports less than ``epsilon`` for it: the loss of
+      many tiny independent steps concentrates). With a claimed s*, replace-one neighbours
+      change at most ``2·s*`` labels (:meth:`relation_event`).
     * ``unit="label"``: each released public label is ``epsilon``-DP on its own
       (``ε' = epsilon``). This protects no private record and is kept only to compare with
       the literature; the trainer warns when it is used.
@@ -515,11 +576,33 @@ class RandomizedResponse(LabelMechanism):
         :func:`cotrain.privacy.epsilon_spent`, which applies the repeat count
         (dp-accounting's PLD accountant would silently drop it).
         """
+        return self._event(n_classes, n_labels, 1)
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``: :meth:`dp_event` under add/remove; under
+        replace-one, ``min(2·s*, n_labels)`` labels at ε' when s* is a claimed
+        ``sensitivity`` (removal then addition; at most ``2·epsilon`` at δ = 0), and the same
+        event as add/remove for the trivial bound (all labels: any two data sets) and for
+        ``unit="label"``.
+
+        Examples
+        --------
+        >>> rr = RandomizedResponse(epsilon=1.0, sensitivity=5)
+        >>> rr.relation_event(10, 100, "replace_one").count          # 2 * 5 labels
+        10
+        >>> RandomizedResponse(epsilon=1.0).relation_event(10, 100, "replace_one").count
+        100
+        """
+        twice = check_relation(relation) == "replace_one" and self.unit == "record"
+        return self._event(n_classes, n_labels, 2 if twice else 1)
+
+    def _event(self, n_classes: int, n_labels: int, factor: int) -> Any:
+        """``min(factor·s*, n_labels)`` compositions of K-ary RR at ε' = epsilon / s*."""
         k = check_n_classes(n_classes)
         n = check_n_labels(n_labels)
         if k == 1 or n == 0:
             return noop_event()
         eps = self.label_epsilon(n)
-        count = min(self._changed_labels(n), n)
+        count = min(factor * self._changed_labels(n), n)
         q = k * math.exp(-eps) / (1.0 + (k - 1) * math.exp(-eps))
         return self_composed(rr_event(q, k), count)

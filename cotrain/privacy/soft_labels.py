@@ -9,7 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.privacy.accounting import gaussian_event, gaussian_noise_multiplier, noop_event
+from cotrain.privacy.accounting import (
+    check_relation,
+    gaussian_event,
+    gaussian_noise_multiplier,
+    noop_event,
+)
 from cotrain.privacy.mechanisms import LabelMechanism
 from cotrain.privacy.param_checks import (
     check_n_classes,
@@ -29,6 +34,12 @@ class GaussianSoftLabels(LabelMechanism):
     models move on *every* row when the training data change, so the default
     ``sensitivity=None`` takes all rows (``Δ₂ = sqrt(2·n)``); a smaller s* needs a model whose
     outputs provably change on few rows.
+
+    Neighbouring relation: a claimed s* is a bound under add/remove (one record added or
+    removed); replace-one (removal then addition) changes at most ``min(2·s*, n)`` rows,
+    ``Δ₂ = sqrt(2·min(2·s*, n))``. The trivial bound (all rows) holds for any two data sets,
+    so it is the same under both relations (:meth:`relation_event`). ``epsilon=`` calibrates σ
+    for add/remove, the headline relation.
 
     Noise ``N(0, σ²)`` is added to every entry; σ is given directly (``sigma``) or calibrated
     from (``epsilon``, ``delta``) with the analytic Gaussian mechanism (Balle & Wang 2018):
@@ -99,14 +110,25 @@ class GaussianSoftLabels(LabelMechanism):
         check_sensitivity_for_unit(self.sensitivity, self.unit, 1, "rows")
         super()._check_params()
 
-    def l2_sensitivity(self, n_labels: int) -> float:
-        """``Δ₂ = sqrt(2·min(s*, n_labels))`` (s* = n_labels when ``sensitivity`` is None)."""
+    def l2_sensitivity(self, n_labels: int, relation: str = "add_or_remove") -> float:
+        """``Δ₂ = sqrt(2·min(s*, n_labels))`` (s* = n_labels when ``sensitivity`` is None);
+        under ``relation="replace_one"`` a claimed s* counts twice.
+
+        Examples
+        --------
+        >>> g = GaussianSoftLabels(sigma=1.0, sensitivity=2)
+        >>> g.l2_sensitivity(100), g.l2_sensitivity(100, "replace_one")   # sqrt(4), sqrt(8)
+        (2.0, 2.8284271247461903)
+        """
         self._check_params()
         n = check_n_labels(n_labels)
         if self.unit == "label":
             rows = min(1, n)
+        elif self.sensitivity is None:
+            rows = n
         else:
-            rows = n if self.sensitivity is None else min(int(self.sensitivity), n)
+            twice = check_relation(relation) == "replace_one"
+            rows = min((2 if twice else 1) * int(self.sensitivity), n)
         return math.sqrt(2.0 * rows)
 
     def noise_std(self, n_labels: int) -> float:
@@ -144,3 +166,26 @@ class GaussianSoftLabels(LabelMechanism):
         if n == 0:
             return noop_event()
         return gaussian_event(self.noise_std(n) / self.l2_sensitivity(n))
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``, read as dp-accounting reads it: under
+        replace-one a ``GaussianDpEvent(z)`` has Δ₂ = 2/z, so the event is
+        ``GaussianDpEvent(2σ / Δ₂_replace)`` with Δ₂_replace of :meth:`l2_sensitivity`.
+
+        Examples
+        --------
+        >>> g = GaussianSoftLabels(sigma=4.0)                 # trivial bound: both the same
+        >>> from cotrain.privacy.accounting import epsilon_spent
+        >>> a = epsilon_spent([g.relation_event(3, 8, "add_or_remove")], 1e-5)
+        >>> r = epsilon_spent([g.relation_event(3, 8, "replace_one")], 1e-5,
+        ...                   relation="replace_one")
+        >>> bool(abs(a - r) < 1e-9)
+        True
+        """
+        if check_relation(relation) == "add_or_remove":
+            return self.dp_event(n_classes, n_labels)
+        check_n_classes(n_classes)
+        n = check_n_labels(n_labels)
+        if n == 0:
+            return noop_event()
+        return gaussian_event(2.0 * self.noise_std(n) / self.l2_sensitivity(n, relation))

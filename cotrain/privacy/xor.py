@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
-from cotrain.privacy.accounting import noop_event, rr_event, self_composed
+from cotrain.privacy.accounting import check_relation, noop_event, rr_event, self_composed
 from cotrain.privacy.mechanisms import LabelMechanism
 from cotrain.privacy.param_checks import (
     check_hard_codes,
@@ -28,9 +28,11 @@ class XORMechanism(LabelMechanism):
 
     The release ``f(D)`` is seen as a bit matrix ``(n, C)`` (one-hot rows). It is XORed with
     independent ``Bernoulli(p)`` bits, i.e. every bit is flipped independently with
-    probability ``p``. The sensitivity ``s*`` is the largest number of **bits** that replacing
-    one private record can flip, ``max ‖f(D) ⊕ f(D')‖_F²`` (= 2 × the number of changed
-    labels for one-hot rows). For any output B, the likelihood ratio is
+    probability ``p``. The sensitivity ``s*`` is the largest number of **bits** that adding
+    or removing one private record can flip, ``max ‖f(D) ⊕ f(D')‖_F²`` (= 2 × the number of
+    changed labels for one-hot rows); replace-one neighbours flip at most ``2·s*`` bits
+    (:meth:`relation_event`), and the trivial bound (all 2·|U| bits) holds for both.
+    For any output B, the likelihood ratio is
     ``((1−p)/p)^{d(B,f(D')) − d(B,f(D))} ≤ ((1−p)/p)^{s*}``, so calibrating
 
         p = 1 / (1 + e^{ε/s*})
@@ -182,10 +184,28 @@ class XORMechanism(LabelMechanism):
         noise carries no privacy loss, so one round is their self-composition (ε ≤ epsilon at
         δ = 0). Compose with :func:`cotrain.privacy.epsilon_spent` (exact for this event).
         """
+        return self._event(n_classes, n_labels, 1)
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``: :meth:`dp_event` under add/remove; under
+        replace-one, ``min(2·s*, 2·n_labels)`` bits when s* is a claimed ``sensitivity``
+        (removal then addition), the same event for the trivial bound (all 2·|U| bits: any
+        two data sets) and for ``unit="label"``.
+
+        Examples
+        --------
+        >>> XORMechanism(epsilon=1.0, sensitivity=4).relation_event(10, 100, "replace_one").count
+        8
+        """
+        twice = check_relation(relation) == "replace_one" and self.unit == "record"
+        return self._event(n_classes, n_labels, 2 if twice else 1)
+
+    def _event(self, n_classes: int, n_labels: int, factor: int) -> Any:
+        """``min(factor·s*, 2·n_labels)`` binary RR at ε/s* each."""
         k = check_n_classes(n_classes)
         n = check_n_labels(n_labels)
         if k == 1 or n == 0:
             return noop_event()
         p = self.flip_probability(n)
-        count = min(self._changed_bits(n), 2 * n)
+        count = min(factor * self._changed_bits(n), 2 * n)
         return self_composed(rr_event(2.0 * p, 2), count)
