@@ -24,6 +24,11 @@ clients' DP soft labels on the public pool are averaged with their DP certainty 
 student is trained on the result. Privacy composes basically: ``ε = ε_scores + ε_labels``,
 ``δ = δ_scores + δ_labels`` per client.
 
+The noise is drawn from the operating system's entropy: ``random_state`` never seeds it unless
+the caller opts into ``reproducible_noise=True`` (simulations only; warns), since whoever knows
+the seed could replay the noise and recover the exact non-private weights
+(:mod:`cotrain.privacy.fedaux.noise`).
+
 Examples
 --------
 >>> import numpy as np

@@ -11,6 +11,7 @@ the clients' DP soft labels on the public pool are averaged with their DP certai
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,11 +24,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch
 
 from consensus import certainty_weighted
+from cotrain.privacy.fedaux.noise import (
+    REPLAYABLE_WARNING,
+    as_seed_sequence,
+    noise_generator,
+    replayable_noise,
+)
 from cotrain.privacy.fedaux.scorer import (
     CertaintyScorer,
     as_2d_float,
-    as_generator,
-    as_seed_sequence,
     certainty_scores,
     check_privacy,
     fedaux_features,
@@ -62,7 +67,12 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
     feature_map : callable or fitted transformer, optional
         Public-fitted feature extractor, as in :class:`CertaintyScorer`.
     random_state : int, numpy Generator or None, default=None
-        Seed of the noise.
+        Seeds the head's non-private randomness (its fit has none: L-BFGS from zero is
+        deterministic). It seeds the privacy noise only with ``reproducible_noise=True``.
+    reproducible_noise : bool, default=False
+        False: the noise is drawn from the operating system's entropy, so whoever knows
+        ``random_state`` cannot replay it. True (simulations only; warns): the noise is
+        seeded from ``random_state``, and whoever knows it recovers the exact non-private head.
 
     Attributes
     ----------
@@ -75,6 +85,8 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         ``|D|``.
     epsilon_, delta_ : float
         The guarantee of ``coef_`` (``inf``, 0.0 when ``dp=False``).
+    noise_replayable_ : bool
+        True when the noise was seeded from ``random_state`` (``reproducible_noise=True``).
 
     Notes
     -----
@@ -95,7 +107,7 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = np.vstack([rng.normal(-2, size=(300, 2)), rng.normal(2, size=(300, 2))])
     >>> y = np.repeat([0, 1], 300)
-    >>> head = DPSoftmaxHead(lam=0.5, epsilon=0.5, classes=[0, 1, 2], random_state=0)
+    >>> head = DPSoftmaxHead(lam=0.5, epsilon=0.5, classes=[0, 1, 2])
     >>> head = head.fit(X, y)
     >>> head.coef_.shape, round(head.sigma_, 4)
     ((3, 3), 0.1119)
@@ -112,6 +124,7 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         classes: ArrayLike | None = None,
         feature_map: Any = None,
         random_state: Any = None,
+        reproducible_noise: bool = False,
     ) -> None:
         self.lam = lam
         self.epsilon = epsilon
@@ -120,6 +133,7 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.feature_map = feature_map
         self.random_state = random_state
+        self.reproducible_noise = reproducible_noise
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> DPSoftmaxHead:
         """Fit on the private data and release the (noisy) head.
@@ -134,6 +148,9 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         self
         """
         lam, epsilon, delta = check_privacy(self.lam, self.epsilon, self.delta, self.dp)
+        replay = replayable_noise(
+            self.random_state, self.reproducible_noise, "DPSoftmaxHead", bool(self.dp)
+        )
         X = as_2d_float(X, "X")
         y = np.asarray(y)
         if y.shape != (X.shape[0],):
@@ -157,10 +174,12 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
         self.sensitivity_ = 2.0 * math.sqrt(k) / (lam * n)
         if self.dp:
             self.sigma_ = fedaux_sigma(n, lam, epsilon, delta, n_classes=k)
-            B = B + as_generator(self.random_state).normal(0.0, self.sigma_, size=(k, d))
+            noise = noise_generator(self.random_state, replay)
+            B = B + noise.normal(0.0, self.sigma_, size=(k, d))
         else:
             self.sigma_ = 0.0
         self.epsilon_, self.delta_ = epsilon, delta
+        self.noise_replayable_ = replay
         self.coef_ = B
         return self
 
@@ -220,6 +239,7 @@ def one_shot_fedaux(
     student: Any = None,
     confidence_weights: bool = False,
     random_state: Any = None,
+    reproducible_noise: bool = False,
 ) -> Bunch:
     """One round of fully private FedAUX (in the spirit of FedAUXfdp), with a student.
 
@@ -259,7 +279,14 @@ def one_shot_fedaux(
     confidence_weights : bool, default=False
         Pass the consensus probability of the chosen class as ``sample_weight``.
     random_state : int or None, default=None
-        Client ``i``'s noise comes from ``SeedSequence(random_state).spawn(m)[i]``.
+        Seeds the privacy noise only with ``reproducible_noise=True``: client ``i``'s
+        noise then comes from ``SeedSequence(random_state).spawn(m)[i]`` (spawned again into
+        its scorer's and its head's).
+    reproducible_noise : bool, default=False
+        False: every client draws the noise of its scorer and of its head from the operating
+        system's entropy, so the server, who knows ``random_state``, cannot replay it. True
+        (simulations only; warns once): seeded from ``random_state``, so that whoever knows
+        it recovers every client's exact non-private scorer and head.
 
     Returns
     -------
@@ -267,7 +294,8 @@ def one_shot_fedaux(
         ``student`` (fitted), ``pseudo_labels`` (n_public,) in label values,
         ``soft_labels`` (n_public, C), ``scores`` (m, n_public), ``classes``, ``scorers``,
         ``heads``, ``epsilon_total`` (m,), ``delta_total`` (m,), ``epsilon_scores`` (m,),
-        ``epsilon_labels`` (m,).
+        ``epsilon_labels`` (m,), ``noise_replayable`` (True when the noise was seeded from
+        ``random_state``: the ε then does not hold against whoever knows it).
 
     Examples
     --------
@@ -279,9 +307,9 @@ def one_shot_fedaux(
     >>> Xc = [np.vstack([blob(-2, 300), blob(2, 30)]), np.vstack([blob(2, 300), blob(-2, 30)])]
     >>> yc = [np.repeat([0, 1], [300, 30]), np.repeat([1, 0], [300, 30])]
     >>> X_pub = np.vstack([blob(-2, 100), blob(2, 100)])
-    >>> res = one_shot_fedaux(None, Xc, yc, rng.normal(size=(500, 2)), X_pub, random_state=0)
-    >>> float(res.epsilon_total[0]), float(res.delta_total[0])
-    (0.6, 2e-05)
+    >>> res = one_shot_fedaux(None, Xc, yc, rng.normal(size=(500, 2)), X_pub, lam=1.0)
+    >>> float(res.epsilon_total[0]), float(res.delta_total[0]), res.noise_replayable
+    (0.6, 2e-05, False)
     >>> bool((res.student.predict(X_pub) == np.repeat([0, 1], 100)).mean() > 0.9)
     True
     """
@@ -310,25 +338,30 @@ def one_shot_fedaux(
     y_all = [np.asarray(yi) for yi in y_clients]
     classes_arr = np.unique(np.concatenate(y_all)) if classes is None else np.asarray(classes)
     X_public_arr = as_2d_float(X_public, "X_public")
-    seeds = as_seed_sequence(random_state).spawn(m)
+    replay = replayable_noise(random_state, reproducible_noise, "one_shot_fedaux")
+    seeds = as_seed_sequence(random_state).spawn(m) if replay else [None] * m
     scorers, fitted, probs = [], [], []
     for Xi, yi, template, seed in zip(X_clients, y_all, templates, seeds, strict=True):
-        s_seed, h_seed = seed.spawn(2)
-        scorers.append(
-            CertaintyScorer(
-                lam=lam,
-                epsilon=epsilon_scores,
-                delta=delta,
-                feature_map=feature_map,
-                random_state=np.random.default_rng(s_seed),
-            ).fit(Xi, X_negative)
-        )
-        # a shallow re-construction, not sklearn.clone: clone would un-fit a fitted
-        # estimator-valued feature_map (e.g. a public PCA)
-        head = type(template)(**template.get_params(deep=False)).set_params(
-            classes=classes_arr, random_state=np.random.default_rng(h_seed)
-        )
-        fitted.append(head.fit(Xi, yi))
+        # replayable noise only: client i's seed spawns its scorer's and its head's
+        s_rng, h_rng = (None, None) if seed is None else map(np.random.default_rng, seed.spawn(2))
+        with warnings.catch_warnings():  # warned once above
+            warnings.filterwarnings("ignore", message=REPLAYABLE_WARNING, category=UserWarning)
+            scorers.append(
+                CertaintyScorer(
+                    lam=lam,
+                    epsilon=epsilon_scores,
+                    delta=delta,
+                    feature_map=feature_map,
+                    random_state=s_rng,
+                    reproducible_noise=replay,
+                ).fit(Xi, X_negative)
+            )
+            # a shallow re-construction, not sklearn.clone: clone would un-fit a fitted
+            # estimator-valued feature_map (e.g. a public PCA)
+            head = type(template)(**template.get_params(deep=False)).set_params(
+                classes=classes_arr, random_state=h_rng, reproducible_noise=replay
+            )
+            fitted.append(head.fit(Xi, yi))
         probs.append(head.predict_proba(X_public_arr))
     scores = certainty_scores(scorers, X_public_arr)
     soft = certainty_weighted(np.stack(probs), classes_arr.size, scores)
@@ -354,4 +387,5 @@ def one_shot_fedaux(
         epsilon_labels=eps_l,
         epsilon_total=eps_s + eps_l,
         delta_total=delta_tot,
+        noise_replayable=replay,
     )

@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from numbers import Real
 from typing import Any
@@ -35,6 +36,14 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 
 from cotrain.privacy.accounting import gaussian_noise_multiplier
+from cotrain.privacy.fedaux.noise import (
+    REPLAYABLE_WARNING,
+    as_generator,
+    as_seed_sequence,
+    client_noise_seeds,
+    noise_generator,
+    replayable_noise,
+)
 
 __all__ = [
     "CALIBRATIONS",
@@ -243,13 +252,6 @@ def fedaux_features(
     return H * np.minimum(1.0, 1.0 / norms)  # norms >= 1e-300: the constant column is 1
 
 
-def as_generator(random_state: Any) -> np.random.Generator:
-    """A numpy Generator: ``random_state`` itself if it is one, else seeded from it."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
-
-
 # ------------------------------------------------------------------------ certainty scorer
 class CertaintyScorer(BaseEstimator):
     """Differentially private FedAUX certainty scorer of one client.
@@ -277,10 +279,17 @@ class CertaintyScorer(BaseEstimator):
         Feature extractor fitted on *public* data only (never on private data). Default:
         identity on already-standardised inputs.
     random_state : int, numpy Generator or None, default=None
-        Seed of the noise.
+        Seeds the scorer's non-private randomness (its fit has none: the solver is
+        deterministic). It seeds the privacy noise only with ``reproducible_noise=True``.
     calibration : {"classic", "analytic"}, default="classic"
         The noise calibration of :func:`fedaux_sigma`: FedAUX's classic Gaussian mechanism,
         or the analytic one (Balle & Wang 2018; every ε > 0, less noise at equal (ε, δ)).
+    reproducible_noise : bool, default=False
+        False: the noise is drawn from the operating system's entropy, so nobody who knows
+        ``random_state`` (the server, a reader of the run's configuration) can replay it and
+        subtract it from ``coef_``. True (simulations only; warns): the noise is seeded from
+        ``random_state``, so a fit can be repeated exactly — and whoever knows the seed
+        recovers the non-private weights exactly, with no privacy left against them.
 
     Attributes
     ----------
@@ -295,6 +304,9 @@ class CertaintyScorer(BaseEstimator):
         ``2 / (λ N)``.
     epsilon_, delta_ : float
         The guarantee of ``coef_`` (``inf`` and 0.0 when ``dp=False``).
+    noise_replayable_ : bool
+        True when the noise was seeded from ``random_state`` (``reproducible_noise=True``):
+        then ``(epsilon_, delta_)`` does not hold against whoever knows the seed.
     n_features_in_ : int
         Number of input columns.
 
@@ -325,9 +337,9 @@ class CertaintyScorer(BaseEstimator):
     >>> from cotrain.privacy.fedaux import CertaintyScorer
     >>> rng = np.random.default_rng(0)
     >>> X_priv, X_neg = rng.normal(2.0, size=(500, 3)), rng.normal(size=(2000, 3))
-    >>> sc = CertaintyScorer(lam=0.1, epsilon=0.5, random_state=0).fit(X_priv, X_neg)
-    >>> sc.n_samples_, round(sc.sigma_, 5)
-    (2500, 0.07752)
+    >>> sc = CertaintyScorer(lam=0.1, epsilon=0.5).fit(X_priv, X_neg)
+    >>> sc.n_samples_, round(sc.sigma_, 5), sc.noise_replayable_
+    (2500, 0.07752, False)
     >>> sc.certainty(X_priv[:3]).shape
     (3,)
     """
@@ -341,6 +353,7 @@ class CertaintyScorer(BaseEstimator):
         feature_map: Any = None,
         random_state: Any = None,
         calibration: str = "classic",
+        reproducible_noise: bool = False,
     ) -> None:
         self.lam = lam
         self.epsilon = epsilon
@@ -349,6 +362,7 @@ class CertaintyScorer(BaseEstimator):
         self.feature_map = feature_map
         self.random_state = random_state
         self.calibration = calibration
+        self.reproducible_noise = reproducible_noise
 
     def fit(self, X_private: ArrayLike, X_negative: ArrayLike) -> CertaintyScorer:
         """Fit the scorer on private data against public negatives and release ``coef_``.
@@ -366,6 +380,9 @@ class CertaintyScorer(BaseEstimator):
         """
         lam, epsilon, delta = check_privacy(
             self.lam, self.epsilon, self.delta, self.dp, self.calibration
+        )
+        replay = replayable_noise(
+            self.random_state, self.reproducible_noise, "CertaintyScorer", bool(self.dp)
         )
         X_private = as_2d_float(X_private, "X_private")
         X_negative = as_2d_float(X_negative, "X_negative")
@@ -388,10 +405,12 @@ class CertaintyScorer(BaseEstimator):
         self.sensitivity_ = 2.0 / (lam * n)
         if self.dp:
             self.sigma_ = fedaux_sigma(n, lam, epsilon, delta, calibration=self.calibration)
-            w = w + as_generator(self.random_state).normal(0.0, self.sigma_, size=w.shape)
+            noise = noise_generator(self.random_state, replay)
+            w = w + noise.normal(0.0, self.sigma_, size=w.shape)
         else:
             self.sigma_ = 0.0
         self.epsilon_, self.delta_ = epsilon, delta
+        self.noise_replayable_ = replay
         self.coef_ = w
         return self
 
@@ -468,6 +487,7 @@ def fedaux_weights(
     *,
     dp: bool = True,
     feature_map: Any = None,
+    reproducible_noise: bool = False,
 ) -> NDArray[np.float64]:
     """Fit one DP certainty scorer per client and score the public pool.
 
@@ -482,11 +502,17 @@ def fedaux_weights(
     lam, epsilon, delta : float
         See :class:`CertaintyScorer`.
     random_state : int, SeedSequence or None, default=None
-        Client ``i``'s noise is seeded with ``SeedSequence(random_state).spawn(m)[i]``.
+        Seeds the privacy noise only with ``reproducible_noise=True``: client ``i``'s noise
+        is then seeded with ``SeedSequence(random_state).spawn(m)[i]``.
     dp : bool, default=True
         Add the noise (False: exact, non-private scores).
     feature_map : callable or fitted transformer, optional
         Public-fitted feature extractor, see :class:`CertaintyScorer`.
+    reproducible_noise : bool, default=False
+        False: every client draws its noise from the operating system's entropy, so the
+        server, who knows ``random_state``, cannot replay it. True (simulations only; warns
+        once): the noise is seeded from ``random_state`` and whoever knows it recovers every
+        client's exact non-private scorer.
 
     Returns
     -------
@@ -503,33 +529,27 @@ def fedaux_weights(
     >>> from cotrain.privacy.fedaux import fedaux_weights
     >>> rng = np.random.default_rng(0)
     >>> clients = [rng.normal(2, size=(40, 3)), rng.normal(-2, size=(40, 3))]
-    >>> S = fedaux_weights(clients, rng.normal(size=(200, 3)), rng.normal(size=(10, 3)),
-    ...                    random_state=0)
+    >>> S = fedaux_weights(clients, rng.normal(size=(200, 3)), rng.normal(size=(10, 3)))
     >>> S.shape
     (2, 10)
     >>> rule = CertaintyWeighted(scores=S, scorer_epsilon=0.1, scorer_delta=1e-5)
     """
     if len(X_clients) == 0:
         raise ValueError("fedaux_weights needs at least one client")
-    seeds = as_seed_sequence(random_state).spawn(len(X_clients))
-    scorers = [
-        CertaintyScorer(
-            lam=lam,
-            epsilon=epsilon,
-            delta=delta,
-            dp=dp,
-            feature_map=feature_map,
-            random_state=np.random.default_rng(seed),
-        ).fit(Xi, X_negative)
-        for Xi, seed in zip(X_clients, seeds, strict=True)
-    ]
+    replay = replayable_noise(random_state, reproducible_noise, "fedaux_weights", bool(dp))
+    seeds = client_noise_seeds(random_state, len(X_clients), replay)
+    with warnings.catch_warnings():  # warned once above
+        warnings.filterwarnings("ignore", message=REPLAYABLE_WARNING, category=UserWarning)
+        scorers = [
+            CertaintyScorer(
+                lam=lam,
+                epsilon=epsilon,
+                delta=delta,
+                dp=dp,
+                feature_map=feature_map,
+                random_state=seed,
+                reproducible_noise=replay,
+            ).fit(Xi, X_negative)
+            for Xi, seed in zip(X_clients, seeds, strict=True)
+        ]
     return certainty_scores(scorers, X_public)
-
-
-def as_seed_sequence(random_state: Any) -> np.random.SeedSequence:
-    """A SeedSequence from an int, None, a SeedSequence or a Generator (one draw of it)."""
-    if isinstance(random_state, np.random.SeedSequence):
-        return random_state
-    if isinstance(random_state, np.random.Generator):
-        return np.random.SeedSequence(int(random_state.integers(2**63)))
-    return np.random.SeedSequence(random_state)
