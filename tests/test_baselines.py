@@ -338,13 +338,24 @@ def test_pate_without_noise_is_the_majority_vote(cancer):
 
 
 def test_pate_noise_is_seeded_and_flips_labels(cancer):
-    def run(sigma, seed):
-        return PATE([GaussianNB()] * 3, GaussianNB(), noise_sigma=sigma, random_state=seed).fit(
-            cancer["X"], cancer["y"], X_public=cancer["X_public"]
-        )
+    def run(sigma, seed, reproducible_noise=True):
+        return PATE(
+            [GaussianNB()] * 3,
+            GaussianNB(),
+            noise_sigma=sigma,
+            random_state=seed,
+            reproducible_noise=reproducible_noise,
+        ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
 
-    a, b = run(5.0, 0), run(5.0, 0)
+    with pytest.warns(UserWarning, match="reproducible_noise=True"):
+        a, b = run(5.0, 0), run(5.0, 0)
     np.testing.assert_array_equal(a.pseudo_labels_, b.pseudo_labels_)
+    assert a.noise_replayable_
+    # by default random_state does not seed the GNMax noise (whoever knows it cannot replay
+    # it): at σ = 5 about a third of the labels flip, so two runs differ
+    c, d = run(5.0, 0, False), run(5.0, 0, False)
+    assert not c.noise_replayable_
+    assert np.any(c.pseudo_labels_ != d.pseudo_labels_)
     clean = run(0.0, 0)
     assert np.mean(a.pseudo_labels_ != clean.pseudo_labels_) > 0.2
     np.testing.assert_array_equal(gnmax(np.array([[0.0, 3.0, 3.0]]), 0.0), [1])

@@ -35,6 +35,7 @@ from cotrain.baselines.rounds import run_rounds
 from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
 from cotrain.history import History, RoundRecord
+from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
 
 __all__ = ["DPFedAvg", "FedAvg", "average_weights", "dp_aggregate"]
@@ -271,7 +272,9 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         self._row_shape = data.X_clients[0].shape[1:]
         seeds = np.random.SeedSequence(self.random_state).spawn(m + 3)
         self._sampler = np.random.default_rng(seeds[0])
-        self._noise_rng = np.random.default_rng(seeds[m + 2])
+        opt_in = getattr(self, "reproducible_noise", False)  # DPFedAvg's: noise from OS entropy
+        replay = replayable_noise(self.random_state, opt_in, type(self).__name__)
+        self._noise_rng = np.random.default_rng(seeds[m + 2] if replay else None)
         self.global_model_ = self._make(
             seeds[m + 1], data.classes, data.X_clients[0], data.y_clients[0]
         )
@@ -497,10 +500,12 @@ class DPFedAvg(FedAvg):
     clip_norm : float, default=1.0
         L2 bound C of one client's update.
     noise_multiplier : float, default=1.0
-        σ: the noise on the summed updates has standard deviation σ·C. 0 gives no
-        privacy (ε = inf).
+        σ: the noise on the summed updates (from the OS's entropy) has standard deviation
+        σ·C. 0 gives no privacy (ε = inf).
     delta : float, default=1e-5
         δ of the reported (ε, δ) guarantee.
+    reproducible_noise : bool, default=False
+        Seed the noise from ``random_state``, so anyone who knows it can replay it (warns).
 
     Attributes
     ----------
@@ -546,7 +551,9 @@ class DPFedAvg(FedAvg):
         verbose: int = 0,
         checkpoint_dir: Any = None,
         callbacks: list[Any] | None = None,
+        reproducible_noise: bool = False,
     ) -> None:
+        self.reproducible_noise = reproducible_noise
         self.estimator = estimator
         self.rounds = rounds
         self.local_epochs = local_epochs

@@ -21,6 +21,7 @@ from cotrain.baselines._common import (
 )
 from cotrain.baselines.rounds import run_rounds
 from cotrain.history import History, RoundRecord
+from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
 
@@ -88,14 +89,18 @@ class PATE(ClassifierMixin, BaseEstimator):
         data-independent bound of :meth:`consensus.NoisyArgmax.dp_event`: one record can
         change its teacher's votes on all of U, L2 sensitivity sqrt(2·|U|) on the counts.
     random_state : int, default=None
-        Seeds the teachers (as :class:`~cotrain.FederatedCoTrainer` seeds its clients),
-        the noise and the student.
+        Seeds the teachers (as :class:`~cotrain.FederatedCoTrainer` seeds its clients)
+        and the student; the GNMax noise only with ``reproducible_noise=True``.
     callbacks : list of cotrain.callbacks.Callback, default=None
         Called around PATE's one round, as for :class:`~cotrain.FederatedCoTrainer` (it
         runs on :class:`cotrain.federation.loop.RoundLoop`); e.g.
         :class:`cotrain.tracking.MLflowLogger`.
     verbose : int, default=0
         0: silent; 1: a progress bar; 2: also the round's line.
+    reproducible_noise : bool, default=False
+        False: the GNMax noise is drawn from the operating system's entropy, so whoever
+        knows ``random_state`` cannot replay it and recover the clean vote argmax. True
+        (simulations only; warns): seeded from ``random_state``, so a fit repeats exactly.
 
     Attributes
     ----------
@@ -118,6 +123,9 @@ class PATE(ClassifierMixin, BaseEstimator):
         Rounds run: 1.
     stopped_reason_ : str or None
         A callback's reason for stopping before the round, or None.
+    noise_replayable_ : bool
+        True when the GNMax noise was seeded from ``random_state``
+        (``reproducible_noise=True``): the ε does not hold against whoever knows it.
 
     Notes
     -----
@@ -155,6 +163,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         callbacks: list[Any] | None = None,
         verbose: int = 0,
+        reproducible_noise: bool = False,
     ) -> None:
         self.teachers = teachers
         self.student = student
@@ -165,6 +174,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.delta = delta
         self.callbacks = callbacks
         self.verbose = verbose
+        self.reproducible_noise = reproducible_noise
 
     def fit(
         self,
@@ -224,6 +234,10 @@ class PATE(ClassifierMixin, BaseEstimator):
             or (sigma < 0)
         ):
             raise ValueError(f"noise_sigma must be a finite number >= 0, got {sigma!r}")
+        # the GNMax noise: OS entropy, unless the warned opt-in seeds it from random_state
+        self.noise_replayable_ = replayable_noise(
+            self.random_state, self.reproducible_noise, "PATE", dp=sigma > 0
+        )
         self.classes_: np.ndarray = data.classes
         self._row_shape = data.X_public.shape[1:]
         self.n_features_in_ = data.X_public.shape[1]
@@ -274,7 +288,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         pseudo = gnmax(
             vote_counts(votes, n_classes),
             float(self.noise_sigma),
-            np.random.default_rng(noise_seed),
+            np.random.default_rng(noise_seed if self.noise_replayable_ else None),
         )
         self.votes_ = votes
         self.pseudo_label_codes_ = pseudo
