@@ -11,6 +11,7 @@ from sklearn.neighbors import KNeighborsClassifier
 
 from cotrain.audit.canary import (
     CanaryAudit,
+    EpsilonClaim,
     canary_epsilon_lower_bound,
     canary_p_value,
     make_canaries,
@@ -128,9 +129,19 @@ def test_non_private_release_is_caught(digits):
     X_public, X, y = digits
     Xc, yc = make_canaries(X_public, np.arange(10), 500, random_state=0)
     audit = one_run_audit(
-        _release(X_public), X, y, Xc, yc, X_public, k_plus=50, k_minus=200, random_state=0
+        _release(X_public),
+        X,
+        y,
+        Xc,
+        yc,
+        X_public,
+        k_plus=50,
+        k_minus=200,
+        delta=0.0,
+        random_state=0,
     )
     assert isinstance(audit, CanaryAudit)
+    assert audit.relation == "add_or_remove" and audit.claimed_epsilon is None
     assert audit.n_canaries == 500 and audit.n_guesses == 250
     # measured: 244 of 250 right (the errors: excluded canaries whose public point has
     # the canary's label anyway, tied with the included ones), ε >= 3.01 at 95 % confidence
@@ -140,24 +151,31 @@ def test_non_private_release_is_caught(digits):
     assert audit.as_dict()["membership"]["auc"] == audit.membership.auc
 
 
-@pytest.mark.parametrize("epsilon", [1.0, 8.0])
+@pytest.mark.parametrize("epsilon", [1.0, 2.0])
 def test_dp_release_bound_stays_below_the_accounted_epsilon(digits, epsilon):
-    """Record-level RR (sensitivity = |U|) is ε-DP at δ = 0, and the accountant gives a
-    smaller ε at δ = 1e-5 (composition of |U| small RR steps). The canary bound must not
-    exceed either: no tolerance beyond the 95 % confidence of the bound, fixed seeds."""
+    """Record-level RR (sensitivity = |U|) is ε-DP at δ = 0 under both relations (s* = |U|
+    bounds the labels one record changes whether it is added, removed or replaced), and the
+    accountant gives a smaller ε at δ = 1e-5 (composition of |U| small RR steps). The canary
+    bound must not exceed either: no tolerance beyond the 95 % confidence of the bound, fixed
+    seeds. 250 guesses certify at most ε = 4.42, so both claims could be refuted."""
     X_public, X, y = digits
     n_public = len(X_public)
     event = RandomizedResponse(epsilon, sensitivity=n_public).dp_event(10, n_public)
     eps_at_delta = epsilon_spent([event], 1e-5)
     assert eps_at_delta < epsilon
+    both = ("add_or_remove", "replace_one")
+    pure_claim = EpsilonClaim(dict.fromkeys(both, epsilon), delta=0.0)
+    approx_claim = EpsilonClaim(dict.fromkeys(both, eps_at_delta), delta=1e-5)
     Xc, yc = make_canaries(X_public, np.arange(10), 500, random_state=1)
     for seed in range(3):
         release = _release(X_public, epsilon, seed=seed)
         kw = {"k_plus": 50, "k_minus": 200, "random_state": seed}
-        pure = one_run_audit(release, X, y, Xc, yc, X_public, **kw)
-        assert pure.epsilon_lower_bound <= epsilon, pure
-        approx = one_run_audit(release, X, y, Xc, yc, X_public, delta=1e-5, **kw)
-        assert approx.epsilon_lower_bound <= eps_at_delta, approx
+        pure = one_run_audit(release, X, y, Xc, yc, X_public, claim=pure_claim, **kw)
+        assert pure.can_fail and not pure.violated, pure
+        assert pure.epsilon_lower_bound <= epsilon and pure.delta == 0.0
+        approx = one_run_audit(release, X, y, Xc, yc, X_public, claim=approx_claim, **kw)
+        assert approx.can_fail and not approx.violated, approx
+        assert approx.epsilon_lower_bound <= eps_at_delta and approx.delta == 1e-5
 
 
 def test_one_run_audit_rejects_bad_input(digits):
@@ -173,4 +191,25 @@ def test_one_run_audit_rejects_bad_input(digits):
     with pytest.raises(ValueError, match="features"):
         one_run_audit(release, X, y, Xc[:, :3], yc, X_public, k_plus=5)
     with pytest.raises(ValueError, match="shape"):
-        one_run_audit(lambda X_, y_: np.zeros(3), X, y, Xc, yc, X_public, k_plus=5)
+        one_run_audit(lambda X_, y_: np.zeros(3), X, y, Xc, yc, X_public, k_plus=5, delta=0.0)
+    with pytest.warns(FutureWarning, match="delta"):  # no δ, no claim: pure ε-DP, warned
+        one_run_audit(release, X, y, Xc, yc, X_public, k_plus=5)
+    with pytest.raises(ValueError, match="y_substitutes"):
+        one_run_audit(release, X, y, Xc, yc, X_public, k_plus=5, delta=0.0, relation="replace_one")
+    with pytest.raises(ValueError, match="different"):
+        one_run_audit(
+            release,
+            X,
+            y,
+            Xc,
+            yc,
+            X_public,
+            k_plus=5,
+            delta=0.0,
+            relation="replace_one",
+            y_substitutes=yc,
+        )
+    with pytest.raises(ValueError, match="replace_one"):
+        one_run_audit(release, X, y, Xc, yc, X_public, k_plus=5, delta=0.0, y_substitutes=yc)
+    with pytest.raises(ValueError, match="relation"):
+        one_run_audit(release, X, y, Xc, yc, X_public, k_plus=5, delta=0.0, relation="swap")

@@ -9,7 +9,11 @@ its attack measures and against which observation):
 - :mod:`cotrain.audit.lira` — the likelihood-ratio attack (LiRA, Carlini et al. 2022) with
   reference clients, against the labels the client really releases on the public pool U;
 - :mod:`cotrain.audit.canary` — one-run auditing with canaries (Steinke, Nasr & Jagielski
-  2023): an empirical lower bound on the record-level ε of a release, at confidence 1 − β.
+  2023): an empirical lower bound on the record-level ε of a release, at confidence 1 − β,
+  under the neighbouring relation the experiment realises (canary absent: add/remove),
+  checked against an :class:`EpsilonClaim` of the same relation and δ; its statistics,
+  including the largest ε a design can certify (:func:`max_certifiable_epsilon`), are in
+  :mod:`cotrain.audit.canary_bound`.
 
 All attacks report the ROC AUC and the TPR at 0.1 % and 1 % FPR
 (:mod:`cotrain.audit.metrics`).
@@ -19,14 +23,23 @@ Examples
 >>> from cotrain.audit import AuditResult, lira_attack, canary_epsilon_lower_bound
 >>> round(canary_epsilon_lower_bound(n_guesses=100, n_correct=100, beta=0.05), 3)
 3.493
+>>> from cotrain.audit import max_certifiable_epsilon
+>>> round(max_certifiable_epsilon(n_canaries=100, n_guesses=100), 3)   # the same: all right
+3.493
 """
 
 from cotrain.audit.canary import (
     CanaryAudit,
-    canary_epsilon_lower_bound,
-    canary_p_value,
+    EpsilonClaim,
+    audit_from_scores,
+    declares_gaussian,
     make_canaries,
     one_run_audit,
+)
+from cotrain.audit.canary_bound import (
+    canary_epsilon_lower_bound,
+    canary_p_value,
+    max_certifiable_epsilon,
 )
 from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbor_agreement
 from cotrain.audit.membership import (
@@ -54,14 +67,18 @@ __all__ = [
     "AuditResult",
     "CanaryAudit",
     "ClientsAudit",
+    "EpsilonClaim",
     "audit_clients",
+    "audit_from_scores",
     "audit_labels",
     "audit_model",
     "canary_epsilon_lower_bound",
     "canary_p_value",
+    "declares_gaussian",
     "label_privatizer",
     "lira_attack",
     "make_canaries",
+    "max_certifiable_epsilon",
     "membership_auc",
     "membership_metrics",
     "membership_scores",

@@ -7,188 +7,204 @@ records are each put into the client's private data independently with probabili
 the client releases **once** (one call of its release procedure, or one federated run); the
 auditor — here the server, which sees the released labels on the public pool ``U`` — scores
 every canary from the release, guesses IN for the ``k_plus`` highest scores, OUT for the
-``k_minus`` lowest and abstains on the rest. If the release is ε-DP with respect to one
-record of the client's data (*record-level* ε, the unit every ε in cotrain is stated in
-unless marked otherwise), the number ``V`` of correct guesses out of ``r = k_plus + k_minus``
-is stochastically dominated by ``Binomial(r, e^ε / (1 + e^ε))``. Observing ``v`` correct
-guesses therefore rejects "ε-DP" at level β whenever ``P[Binomial(r, q_ε) ≥ v] < β``; the
-largest such ε is the **empirical lower bound** :func:`canary_epsilon_lower_bound` — with
-probability at least 1 − β (over the canary coin flips and the mechanism) it does not exceed
-the true ε of the release. A bound *above* an accounted ε is proof, at confidence 1 − β, that
-the accounting (or the implementation) is wrong.
+``k_minus`` lowest and abstains on the rest. If the release is (ε, δ)-DP with respect to one
+record of the client's data (*record-level*, the unit of every ε in cotrain unless marked
+otherwise) **under the neighbouring relation that separates "canary in" from "canary out"**,
+the number of correct guesses out of ``r = k_plus + k_minus`` is dominated by
+``Binomial(r, e^ε / (1 + e^ε))`` plus a δ term (:mod:`cotrain.audit.canary_bound`). The largest
+ε those guesses reject at level β is the **empirical lower bound**: with probability at least
+1 − β it does not exceed the true ε of the release. A bound *above* a claimed ε is proof, at
+confidence 1 − β, that the accounting (or the implementation) is wrong.
 
-With δ > 0, the (ε, δ)-DP form of their theorem, as in their reference code, adds
-``2 m δ · max_{i=1..v} P[v − i ≤ Binomial(r, q_ε) < v] / i`` to the p-value
-(:func:`canary_p_value`). With δ = 0 the bound is exact for pure ε-DP mechanisms such as
-randomized response; for an (ε, δ) mechanism give its δ.
+Neighbouring relation
+---------------------
+A canary absent from the data set is **add/remove**: the data with canary ``i`` and without
+it differ by one added record. That is the design here (``relation="add_or_remove"``) and the
+bound is compared with the claim's **add/remove** ε — the library's headline relation. With
+``relation="replace_one"`` an excluded canary is not absent but replaced by a substitute
+record (same features, label ``y_substitutes[i]``): the data set's size never changes and the
+bound is compared with the claim's replace-one ε. A claim is an :class:`EpsilonClaim`, ε per
+relation; an audit refuses a claim that states no ε for its own relation (a replace-one ε
+bounds nothing about adding a record — the row count alone may reveal it — and an add/remove
+ε bounds replace-one only through group privacy, at 2ε): relations are never compared
+silently.
 
-The bound is a lower bound for the *one* canary design used; it is loose by design (one run,
-``m`` canaries bound it by roughly ``log(m)``), and a value of 0 means "no evidence of
-leakage", not "private".
+δ
+-
+The bound is computed at the claim's δ. A Gaussian mechanism is never ε-DP at δ = 0, so a
+claim that declares a Gaussian event must carry δ > 0 (:class:`EpsilonClaim` refuses δ = 0
+for it; :func:`declares_gaussian` reads a ``dp_event``). δ = 0 fits pure mechanisms only
+(randomized response).
+
+Power
+-----
+``r`` guesses among ``m`` canaries can certify at most :func:`max_certifiable_epsilon`
+(all guesses right): about ``ln(r / ln(1/β))``, 4.42 for 250 guesses at β = 0.05. An audit
+of a claim at or above that value cannot fail; :func:`one_run_audit` refuses it (ValueError)
+unless ``allow_powerless=True``, which warns and records ``can_fail=False`` in the result.
+
+The bound is a lower bound for the *one* canary design used; it is loose by design, and a
+value of 0 means "no evidence of leakage", not "private".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
 
+from cotrain.audit.canary_bound import (
+    canary_epsilon_lower_bound,
+    canary_p_value,
+    check_count,
+    check_probability,
+    max_certifiable_epsilon,
+)
 from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
 
 __all__ = [
+    "RELATIONS",
     "CanaryAudit",
+    "EpsilonClaim",
+    "audit_from_scores",
     "canary_epsilon_lower_bound",
     "canary_p_value",
+    "declares_gaussian",
     "make_canaries",
+    "max_certifiable_epsilon",
     "one_run_audit",
 ]
 
-
-def _int(value: Any, name: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+RELATIONS = ("add_or_remove", "replace_one")
+"""The neighbouring relations a claim may state an ε for (headline: add/remove)."""
 
 
-def _prob(value: Any, name: str, *, closed_low: bool) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(float(value))
-    low_ok = ok and (float(value) >= 0.0 if closed_low else float(value) > 0.0)
-    if not (low_ok and float(value) < 1.0):
-        side = "[0, 1)" if closed_low else "(0, 1)"
-        raise ValueError(f"{name} must be a number in {side}, got {value!r}")
-    return float(value)
+def _relation(value: Any, name: str = "relation") -> str:
+    if value not in RELATIONS:
+        raise ValueError(f"{name} must be 'add_or_remove' or 'replace_one', got {value!r}")
+    return str(value)
 
 
-def _counts(n_guesses: Any, n_correct: Any, n_canaries: Any) -> tuple[int, int, int]:
-    r = _int(n_guesses, "n_guesses")
-    v = _int(n_correct, "n_correct")
-    m = r if n_canaries is None else _int(n_canaries, "n_canaries")
-    if v > r:
-        raise ValueError(f"n_correct ({v}) cannot exceed n_guesses ({r})")
-    if r > m:
-        raise ValueError(f"n_guesses ({r}) cannot exceed n_canaries ({m})")
-    return r, v, m
+def declares_gaussian(events: Any) -> bool:
+    """Whether a privacy event (or a list of them) contains a Gaussian mechanism.
 
-
-def canary_p_value(
-    n_guesses: int,
-    n_correct: int,
-    epsilon: float,
-    *,
-    delta: float = 0.0,
-    n_canaries: int | None = None,
-) -> float:
-    """P-value of ``n_correct`` correct guesses out of ``n_guesses`` under (ε, δ)-DP.
-
-    ``P[Binomial(r, q) ≥ v] + 2 m δ · max_{i=1..v} P[v − i ≤ Binomial(r, q) < v] / i`` with
-    ``q = e^ε / (1 + e^ε)``, capped at 1 (Steinke, Nasr & Jagielski 2023).
+    Walks ``dp_accounting`` events and cotrain's stand-ins by their structure: any event
+    whose class name contains ``Gaussian`` (``GaussianDpEvent``, the sampled Gaussian of
+    DP-SGD inside ``PoissonSampledDpEvent``...), looking inside ``event``, ``events`` and
+    ``sampled_event``. A Gaussian event is never pure ε-DP, so its audit needs δ > 0.
 
     Parameters
     ----------
-    n_guesses : int
-        ``r``: canaries guessed (not abstained on).
-    n_correct : int
-        ``v``: correct guesses.
-    epsilon : float
-        The ε of the null hypothesis "the release is (ε, δ)-DP" (>= 0).
-    delta : float, default=0.0
-        The δ of the null hypothesis.
-    n_canaries : int, optional
-        ``m``, all canaries (guessed or not); only the δ term uses it. Default ``n_guesses``.
+    events : DpEvent or iterable of DpEvent
 
     Returns
     -------
-    float
+    bool
 
     Examples
     --------
-    >>> round(canary_p_value(10, 10, 0.0), 6)       # ten right coin flips: 2**-10
-    0.000977
-    >>> canary_p_value(10, 0, 1.0)
-    1.0
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> from cotrain.privacy.accounting import gaussian_event, self_composed
+    >>> declares_gaussian([self_composed(gaussian_event(2.0), 3)])
+    True
+    >>> declares_gaussian(RandomizedResponse(1.0).dp_event(10, 100))
+    False
     """
-    r, v, m = _counts(n_guesses, n_correct, n_canaries)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real) or not float(epsilon) >= 0:
-        raise ValueError(f"epsilon must be a number >= 0, got {epsilon!r}")
-    delta = _prob(delta, "delta", closed_low=True)
-    q = 1.0 / (1.0 + math.exp(-float(epsilon)))
-    p = float(stats.binom.sf(v - 1, r, q))
-    if delta > 0.0 and v > 0:
-        below = stats.binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[B = v-1], P[B = v-2], ...
-        alpha = float(np.max(np.cumsum(below) / np.arange(1, v + 1)))
-        p += 2.0 * m * delta * alpha
-    return min(p, 1.0)
+    stack = list(events) if isinstance(events, Iterable) else [events]
+    while stack:
+        event = stack.pop()
+        if "Gaussian" in type(event).__name__:
+            return True
+        for attr in ("event", "sampled_event"):
+            if getattr(event, attr, None) is not None:
+                stack.append(getattr(event, attr))
+        stack.extend(getattr(event, "events", None) or ())
+    return False
 
 
-def canary_epsilon_lower_bound(
-    n_guesses: int,
-    n_correct: int,
-    *,
-    beta: float = 0.05,
-    delta: float = 0.0,
-    n_canaries: int | None = None,
-) -> float:
-    """Largest ε that ``n_correct`` of ``n_guesses`` correct canary guesses reject at level β.
+@dataclass(frozen=True)
+class EpsilonClaim:
+    """What an accounting claims for the audited release: ε per relation, at δ.
 
-    ``sup{ε ≥ 0 : canary_p_value(r, v, ε, δ) < β}``, 0.0 when even ε = 0 is not rejected.
-    With δ = 0 it is computed in closed form: ``logit(q)`` for the one-sided Clopper-Pearson
-    lower confidence limit ``q`` of the guessing accuracy (``P[Binomial(r, q) ≥ v] = β``);
-    with δ > 0 by root finding on :func:`canary_p_value`.
+    Record-level (one private record of the client), against whoever sees the release —
+    the audit checks exactly that. ``epsilon`` maps each neighbouring relation the
+    accounting covers to its ε (the ledger's ``{"add_or_remove": …, "replace_one": …}``
+    form); a canary audit compares its bound only with the ε of its own relation.
 
     Parameters
     ----------
-    n_guesses, n_correct : int
-        ``r`` and ``v``.
-    beta : float, default=0.05
-        The bound holds with probability >= 1 − β.
-    delta : float, default=0.0
-        δ of the (ε, δ) guarantee audited.
-    n_canaries : int, optional
-        ``m`` (δ term only); default ``n_guesses``.
-
-    Returns
-    -------
-    float
-        The empirical ε lower bound (same unit as the DP guarantee of the audited release:
-        one canary = one private record).
+    epsilon : mapping of {"add_or_remove", "replace_one"} to float
+        ε (>= 0) per relation; at least one.
+    delta : float
+        The δ of the claim, in [0, 1); the audit's bound is computed at it.
+    gaussian : bool, default=False
+        Whether the mechanism has a Gaussian event (:func:`declares_gaussian`); then δ
+        must be > 0 (a Gaussian mechanism is not ε-DP at δ = 0 for any finite ε).
 
     Examples
     --------
-    >>> round(canary_epsilon_lower_bound(100, 100), 3)        # 0.05 ** (1 / 100) = q
-    3.493
-    >>> canary_epsilon_lower_bound(100, 50)
-    0.0
-    >>> round(canary_epsilon_lower_bound(1000, 900), 3)
-    2.021
-    >>> round(canary_epsilon_lower_bound(1000, 900, delta=1e-3, n_canaries=1000), 3)
-    1.928
+    >>> claim = EpsilonClaim({"add_or_remove": 2.0, "replace_one": 4.0}, delta=1e-5)
+    >>> claim.epsilon_for("add_or_remove")
+    2.0
+    >>> EpsilonClaim({"add_or_remove": 1.0}, delta=0.0, gaussian=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: delta must be > 0 for a mechanism with a Gaussian event ...
     """
-    r, v, m = _counts(n_guesses, n_correct, n_canaries)
-    beta = _prob(beta, "beta", closed_low=False)
-    delta = _prob(delta, "delta", closed_low=True)
-    if v == 0:
-        return 0.0
-    if delta == 0.0:
-        q = float(stats.beta.ppf(beta, v, r - v + 1))
-        return float(math.log(q / (1.0 - q))) if q > 0.5 else 0.0
-    if canary_p_value(r, v, 0.0, delta=delta, n_canaries=m) >= beta:
-        return 0.0
 
-    def excess(eps: float) -> float:
-        return canary_p_value(r, v, eps, delta=delta, n_canaries=m) - beta
+    epsilon: Mapping[str, float]
+    delta: float
+    gaussian: bool = False
 
-    high = 1.0
-    while excess(high) < 0.0:
-        high *= 2.0
-        if high > 1e3:  # pragma: no cover - all guesses right with a vanishing β
-            return high
-    return float(optimize.brentq(excess, 0.0, high, xtol=1e-10))
+    def __post_init__(self) -> None:
+        if not isinstance(self.epsilon, Mapping) or not self.epsilon:
+            raise TypeError(
+                "epsilon must be a mapping {relation: ε}, e.g. {'add_or_remove': 2.0}, "
+                f"got {self.epsilon!r}"
+            )
+        clean = {}
+        for rel, eps in self.epsilon.items():
+            _relation(rel, "each key of epsilon")
+            ok = isinstance(eps, Real) and not isinstance(eps, bool) and float(eps) >= 0
+            if not ok or math.isnan(float(eps)):
+                raise ValueError(f"epsilon[{rel!r}] must be a number >= 0, got {eps!r}")
+            clean[rel] = float(eps)
+        object.__setattr__(self, "epsilon", clean)
+        delta = check_probability(self.delta, "delta", closed_low=True)
+        if not isinstance(self.gaussian, bool):
+            raise TypeError(f"gaussian must be a bool, got {self.gaussian!r}")
+        if self.gaussian and delta == 0.0:
+            raise ValueError(
+                "delta must be > 0 for a mechanism with a Gaussian event "
+                f"(it is not ε-DP at δ = 0), got {self.delta!r}"
+            )
+        object.__setattr__(self, "delta", delta)
+
+    def epsilon_for(self, relation: str) -> float:
+        """The claimed ε under ``relation``; a ValueError when the claim states none.
+
+        Examples
+        --------
+        >>> claim = EpsilonClaim({"replace_one": 3.0}, delta=0.0)
+        >>> claim.epsilon_for("add_or_remove")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: the claim states no 'add_or_remove' ε (it covers replace_one): ...
+        """
+        relation = _relation(relation)
+        if relation not in self.epsilon:
+            raise ValueError(
+                f"the claim states no {relation!r} ε (it covers {', '.join(self.epsilon)}): "
+                f"an audit under {relation} cannot be compared with it; state the {relation} ε "
+                "of the mechanism, or audit under the relation it covers"
+            )
+        return self.epsilon[relation]
 
 
 def make_canaries(
@@ -226,7 +242,7 @@ def make_canaries(
     Xp = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim != 2:
         raise ValueError(f"X_public must be 2-D, got shape {Xp.shape}")
-    m = _int(n_canaries, "n_canaries", 1)
+    m = check_count(n_canaries, "n_canaries", 1)
     if m > len(Xp):
         raise ValueError(f"n_canaries ({m}) cannot exceed the public points ({len(Xp)})")
     classes = np.asarray(classes)
@@ -239,14 +255,14 @@ def make_canaries(
 
 @dataclass(frozen=True)
 class CanaryAudit:
-    """Outcome of :func:`one_run_audit`.
+    """Outcome of :func:`one_run_audit` (or :func:`audit_from_scores`).
 
     Attributes
     ----------
     epsilon_lower_bound : float
-        Empirical record-level ε lower bound at confidence ``1 − beta``.
+        Empirical record-level ε lower bound at confidence ``1 − beta``, under ``relation``.
     beta, delta : float
-        Confidence parameter and the δ audited.
+        Confidence parameter and the δ the bound is computed at.
     n_canaries, n_included : int
         ``m`` and how many canaries the coin flips put into the client's data.
     n_guesses, n_correct : int
@@ -254,11 +270,19 @@ class CanaryAudit:
     membership : AuditResult
         The canary scores as a membership attack (``attack="canary"``): AUC and TPR at
         0.1 % / 1 % FPR of included against excluded canaries.
+    relation : {"add_or_remove", "replace_one"}, default="add_or_remove"
+        The neighbouring relation the experiment tests (canary absent, or replaced).
+    max_certifiable_epsilon : float
+        The design's power: the largest ε any outcome could certify
+        (:func:`max_certifiable_epsilon`).
+    claimed_epsilon : float or None
+        The audited claim's ε under ``relation``, when a claim was given.
 
     Examples
     --------
-    >>> CanaryAudit(0.0, 0.05, 0.0, 10, 5, 4, 2, AuditResult(0.5, "canary", 5, 5)).accuracy
-    0.5
+    >>> a = CanaryAudit(0.0, 0.05, 0.0, 10, 5, 4, 2, AuditResult(0.5, "canary", 5, 5))
+    >>> a.accuracy, a.relation
+    (0.5, 'add_or_remove')
     """
 
     epsilon_lower_bound: float
@@ -269,115 +293,98 @@ class CanaryAudit:
     n_guesses: int
     n_correct: int
     membership: AuditResult
+    relation: str = "add_or_remove"
+    max_certifiable_epsilon: float = field(default=float("nan"))
+    claimed_epsilon: float | None = None
 
     @property
     def accuracy(self) -> float:
         """Share of correct guesses ``v / r``."""
         return self.n_correct / self.n_guesses if self.n_guesses else float("nan")
 
+    @property
+    def can_fail(self) -> bool | None:
+        """Whether the design could refute the claim (``max_certifiable > claimed``); None
+        without a claim."""
+        if self.claimed_epsilon is None:
+            return None
+        return bool(self.max_certifiable_epsilon > self.claimed_epsilon)
+
+    @property
+    def violated(self) -> bool | None:
+        """Whether the bound exceeds the claimed ε (the claim is refuted at level β); None
+        without a claim."""
+        if self.claimed_epsilon is None:
+            return None
+        return bool(self.epsilon_lower_bound > self.claimed_epsilon)
+
     def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (for JSON)."""
+        """The fields (and ``can_fail``, ``violated``) as a plain dict (for JSON)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "membership"}
+        out["can_fail"], out["violated"] = self.can_fail, self.violated
         out["membership"] = self.membership.as_dict()
         return out
 
 
-def one_run_audit(
-    release: Callable[[Any, Any], Any],
-    X: Any,
-    y: Any,
-    X_canaries: Any,
-    y_canaries: Any,
-    X_public: Any,
-    *,
-    k_plus: int,
-    k_minus: int = 0,
-    n_neighbors: int = 1,
-    beta: float = 0.05,
-    delta: float = 0.0,
-    random_state: Any = None,
-) -> CanaryAudit:
-    """Run the one-release canary experiment against ``release`` and bound its ε from below.
-
-    Each canary joins the client's data ``(X, y)`` with probability 1/2 (independent coin
-    flips); ``release`` is called **once** on the result; canary ``i`` is scored by the share
-    of its ``n_neighbors`` nearest public points whose released label is ``y_canaries[i]``
-    (:func:`~cotrain.audit.lira.neighbor_agreement`); the auditor guesses IN for the
-    ``k_plus`` highest scores and OUT for the ``k_minus`` lowest (ties broken at random,
-    independently of the coin flips), and :func:`canary_epsilon_lower_bound` turns the number
-    of correct guesses into the bound. ``k_plus`` and ``k_minus`` must be fixed before the
-    run: choosing them after seeing the scores voids the confidence level.
-
-    Parameters
-    ----------
-    release : callable
-        ``release(X, y) -> labels`` on ``X_public``, shape ``(n_public,)`` (the client's
-        learner, its labelling of ``U`` and its privacy mechanism).
-    X, y : array-like
-        The client's own private data (always included).
-    X_canaries, y_canaries : array-like
-        The ``m`` canaries (e.g. from :func:`make_canaries`).
-    X_public : array-like of shape (n_public, n_features)
-    k_plus, k_minus : int
-        Guesses IN and OUT (``k_plus + k_minus <= m``).
-    n_neighbors : int, default=1
-        Public points read per canary.
-    beta : float, default=0.05
-        Confidence: the bound holds with probability >= 1 − β.
-    delta : float, default=0.0
-        δ of the guarantee audited (0 for pure ε-DP mechanisms).
-    random_state : int or Generator, optional
-        Seeds the coin flips and the tie-breaking (not the mechanism).
-
-    Returns
-    -------
-    CanaryAudit
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn.neighbors import KNeighborsClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> X_pub = rng.normal(size=(400, 5)); X = rng.normal(size=(100, 5))
-    >>> y = rng.integers(0, 10, 100)
-    >>> release = lambda X_, y_: KNeighborsClassifier(1).fit(X_, y_).predict(X_pub)
-    >>> Xc, yc = make_canaries(X_pub, np.arange(10), 200, random_state=1)
-    >>> audit = one_run_audit(release, X, y, Xc, yc, X_pub, k_plus=50, k_minus=50, random_state=2)
-    >>> audit.n_correct, round(audit.epsilon_lower_bound, 2)
-    (98, 2.72)
-    """
-    if not callable(release):
-        raise TypeError("release must be callable: release(X, y) -> labels on X_public")
-    Xd = np.asarray(X, dtype=np.float64)
-    Xc = np.asarray(X_canaries, dtype=np.float64)
-    Xp = np.asarray(X_public, dtype=np.float64)
-    yd, yc = np.asarray(y), np.asarray(y_canaries)
-    if Xd.ndim != 2 or Xc.ndim != 2 or Xp.ndim != 2:
-        raise ValueError("X, X_canaries and X_public must be 2-D feature arrays")
-    if len(yd) != len(Xd) or len(yc) != len(Xc):
-        raise ValueError("X and y (X_canaries and y_canaries) must have the same length")
-    if not (Xd.shape[1] == Xc.shape[1] == Xp.shape[1]):
-        raise ValueError("X, X_canaries and X_public must have the same number of features")
-    m = len(yc)
-    kp = _int(k_plus, "k_plus")
-    km = _int(k_minus, "k_minus")
+def _plan(
+    m: int,
+    k_plus: Any,
+    k_minus: Any,
+    beta: Any,
+    delta: Any,
+    relation: Any,
+    claim: EpsilonClaim | None,
+    allow_powerless: bool,
+) -> tuple[int, int, float, float, str, float, float | None]:
+    """Check a design before any release: guesses, δ from the claim, relation, power."""
+    kp = check_count(k_plus, "k_plus")
+    km = check_count(k_minus, "k_minus")
     if kp + km == 0 or kp + km > m:
         raise ValueError(f"k_plus + k_minus must be in 1..{m} (the canaries), got {kp + km}")
-    beta = _prob(beta, "beta", closed_low=False)
-    delta = _prob(delta, "delta", closed_low=True)
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral):
-        raise ValueError(f"n_neighbors must be an integer >= 1, got {n_neighbors!r}")
-    rng = np.random.default_rng(random_state)
+    beta = check_probability(beta, "beta", closed_low=False)
+    relation = _relation(relation)
+    claimed = None
+    if claim is not None:
+        if not isinstance(claim, EpsilonClaim):
+            raise TypeError(f"claim must be an EpsilonClaim, got {type(claim).__name__}")
+        claimed = claim.epsilon_for(relation)
+        if delta is not None and float(delta) != claim.delta:
+            raise ValueError(
+                f"delta ({delta!r}) differs from the claim's δ ({claim.delta!r}): the bound "
+                "must be computed at the δ of the claim it is compared with"
+            )
+        delta = claim.delta
+    elif delta is None:
+        warnings.warn(
+            "one_run_audit without delta= (or claim=) audits pure ε-DP (δ = 0), which fits "
+            "no Gaussian mechanism; pass delta= or claim= (required in the next release)",
+            FutureWarning,
+            stacklevel=3,
+        )
+        delta = 0.0
+    delta = check_probability(delta, "delta", closed_low=True)
+    power = max_certifiable_epsilon(m, kp + km, beta=beta, delta=delta)
+    if claimed is not None and power <= claimed:
+        message = (
+            f"this audit cannot fail: {kp + km} guesses among {m} canaries certify at most "
+            f"ε = {power:.3f} at β = {beta:g}, δ = {delta:g}, and the claim is ε = {claimed:g} "
+            f"({relation}); use more guesses (certifying ε needs about ln(1/β)·e^ε of them) "
+            "or audit a smaller ε"
+        )
+        if not allow_powerless:
+            raise ValueError(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return kp, km, beta, delta, relation, power, claimed
 
-    included = rng.random(m) < 0.5
-    X_run = np.concatenate([Xd, Xc[included]])
-    y_run = np.concatenate([yd, yc[included]])
-    order = rng.permutation(len(y_run))
-    labels = np.asarray(release(X_run[order], y_run[order]))
-    if labels.shape != (len(Xp),):
-        raise ValueError(f"release must return shape ({len(Xp)},), got {labels.shape}")
-    scores = neighbor_agreement(labels, Xc, yc, Xp, n_neighbors=n_neighbors).mean(axis=1)
 
+def _audit(
+    scores: np.ndarray,
+    included: np.ndarray,
+    plan: tuple[int, int, float, float, str, float, float | None],
+    rng: np.random.Generator,
+) -> CanaryAudit:
+    kp, km, beta, delta, relation, power, claimed = plan
+    m = len(scores)
     ranking = np.lexsort((rng.random(m), -scores))  # highest score first, random ties
     guess_in, guess_out = ranking[:kp], ranking[m - km :] if km else ranking[:0]
     correct = int(included[guess_in].sum() + (~included[guess_out]).sum())
@@ -397,4 +404,200 @@ def one_run_audit(
         n_guesses=kp + km,
         n_correct=correct,
         membership=membership,
+        relation=relation,
+        max_certifiable_epsilon=power,
+        claimed_epsilon=claimed,
     )
+
+
+def audit_from_scores(
+    scores: Any,
+    included: Any,
+    *,
+    k_plus: int,
+    k_minus: int = 0,
+    beta: float = 0.05,
+    delta: float | None = None,
+    relation: str = "add_or_remove",
+    claim: EpsilonClaim | None = None,
+    allow_powerless: bool = False,
+    random_state: Any = None,
+) -> CanaryAudit:
+    """Guess and bound from canary scores an experiment already produced.
+
+    For a release that is not labels on a public pool (a model, noisy statistics): the
+    caller drew ``included`` (independent fair coins, one per canary, **before** the
+    release), ran the mechanism once, and scored every canary (higher = more likely IN).
+    The guesses and the bound are those of :func:`one_run_audit`, under ``relation`` —
+    the relation the caller's experiment realises (canary absent: add/remove).
+
+    Parameters
+    ----------
+    scores : array-like of shape (m,)
+    included : array-like of bool, shape (m,)
+        The coin flips.
+    k_plus, k_minus, beta, delta, relation, claim, allow_powerless, random_state
+        As in :func:`one_run_audit` (``random_state`` seeds the tie-breaking only).
+
+    Returns
+    -------
+    CanaryAudit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> included = rng.random(1000) < 0.5
+    >>> scores = included + rng.normal(0, 0.5, 1000)     # a Gaussian with σ = Δ / 2
+    >>> a = audit_from_scores(scores, included, k_plus=100, k_minus=100, delta=1e-5,
+    ...                       random_state=0)
+    >>> a.n_correct, round(a.epsilon_lower_bound, 2), round(a.max_certifiable_epsilon, 2)
+    (200, 4.17, 4.17)
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    inc = np.asarray(included)
+    if s.ndim != 1 or inc.shape != s.shape:
+        raise ValueError(
+            f"scores and included must be 1-D of the same length, got {s.shape} and {inc.shape}"
+        )
+    if inc.dtype != np.bool_:
+        raise TypeError(f"included must be boolean (the coin flips), got dtype {inc.dtype}")
+    if not np.isfinite(s).all():
+        raise ValueError("scores must be finite")
+    plan = _plan(len(s), k_plus, k_minus, beta, delta, relation, claim, allow_powerless)
+    return _audit(s, inc, plan, np.random.default_rng(random_state))
+
+
+def one_run_audit(
+    release: Callable[[Any, Any], Any],
+    X: Any,
+    y: Any,
+    X_canaries: Any,
+    y_canaries: Any,
+    X_public: Any,
+    *,
+    k_plus: int,
+    k_minus: int = 0,
+    n_neighbors: int = 1,
+    beta: float = 0.05,
+    delta: float | None = None,
+    relation: str = "add_or_remove",
+    y_substitutes: Any = None,
+    claim: EpsilonClaim | None = None,
+    allow_powerless: bool = False,
+    random_state: Any = None,
+) -> CanaryAudit:
+    """Run the one-release canary experiment against ``release`` and bound its ε from below.
+
+    Each canary joins the client's data ``(X, y)`` with probability 1/2 (independent coin
+    flips); under ``relation="replace_one"`` an excluded canary's slot holds its substitute
+    ``(X_canaries[i], y_substitutes[i])`` instead, so the data's size never changes.
+    ``release`` is called **once**; canary ``i`` is scored by the share of its
+    ``n_neighbors`` nearest public points whose released label is ``y_canaries[i]``
+    (:func:`~cotrain.audit.lira.neighbor_agreement`); the auditor guesses IN for the
+    ``k_plus`` highest scores and OUT for the ``k_minus`` lowest (ties broken at random,
+    independently of the coin flips), and :func:`canary_epsilon_lower_bound` turns the number
+    of correct guesses into the bound. ``k_plus`` and ``k_minus`` must be fixed before the
+    run: choosing them after seeing the scores voids the confidence level.
+
+    With ``claim``, the audit checks it: δ is the claim's, the bound is compared with the
+    claim's ε **under the same relation** (a claim without it is refused), and a design that
+    cannot certify more than the claimed ε is refused before the release (ValueError), or,
+    with ``allow_powerless=True``, run with a warning and ``can_fail=False`` in the result.
+
+    Parameters
+    ----------
+    release : callable
+        ``release(X, y) -> labels`` on ``X_public``, shape ``(n_public,)`` (the client's
+        learner, its labelling of ``U`` and its privacy mechanism).
+    X, y : array-like
+        The client's own private data (always included).
+    X_canaries, y_canaries : array-like
+        The ``m`` canaries (e.g. from :func:`make_canaries`).
+    X_public : array-like of shape (n_public, n_features)
+    k_plus, k_minus : int
+        Guesses IN and OUT (``k_plus + k_minus <= m``).
+    n_neighbors : int, default=1
+        Public points read per canary.
+    beta : float, default=0.05
+        Confidence: the bound holds with probability >= 1 − β.
+    delta : float, optional
+        δ of the guarantee audited: the claim's by default; without a claim give it (0 only
+        for a pure ε-DP mechanism such as randomized response). Omitting both audits at
+        δ = 0 with a ``FutureWarning`` (required in the next release).
+    relation : {"add_or_remove", "replace_one"}, default="add_or_remove"
+        The neighbouring relation the experiment realises (module docstring).
+    y_substitutes : array-like of shape (m,), optional
+        ``relation="replace_one"`` only (and required there): the label of each excluded
+        canary's substitute, different from ``y_canaries``.
+    claim : EpsilonClaim, optional
+        The accounting to check.
+    allow_powerless : bool, default=False
+        Run (with a ``UserWarning``) a claim the design cannot refute.
+    random_state : int or Generator, optional
+        Seeds the coin flips and the tie-breaking (not the mechanism).
+
+    Returns
+    -------
+    CanaryAudit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neighbors import KNeighborsClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X_pub = rng.normal(size=(400, 5)); X = rng.normal(size=(100, 5))
+    >>> y = rng.integers(0, 10, 100)
+    >>> release = lambda X_, y_: KNeighborsClassifier(1).fit(X_, y_).predict(X_pub)
+    >>> Xc, yc = make_canaries(X_pub, np.arange(10), 200, random_state=1)
+    >>> claim = EpsilonClaim({"add_or_remove": 2.0}, delta=0.0)   # false: no noise at all
+    >>> audit = one_run_audit(release, X, y, Xc, yc, X_pub, k_plus=50, k_minus=50,
+    ...                       claim=claim, random_state=2)
+    >>> audit.n_correct, round(audit.epsilon_lower_bound, 2), audit.violated
+    (98, 2.72, True)
+    """
+    if not callable(release):
+        raise TypeError("release must be callable: release(X, y) -> labels on X_public")
+    Xd = np.asarray(X, dtype=np.float64)
+    Xc = np.asarray(X_canaries, dtype=np.float64)
+    Xp = np.asarray(X_public, dtype=np.float64)
+    yd, yc = np.asarray(y), np.asarray(y_canaries)
+    if Xd.ndim != 2 or Xc.ndim != 2 or Xp.ndim != 2:
+        raise ValueError("X, X_canaries and X_public must be 2-D feature arrays")
+    if len(yd) != len(Xd) or len(yc) != len(Xc):
+        raise ValueError("X and y (X_canaries and y_canaries) must have the same length")
+    if not (Xd.shape[1] == Xc.shape[1] == Xp.shape[1]):
+        raise ValueError("X, X_canaries and X_public must have the same number of features")
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral):
+        raise ValueError(f"n_neighbors must be an integer >= 1, got {n_neighbors!r}")
+    m = len(yc)
+    plan = _plan(m, k_plus, k_minus, beta, delta, relation, claim, allow_powerless)
+    if plan[4] == "replace_one":
+        if y_substitutes is None:
+            raise ValueError(
+                "relation='replace_one' needs y_substitutes: each excluded canary is replaced "
+                "by a substitute record (its features, that label), keeping the data's size"
+            )
+        ys = np.asarray(y_substitutes)
+        if ys.shape != yc.shape or (ys == yc).any():
+            raise ValueError(
+                "y_substitutes must have one label per canary, each different from the "
+                "canary's (a substitute equal to the canary changes nothing)"
+            )
+    elif y_substitutes is not None:
+        raise ValueError("y_substitutes is for relation='replace_one' only")
+    rng = np.random.default_rng(random_state)
+
+    included = rng.random(m) < 0.5
+    if plan[4] == "replace_one":
+        X_run = np.concatenate([Xd, Xc])
+        y_run = np.concatenate([yd, np.where(included, yc, ys)])
+    else:
+        X_run = np.concatenate([Xd, Xc[included]])
+        y_run = np.concatenate([yd, yc[included]])
+    order = rng.permutation(len(y_run))
+    labels = np.asarray(release(X_run[order], y_run[order]))
+    if labels.shape != (len(Xp),):
+        raise ValueError(f"release must return shape ({len(Xp)},), got {labels.shape}")
+    scores = neighbor_agreement(labels, Xc, yc, Xp, n_neighbors=n_neighbors).mean(axis=1)
+    return _audit(scores, included, plan, rng)
