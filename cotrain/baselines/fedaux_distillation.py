@@ -13,6 +13,7 @@ weighted by their certainty scores (:func:`consensus.certainty_weighted`, eq. 3)
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,11 @@ from sklearn.utils.validation import check_is_fitted
 from cotrain.baselines._common import check_client_data
 from cotrain.baselines.ensemble_distillation import FedDF, distillation_targets
 from cotrain.privacy.fedaux import CertaintyScorer, certainty_scores, check_privacy
+from cotrain.privacy.fedaux.noise import (
+    REPLAYABLE_WARNING,
+    client_noise_seeds,
+    replayable_noise,
+)
 
 __all__ = ["FedAUX"]
 
@@ -57,9 +63,10 @@ class FedAUX(FedDF):
     dp : bool, default=True
         Release the scorers with noise (False: exact scores, no guarantee).
     noise_random_state : int, optional
-        Seeds the scorers' noise, for reproducible simulations only: by default every
-        client draws it from fresh entropy, so that the server (who knows
-        ``random_state``) cannot replay it.
+        Seeds the scorers' noise, for reproducible simulations only (it warns: whoever knows
+        it can replay the noise and recover the exact non-private scorers): by default every
+        client draws it from fresh entropy, so that the server (who knows ``random_state``)
+        cannot replay it.
     start_from_average : bool, default=True
         The student starts from the client average (FedDF's and FedAUX's rule).
     participation, weighted, n_jobs, random_state, verbose
@@ -246,19 +253,24 @@ class FedAUX(FedDF):
             self._X_distill = self._U[np.sort(perm[n_neg:])]
         features = self._scorer_features()
         m = len(self._X_private)
-        seeds = np.random.SeedSequence(self.noise_random_state).spawn(m)
-        self.scorers_ = [
-            CertaintyScorer(
-                lam=self.lam,
-                epsilon=self.epsilon,
-                delta=self.delta,
-                dp=bool(self.dp),
-                feature_map=features,
-                random_state=np.random.default_rng(seed),
-                calibration=self.calibration,
-            ).fit(X.reshape(len(X), -1), X_neg)
-            for X, seed in zip(self._X_private, seeds, strict=True)
-        ]
+        # a given noise_random_state is the explicit opt-in: it warns, once
+        replay = replayable_noise(self.noise_random_state, True, "FedAUX", bool(self.dp))
+        seeds = client_noise_seeds(self.noise_random_state, m, replay)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=REPLAYABLE_WARNING, category=UserWarning)
+            self.scorers_ = [
+                CertaintyScorer(
+                    lam=self.lam,
+                    epsilon=self.epsilon,
+                    delta=self.delta,
+                    dp=bool(self.dp),
+                    feature_map=features,
+                    random_state=seed,
+                    calibration=self.calibration,
+                    reproducible_noise=replay,
+                ).fit(X.reshape(len(X), -1), X_neg)
+                for X, seed in zip(self._X_private, seeds, strict=True)
+            ]
         flat = self._X_distill.reshape(len(self._X_distill), -1)
         self.scores_ = certainty_scores(self.scorers_, flat)
         # what travels: each client's released weight vector, float64 as released
