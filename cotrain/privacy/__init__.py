@@ -76,8 +76,9 @@ from cotrain.privacy.sensitivity import (
     estimate_sensitivity,
     sensitivity_lower_bound,
 )
+from cotrain.privacy.shards import teacher_shards
 from cotrain.privacy.soft_labels import GaussianSoftLabels
-from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
+from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_votes
 from cotrain.privacy.xor import XORMechanism
 
 __all__ = [

@@ -2,12 +2,14 @@
 
 A client that wants its uploads to be differentially private with respect to **one record of
 its private data**, whatever its learner, does not release its own model's labels. It splits
-its private rows into ``n_teachers`` disjoint shards, trains one *teacher* (a fresh copy of its
-learner) per shard — each shard joined with the pseudo-labelled public rows P, which are
-public — lets every teacher vote on each public example, and releases a noisy aggregate of the
-votes (:class:`SubsampleAndAggregate`). One private record lies in exactly one shard, so it
-can change at most one vote per public example, for any learner: the sensitivity holds by
-construction, not by analysis of the learner.
+its private rows into ``n_teachers`` disjoint shards by a keyed hash of each record
+(:func:`cotrain.privacy.shards.teacher_shards`, a key the client draws each round and never
+sends), trains one *teacher* (a fresh copy of its learner) per shard — each shard joined with
+the pseudo-labelled public rows P, which are public — lets every teacher vote on each public
+example, and releases a noisy aggregate of the votes (:class:`SubsampleAndAggregate`). One
+private record lies in exactly one shard, chosen by its own content, so adding or removing it
+changes one teacher and at most one vote per public example, for any learner: the sensitivity
+holds by construction, not by analysis of the learner.
 
 The client's own prediction model — the learner trained on all its private data ∪ P — is
 unaffected: it never leaves the site and is what the client predicts with; only the noisy
@@ -41,6 +43,7 @@ from scipy import sparse
 from sklearn.base import clone
 
 from cotrain.privacy.accounting import (
+    check_relation,
     gaussian_event,
     gaussian_noise_multiplier,
     noop_event,
@@ -52,6 +55,7 @@ from cotrain.privacy.mechanisms import (
     Release,
 )
 from cotrain.privacy.param_checks import check_positive
+from cotrain.privacy.shards import teacher_shards
 from learners import ClassAlignedClassifier
 
 __all__ = ["SubsampleAndAggregate", "teacher_shards", "teacher_votes"]
@@ -73,7 +77,9 @@ def _rows(X: Any) -> int:
 
 
 def _take(X: Any, idx: NDArray[np.intp]) -> Any:
-    return X.iloc[idx] if hasattr(X, "iloc") else X[idx]
+    if hasattr(X, "iloc"):
+        return X.iloc[idx]
+    return [X[i] for i in idx] if isinstance(X, list) else X[idx]
 
 
 def _stack(a: Any, b: Any) -> Any:
@@ -86,51 +92,6 @@ def _stack(a: Any, b: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 # teachers
 # --------------------------------------------------------------------------------------------
-
-
-def teacher_shards(n_rows: int, n_teachers: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Split row indices ``0..n_rows-1`` into ``n_teachers`` disjoint shards at random.
-
-    The split depends only on ``n_rows``, ``n_teachers`` and ``rng`` — never on the data —
-    so that replacing one record keeps every other record in its shard. Shard sizes differ by
-    at most one (a uniform permutation cut with :func:`numpy.array_split`).
-
-    Parameters
-    ----------
-    n_rows : int
-        Number of private rows (>= ``n_teachers``).
-    n_teachers : int
-        Number of shards (>= 1).
-    rng : numpy.random.Generator
-        Randomness of the permutation.
-
-    Returns
-    -------
-    list of ndarray
-        ``n_teachers`` arrays of row indices, each non-empty, together a partition.
-
-    Raises
-    ------
-    ValueError
-        If ``n_teachers`` is not an integer >= 1 or exceeds ``n_rows``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> shards = teacher_shards(7, 3, np.random.default_rng(0))
-    >>> [len(s) for s in shards]
-    [3, 2, 2]
-    >>> sorted(np.concatenate(shards).tolist())
-    [0, 1, 2, 3, 4, 5, 6]
-    """
-    k = _count(n_teachers, "n_teachers", 1)
-    n = _count(n_rows, "n_rows", 0)
-    if k > n:
-        raise ValueError(
-            f"n_teachers={k} exceeds the client's {n} private rows: every teacher needs at "
-            f"least one row of its own (use n_teachers <= {n})"
-        )
-    return np.array_split(rng.permutation(n), k)
 
 
 def _quiet_fit_predict(
@@ -159,39 +120,49 @@ def teacher_votes(
 ) -> NDArray[np.int64]:
     """The clean vote counts ``(n_public, C)`` of ``n_teachers`` teachers on the public pool.
 
-    The private rows are split with :func:`teacher_shards` (using ``rng``); teacher ``j`` is a
-    fresh ``sklearn.base.clone`` of ``estimator`` fitted on shard ``j`` ∪ (``X_extra``,
-    ``y_extra``) and votes for its prediction on every public example. Teachers never
-    continue from a previously fitted model (a clone is unfitted). An estimator that is not
-    a :class:`learners.ClassAlignedClassifier` is wrapped in one with ``classes`` (so a
-    shard lacking classes, or holding one, still trains). Warnings raised by the teachers are
-    collected and re-issued once per distinct message, prefixed by how many teachers raised it.
+    The private records are split with :func:`~cotrain.privacy.shards.teacher_shards`, keyed
+    by ``rng.bytes(32)`` (drawn here, used once, never returned or sent): a keyed hash of
+    each record's content picks its teacher. Teacher ``j`` is a fresh ``sklearn.base.clone``
+    of ``estimator`` fitted on shard ``j`` ∪ (``X_extra``, ``y_extra``) and votes for its
+    prediction on every public example. A teacher whose shard is empty trains on
+    (``X_extra``, ``y_extra``) alone when those are given and non-empty; otherwise it
+    **abstains**: it casts no vote, so a row of the result sums to the number of voting
+    teachers (at most ``n_teachers``; 0 when every teacher abstains). Teachers never continue
+    from a previously fitted model (a clone is unfitted). An estimator that is not a
+    :class:`learners.ClassAlignedClassifier` is wrapped in one with ``classes`` (so a shard
+    lacking classes, or holding one, still trains). Warnings raised by the teachers are
+    collected and re-issued once per distinct message, prefixed by how many teachers raised
+    it.
 
     This is the clean (not private) statistic that :class:`SubsampleAndAggregate` perturbs;
-    it is public so that its sensitivity can be checked: replacing one private row changes at
-    most one teacher's vote, hence each row of the result by at most one vote moved.
+    it is public so that its sensitivity can be checked: with the same key, adding or
+    removing one private record changes one teacher's training data (or starts / stops an
+    abstaining teacher), hence each row of the result by at most one vote moved, added or
+    removed.
 
     Parameters
     ----------
     estimator : classifier
         Unfitted scikit-learn-style classifier (cloned per teacher, never fitted itself).
     X, y : array-like
-        The client's private rows and labels (values of ``classes``).
+        The client's private rows (numeric of any shape, sparse, a data frame or text) and
+        labels (values of ``classes``).
     X_public : array-like
         The public pool U.
     classes : array-like
         The global classes, sorted; the columns of the result.
     rng : numpy.random.Generator
-        Randomness of the shard split.
+        The client's privacy randomness: the shard key is drawn from it.
     n_teachers : int
-        Number of teachers (1 <= n_teachers <= len(X)).
+        Number of teachers (>= 1; may exceed the number of rows: some then abstain or
+        train on the pseudo-labelled rows alone).
     X_extra, y_extra : array-like, optional
         Public rows with a pseudo-label (P) and their labels, added to every teacher's shard.
 
     Returns
     -------
     ndarray of shape (n_public, C), int64
-        Votes per public example and class; every row sums to ``n_teachers``.
+        Votes per public example and class; every row sums to the number of voting teachers.
 
     Examples
     --------
@@ -199,18 +170,28 @@ def teacher_votes(
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]]); y = np.array([0, 0, 0, 1, 1, 1])
     >>> teacher_votes(DecisionTreeClassifier(random_state=0), X, y, np.array([[-1.0], [9.0]]),
-    ...               np.array([0, 1]), np.random.default_rng(0), n_teachers=2,
+    ...               np.array([0, 1]), np.random.default_rng(1), n_teachers=2,
     ...               X_extra=np.array([[2.5]]), y_extra=np.array([1]))
     array([[2, 0],
            [0, 2]])
+
+    Without pseudo-labelled rows, teachers with an empty shard abstain (here 2 of 8 vote):
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")   # each voting teacher holds a single row
+    ...     votes = teacher_votes(DecisionTreeClassifier(random_state=0), X[:2], y[:2],
+    ...                           np.array([[0.0]]), np.array([0, 1]),
+    ...                           np.random.default_rng(0), n_teachers=8)
+    >>> int(votes.sum())
+    2
     """
     classes = np.asarray(classes)
     if classes.ndim != 1 or classes.size == 0 or np.any(classes[1:] <= classes[:-1]):
         raise ValueError("classes must be a non-empty 1-D array, sorted and unique")
     y = np.asarray(y)
-    n = _rows(X)
-    if y.shape != (n,):
-        raise ValueError(f"y must be 1-D labels with one per row of X ({n}), got {y.shape}")
+    if y.ndim != 1 or y.shape[0] != _rows(X):
+        raise ValueError("y must be 1-D labels with one per row of X")
     if (X_extra is None) != (y_extra is None):
         raise ValueError("give both X_extra and y_extra (the pseudo-labelled rows) or neither")
     if X_extra is not None:
@@ -222,28 +203,36 @@ def teacher_votes(
             )
         if y_extra.size == 0:
             X_extra = y_extra = None
-    shards = teacher_shards(n, n_teachers, rng)
+    k = _count(n_teachers, "n_teachers", 1)
+    shards = teacher_shards(X, y, k, rng.bytes(32))
     if not isinstance(estimator, ClassAlignedClassifier):
         estimator = ClassAlignedClassifier(estimator, classes=classes)
 
     n_public, n_classes = _rows(X_public), classes.size
-    codes = np.empty((len(shards), n_public), dtype=np.int64)
+    codes = []
     caught: Counter = Counter()
     for j, idx in enumerate(shards):
-        X_fit, y_fit = _take(X, idx), y[idx]
-        if X_extra is not None:
-            X_fit, y_fit = _stack(X_fit, X_extra), np.concatenate([y_fit, y_extra])
+        if idx.size == 0 and X_extra is None:
+            continue  # an empty shard and no pseudo-labelled rows: this teacher abstains
+        if idx.size == 0:
+            X_fit, y_fit = X_extra, y_extra
+        else:
+            X_fit, y_fit = _take(X, idx), y[idx]
+            if X_extra is not None:
+                X_fit, y_fit = _stack(X_fit, X_extra), np.concatenate([y_fit, y_extra])
         pred = _quiet_fit_predict(estimator, X_fit, y_fit, X_public, caught)
         pos = np.searchsorted(classes, pred).clip(0, n_classes - 1)
         if pred.shape != (n_public,) or np.any(classes[pos] != pred):
             raise ValueError(
                 f"teacher {j} predicted labels outside classes (or not one per public row)"
             )
-        codes[j] = pos
+        codes.append(pos)
     for (category, message), count in caught.items():
-        warnings.warn(f"{count} of {len(shards)} teachers: {message}", category, stacklevel=2)
+        warnings.warn(f"{count} of {len(codes)} teachers: {message}", category, stacklevel=2)
+    if not codes:
+        return np.zeros((n_public, n_classes), dtype=np.int64)
     # counts[i, c] = number of teachers voting c on example i (one bincount, no loop over i)
-    flat = codes + n_classes * np.arange(n_public)[None, :]
+    flat = np.stack(codes) + n_classes * np.arange(n_public)[None, :]
     counts = np.bincount(flat.ravel(), minlength=n_public * n_classes)
     return counts.reshape(n_public, n_classes).astype(np.int64)
 
@@ -258,43 +247,56 @@ class SubsampleAndAggregate(LabelMechanism):
 
     Applied by the client to its data and learner, not to its model's labels: each round,
     the client's :meth:`release_round` calls :meth:`release`, which splits the client's
-    private rows uniformly at random into ``n_teachers`` disjoint shards (sizes differ by at
-    most one; the split never looks at the data), fits a fresh clone of the learner on each
-    shard ∪ P (the public rows with a pseudo-label — public information), lets the teachers
-    vote on every public example, and releases a noisy aggregate of the vote counts
-    ``(n_public, C)``:
+    private records into ``n_teachers`` disjoint shards by a keyed hash of each record
+    (:func:`~cotrain.privacy.shards.teacher_shards`; the key is drawn from the client's
+    privacy randomness every round and never sent; shards have random sizes and may be
+    empty), fits a fresh clone of the learner on each shard ∪ P (the public rows with a
+    pseudo-label — public information), lets the teachers vote on every public example, and
+    releases a noisy aggregate of the vote counts ``(n_public, C)``. A teacher whose shard
+    is empty trains on P alone when P is non-empty, and otherwise abstains (casts no vote):
 
     * ``aggregate="gnmax"`` (default): add iid ``N(0, σ²)`` to every count and take the
       argmax (ties have probability zero; ``numpy.argmax`` would take the lowest code);
-    * ``aggregate="rr"``: the argmax of the clean counts (ties: lowest code), then K-ary
-      randomized response on each label with per-label ε' = ``epsilon / n_labels``
-      (:class:`~cotrain.privacy.RandomizedResponse` with ``sensitivity = n_labels``).
+    * ``aggregate="rr"``: the argmax of the clean counts (ties, and a row where every
+      teacher abstains: lowest code), then K-ary randomized response on each label with
+      per-label ε' = ``epsilon / n_labels`` (:class:`~cotrain.privacy.RandomizedResponse`
+      with ``sensitivity = n_labels``).
 
     The client's own model (its learner on all its private data ∪ P) is not involved: it
     never leaves the site and remains what the client predicts with.
 
     Why this is DP (unit: one private record of the client; adversary: the server and
-    everyone who sees the upload or what follows from it, since the noise is added at the
-    client). Take replace-one neighbours D, D' of the client's private data (same size,
-    one record replaced). The shard split depends only on the row count and ``rng``, so
-    under the same split the changed record sits in exactly one shard; every other teacher
-    trains on identical data (P is the same: it is the previous rounds' public consensus)
-    and casts identical votes. The one affected teacher changes at most its vote on each
-    public example: per example the count vector moves one unit out of a class and one unit
-    into another, L2 ≤ sqrt(2); over the ``n_labels`` examples of one round the whole count
-    matrix moves by L2 ≤ sqrt(2·n_labels) — for any learner, since nothing was assumed of it.
+    everyone who sees the upload or what follows from it, since the noise and the key are
+    drawn at the client). Fix the key. A record's teacher is a function of the record and
+    the key alone, so the other records keep their teachers whatever record is added or
+    removed; P is the same for both data sets (it is the previous rounds' public consensus).
 
-    * "gnmax": adding N(0, σ²) to every count is the Gaussian mechanism with L2 sensitivity
-      sqrt(2·n_labels), noise multiplier ``σ / sqrt(2·n_labels)``; the argmax is
-      post-processing. One round's event is ``gaussian_event(σ / sqrt(2·n_labels))``. With
-      ``epsilon=`` the noise is calibrated as ``σ = z(ε, δ)·sqrt(2·n_labels)``
+    * **Add/remove** (D′ = D ± one record r, the headline relation): r lies in exactly one
+      shard, so exactly one teacher's training data change and every other teacher casts
+      identical votes. The changed teacher moves its vote on a public example (the count
+      vector loses one in a class and gains one in another: L2 ≤ sqrt(2)), or starts or
+      stops voting (an abstaining teacher whose empty shard gains r: L2 = 1 ≤ sqrt(2)). Over
+      the ``n_labels`` examples of a round the count matrix moves by
+      **L2 ≤ Δ = sqrt(2·n_labels)**, for any learner — nothing was assumed of it.
+    * **Replace-one** (D′ = D with r replaced by r′ = remove r, then add r′): r and r′ may hash
+      to two different teachers, and both may move their vote on an example the same way (the
+      count of one class loses 2 and another gains 2: L2 = sqrt(8)), so the bound is twice
+      the add/remove one, **L2 ≤ 2·sqrt(2·n_labels)**, and it is attained; it is exactly how
+      dp-accounting reads a Gaussian event under ``REPLACE_ONE``.
+
+    * "gnmax": adding N(0, σ²) to every count is the Gaussian mechanism; the argmax is
+      post-processing. One round's event is ``gaussian_event(σ / sqrt(2·n_labels))`` read
+      under either relation (noise multiplier ``σ/Δ`` under add/remove, ``σ/(2Δ)`` under
+      replace-one; :meth:`relation_event`). With ``epsilon=`` the noise is calibrated for the
+      headline add/remove relation, ``σ = z(ε, δ)·sqrt(2·n_labels)``
       (:func:`~cotrain.privacy.gaussian_noise_multiplier`, analytic Gaussian mechanism), so
       **σ grows with the number of public labels released per round**; the round is then
-      exactly (ε, δ)-DP.
-    * "rr": the clean argmax may change on every public example (s* = n_labels labels), so
-      per-label randomized response at ε/n_labels makes the round ε-DP at δ = 0 by group
-      privacy; the event is that RR self-composed n_labels times (the accountant composes it
-      exactly and reports less than ε at δ > 0).
+      exactly (ε, δ)-DP under add/remove (and less private under replace-one).
+    * "rr": the clean argmax may change on every public example under either relation
+      (s* = n_labels labels: the trivial bound, true of any two data sets), so per-label
+      randomized response at ε/n_labels makes the round ε-DP at δ = 0 by group privacy, the
+      same ε under both relations; the event is that RR self-composed n_labels times (the
+      accountant composes it exactly and reports less than ε at δ > 0).
 
     Rounds compose: :meth:`dp_event` is one round's event and the trainer's ledger composes
     the rounds a client takes part in (adaptive composition: teachers of a later round train
@@ -307,8 +309,9 @@ class SubsampleAndAggregate(LabelMechanism):
     Parameters
     ----------
     n_teachers : int, default=50
-        Number of disjoint teachers (1 <= n_teachers <= the client's private rows). More
-        teachers give larger vote margins (robust to noise) but smaller shards.
+        Number of disjoint teachers (>= 1; it may exceed the client's private rows: the
+        teachers with an empty shard then train on P alone, or abstain). More teachers give
+        larger vote margins (robust to noise) but smaller shards.
     sigma : float, optional
         "gnmax" only: standard deviation of the noise on each count (> 0).
     epsilon : float, optional
@@ -333,6 +336,8 @@ class SubsampleAndAggregate(LabelMechanism):
         The guarantee is about one private training record of the client.
     adversary : "server"
         Noise is added at the client: it holds against the server and everyone after it.
+    neighbors : "add_or_remove"
+        The relation of :meth:`dp_event`; :meth:`relation_event` gives replace-one too.
 
     Examples
     --------
@@ -343,6 +348,8 @@ class SubsampleAndAggregate(LabelMechanism):
     GaussianDpEvent(noise_multiplier=1.9938...)
     >>> SubsampleAndAggregate(sigma=10.0).dp_event(10, 50)   # 10 / sqrt(100)
     GaussianDpEvent(noise_multiplier=1.0)
+    >>> SubsampleAndAggregate(sigma=10.0).l2_sensitivity(50, "replace_one")   # 2 * sqrt(100)
+    20.0
     >>> import numpy as np
     >>> counts = np.array([[7, 3], [1, 9]])
     >>> SubsampleAndAggregate(sigma=1e-3).aggregate_votes(counts, np.random.default_rng(0))
@@ -352,6 +359,7 @@ class SubsampleAndAggregate(LabelMechanism):
     shares: ClassVar[tuple[str, ...]] = ("hard",)
     unit: str = "record"
     adversary: ClassVar[str] = "server"
+    neighbors: ClassVar[str] = "add_or_remove"
 
     def __init__(
         self,
@@ -396,15 +404,20 @@ class SubsampleAndAggregate(LabelMechanism):
             )
         super()._check_params()
 
-    def l2_sensitivity(self, n_labels: int) -> float:
-        """L2 sensitivity of one round's vote counts w.r.t. one record: ``sqrt(2·n_labels)``.
+    def l2_sensitivity(self, n_labels: int, relation: str = "add_or_remove") -> float:
+        """L2 sensitivity of one round's vote counts w.r.t. one record: ``sqrt(2·n_labels)``
+        under add/remove (one teacher changes), ``2·sqrt(2·n_labels)`` under replace-one (two
+        teachers may change; see the class docstring).
 
         Examples
         --------
         >>> SubsampleAndAggregate(sigma=1.0).l2_sensitivity(8)
         4.0
+        >>> SubsampleAndAggregate(sigma=1.0).l2_sensitivity(8, relation="replace_one")
+        8.0
         """
-        return math.sqrt(2.0 * _count(n_labels, "n_labels", 0))
+        twice = check_relation(relation) == "replace_one"
+        return (2.0 if twice else 1.0) * math.sqrt(2.0 * _count(n_labels, "n_labels", 0))
 
     def noise_std(self, n_labels: int) -> float:
         """σ on each vote count ("gnmax"): ``sigma``, or ``z(ε, δ)·sqrt(2·n_labels)``.
@@ -514,9 +527,10 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         """The client's private upload of one round: int64 codes ``(n_public,)`` into classes.
 
         ``aggregate_votes(teacher_votes(...), rng)``: ``n_teachers`` clones of ``estimator``
-        on disjoint random shards of (``X``, ``y``), each with (``X_extra``, ``y_extra``),
-        vote on ``X_public``; the counts are aggregated with noise. ``estimator`` itself is
-        never fitted.
+        on disjoint shards of (``X``, ``y``) chosen by a keyed hash of each record (key from
+        ``rng``), each with (``X_extra``, ``y_extra``), vote on ``X_public`` (a teacher with
+        an empty shard and no such rows abstains); the counts are aggregated with noise.
+        ``estimator`` itself is never fitted.
 
         Parameters
         ----------
@@ -529,7 +543,7 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         classes : array-like
             The global classes, sorted.
         rng : numpy.random.Generator
-            The client's privacy randomness (shard split, then noise).
+            The client's privacy randomness (the shard key, then the noise).
         X_extra, y_extra : array-like, optional
             The public rows that carry a pseudo-label (P) and those labels.
 
@@ -541,7 +555,7 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         Raises
         ------
         ValueError
-            If a parameter is invalid, or ``n_teachers`` exceeds the client's private rows.
+            If a parameter is invalid.
         """
         self._check_params()
         counts = teacher_votes(
@@ -591,3 +605,22 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         if self.aggregate == "rr":
             return self._rr(n).dp_event(k, n)
         return gaussian_event(self.noise_std(n) / self.l2_sensitivity(n))
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``: :meth:`dp_event` for both relations.
+
+        "gnmax": ``GaussianDpEvent(σ / sqrt(2·n_labels))``, which dp-accounting reads under
+        ``REPLACE_ONE`` at twice the sensitivity — exactly the replace-one bound
+        ``2·sqrt(2·n_labels)`` (class docstring). "rr": the trivial bound, the same under
+        both.
+
+        Examples
+        --------
+        >>> from cotrain.privacy.accounting import epsilon_spent
+        >>> sa = SubsampleAndAggregate(sigma=40.0)
+        >>> [round(epsilon_spent([sa.relation_event(10, 300, r)] * 2, 1e-5, relation=r), 4)
+        ...  for r in ("add_or_remove", "replace_one")]
+        [3.7086, 8.3854]
+        """
+        check_relation(relation)
+        return self.dp_event(n_classes, n_labels)
