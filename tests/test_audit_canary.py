@@ -9,9 +9,9 @@ import pytest
 from scipy import stats
 from sklearn.neighbors import KNeighborsClassifier
 
+from cotrain.audit import EpsilonClaim
 from cotrain.audit.canary import (
     CanaryAudit,
-    EpsilonClaim,
     canary_epsilon_lower_bound,
     canary_p_value,
     make_canaries,

@@ -261,3 +261,30 @@ def test_audit_from_scores_rejects_bad_input():
         audit_from_scores([1.0, np.nan, 3.0], inc, k_plus=1, delta=0.0)
     with pytest.raises(ValueError, match="k_plus"):
         audit_from_scores([1.0, 2.0, 3.0], inc, k_plus=3, k_minus=1, delta=0.0)
+
+
+def test_claim_of_a_mechanism_states_each_relation_it_bounds():
+    from cotrain.privacy import RandomizedResponse, SubsampleAndAggregate, epsilon_spent
+    from cotrain.privacy.mechanisms import LabelMechanism
+
+    rr = RandomizedResponse(2.0, sensitivity=3)  # s* = 3 add/remove, 6 replace-one
+    claim = EpsilonClaim.of_mechanism(rr, 10, 100, rounds=2)
+    for relation in ALL:
+        event = rr.relation_event(10, 100, relation)
+        want = epsilon_spent([event] * 2, 1e-5, relation=relation)
+        assert claim.epsilon_for(relation) == pytest.approx(want, rel=1e-12)
+    assert claim.epsilon_for("add_or_remove") < claim.epsilon_for("replace_one")
+    assert (claim.delta, claim.gaussian) == (1e-5, False)
+    sa = EpsilonClaim.of_mechanism(SubsampleAndAggregate(n_teachers=5, epsilon=2.0), 10, 50)
+    assert sa.gaussian and sa.epsilon_for("add_or_remove") == pytest.approx(2.0, abs=1e-9)
+
+    class AddRemoveOnly(LabelMechanism):  # states no replace-one bound
+        delta = 1e-5
+
+        def dp_event(self, n_classes, n_labels):
+            return rr_event(0.5, 2)
+
+    only = EpsilonClaim.of_mechanism(AddRemoveOnly(), 2, 10)
+    assert set(only.epsilon) == {"add_or_remove"}
+    with pytest.raises(ValueError, match="no 'replace_one' ε"):
+        only.epsilon_for("replace_one")

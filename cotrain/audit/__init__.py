@@ -11,7 +11,8 @@ its attack measures and against which observation):
 - :mod:`cotrain.audit.canary` — one-run auditing with canaries (Steinke, Nasr & Jagielski
   2023): an empirical lower bound on the record-level ε of a release, at confidence 1 − β,
   under the neighbouring relation the experiment realises (canary absent: add/remove),
-  checked against an :class:`EpsilonClaim` of the same relation and δ; its statistics,
+  checked against an :class:`EpsilonClaim` of the same relation and δ
+  (:mod:`cotrain.audit.claims`); its statistics,
   including the largest ε a design can certify (:func:`max_certifiable_epsilon`), are in
   :mod:`cotrain.audit.canary_bound`.
 
@@ -30,9 +31,7 @@ Examples
 
 from cotrain.audit.canary import (
     CanaryAudit,
-    EpsilonClaim,
     audit_from_scores,
-    declares_gaussian,
     make_canaries,
     one_run_audit,
 )
@@ -41,6 +40,7 @@ from cotrain.audit.canary_bound import (
     canary_p_value,
     max_certifiable_epsilon,
 )
+from cotrain.audit.claims import EpsilonClaim, declares_gaussian
 from cotrain.audit.lira import LIRA_MODELS, lira_attack, neighbor_agreement
 from cotrain.audit.membership import (
     ATTACKS,

@@ -23,18 +23,18 @@ it differ by one added record. That is the design here (``relation="add_or_remov
 bound is compared with the claim's **add/remove** ε — the library's headline relation. With
 ``relation="replace_one"`` an excluded canary is not absent but replaced by a substitute
 record (same features, label ``y_substitutes[i]``): the data set's size never changes and the
-bound is compared with the claim's replace-one ε. A claim is an :class:`EpsilonClaim`, ε per
-relation; an audit refuses a claim that states no ε for its own relation (a replace-one ε
-bounds nothing about adding a record — the row count alone may reveal it — and an add/remove
-ε bounds replace-one only through group privacy, at 2ε): relations are never compared
-silently.
+bound is compared with the claim's replace-one ε. A claim is an
+:class:`~cotrain.audit.claims.EpsilonClaim`, ε per relation; an audit refuses a claim that
+states no ε for its own relation (a replace-one ε bounds nothing about adding a record — the
+row count alone may reveal it — and an add/remove ε bounds replace-one only through group
+privacy, at 2ε): relations are never compared silently.
 
 δ
 -
 The bound is computed at the claim's δ. A Gaussian mechanism is never ε-DP at δ = 0, so a
-claim that declares a Gaussian event must carry δ > 0 (:class:`EpsilonClaim` refuses δ = 0
-for it; :func:`declares_gaussian` reads a ``dp_event``). δ = 0 fits pure mechanisms only
-(randomized response).
+claim that declares a Gaussian event must carry δ > 0 (``EpsilonClaim`` refuses δ = 0 for
+it; :func:`~cotrain.audit.claims.declares_gaussian` reads a ``dp_event``). δ = 0 fits pure
+mechanisms only (randomized response).
 
 Power
 -----
@@ -49,11 +49,10 @@ value of 0 means "no evidence of leakage", not "private".
 
 from __future__ import annotations
 
-import math
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -65,146 +64,19 @@ from cotrain.audit.canary_bound import (
     check_probability,
     max_certifiable_epsilon,
 )
+from cotrain.audit.claims import EpsilonClaim, check_relation
 from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
 
 __all__ = [
-    "RELATIONS",
     "CanaryAudit",
-    "EpsilonClaim",
     "audit_from_scores",
     "canary_epsilon_lower_bound",
     "canary_p_value",
-    "declares_gaussian",
     "make_canaries",
     "max_certifiable_epsilon",
     "one_run_audit",
 ]
-
-RELATIONS = ("add_or_remove", "replace_one")
-"""The neighbouring relations a claim may state an ε for (headline: add/remove)."""
-
-
-def _relation(value: Any, name: str = "relation") -> str:
-    if value not in RELATIONS:
-        raise ValueError(f"{name} must be 'add_or_remove' or 'replace_one', got {value!r}")
-    return str(value)
-
-
-def declares_gaussian(events: Any) -> bool:
-    """Whether a privacy event (or a list of them) contains a Gaussian mechanism.
-
-    Walks ``dp_accounting`` events and cotrain's stand-ins by their structure: any event
-    whose class name contains ``Gaussian`` (``GaussianDpEvent``, the sampled Gaussian of
-    DP-SGD inside ``PoissonSampledDpEvent``...), looking inside ``event``, ``events`` and
-    ``sampled_event``. A Gaussian event is never pure ε-DP, so its audit needs δ > 0.
-
-    Parameters
-    ----------
-    events : DpEvent or iterable of DpEvent
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> from cotrain.privacy import RandomizedResponse
-    >>> from cotrain.privacy.accounting import gaussian_event, self_composed
-    >>> declares_gaussian([self_composed(gaussian_event(2.0), 3)])
-    True
-    >>> declares_gaussian(RandomizedResponse(1.0).dp_event(10, 100))
-    False
-    """
-    stack = list(events) if isinstance(events, Iterable) else [events]
-    while stack:
-        event = stack.pop()
-        if "Gaussian" in type(event).__name__:
-            return True
-        for attr in ("event", "sampled_event"):
-            if getattr(event, attr, None) is not None:
-                stack.append(getattr(event, attr))
-        stack.extend(getattr(event, "events", None) or ())
-    return False
-
-
-@dataclass(frozen=True)
-class EpsilonClaim:
-    """What an accounting claims for the audited release: ε per relation, at δ.
-
-    Record-level (one private record of the client), against whoever sees the release —
-    the audit checks exactly that. ``epsilon`` maps each neighbouring relation the
-    accounting covers to its ε (the ledger's ``{"add_or_remove": …, "replace_one": …}``
-    form); a canary audit compares its bound only with the ε of its own relation.
-
-    Parameters
-    ----------
-    epsilon : mapping of {"add_or_remove", "replace_one"} to float
-        ε (>= 0) per relation; at least one.
-    delta : float
-        The δ of the claim, in [0, 1); the audit's bound is computed at it.
-    gaussian : bool, default=False
-        Whether the mechanism has a Gaussian event (:func:`declares_gaussian`); then δ
-        must be > 0 (a Gaussian mechanism is not ε-DP at δ = 0 for any finite ε).
-
-    Examples
-    --------
-    >>> claim = EpsilonClaim({"add_or_remove": 2.0, "replace_one": 4.0}, delta=1e-5)
-    >>> claim.epsilon_for("add_or_remove")
-    2.0
-    >>> EpsilonClaim({"add_or_remove": 1.0}, delta=0.0, gaussian=True)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: delta must be > 0 for a mechanism with a Gaussian event ...
-    """
-
-    epsilon: Mapping[str, float]
-    delta: float
-    gaussian: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.epsilon, Mapping) or not self.epsilon:
-            raise TypeError(
-                "epsilon must be a mapping {relation: ε}, e.g. {'add_or_remove': 2.0}, "
-                f"got {self.epsilon!r}"
-            )
-        clean = {}
-        for rel, eps in self.epsilon.items():
-            _relation(rel, "each key of epsilon")
-            ok = isinstance(eps, Real) and not isinstance(eps, bool) and float(eps) >= 0
-            if not ok or math.isnan(float(eps)):
-                raise ValueError(f"epsilon[{rel!r}] must be a number >= 0, got {eps!r}")
-            clean[rel] = float(eps)
-        object.__setattr__(self, "epsilon", clean)
-        delta = check_probability(self.delta, "delta", closed_low=True)
-        if not isinstance(self.gaussian, bool):
-            raise TypeError(f"gaussian must be a bool, got {self.gaussian!r}")
-        if self.gaussian and delta == 0.0:
-            raise ValueError(
-                "delta must be > 0 for a mechanism with a Gaussian event "
-                f"(it is not ε-DP at δ = 0), got {self.delta!r}"
-            )
-        object.__setattr__(self, "delta", delta)
-
-    def epsilon_for(self, relation: str) -> float:
-        """The claimed ε under ``relation``; a ValueError when the claim states none.
-
-        Examples
-        --------
-        >>> claim = EpsilonClaim({"replace_one": 3.0}, delta=0.0)
-        >>> claim.epsilon_for("add_or_remove")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: the claim states no 'add_or_remove' ε (it covers replace_one): ...
-        """
-        relation = _relation(relation)
-        if relation not in self.epsilon:
-            raise ValueError(
-                f"the claim states no {relation!r} ε (it covers {', '.join(self.epsilon)}): "
-                f"an audit under {relation} cannot be compared with it; state the {relation} ε "
-                "of the mechanism, or audit under the relation it covers"
-            )
-        return self.epsilon[relation]
 
 
 def make_canaries(
@@ -342,7 +214,7 @@ def _plan(
     if kp + km == 0 or kp + km > m:
         raise ValueError(f"k_plus + k_minus must be in 1..{m} (the canaries), got {kp + km}")
     beta = check_probability(beta, "beta", closed_low=False)
-    relation = _relation(relation)
+    relation = check_relation(relation)
     claimed = None
     if claim is not None:
         if not isinstance(claim, EpsilonClaim):
