@@ -21,6 +21,7 @@ import numpy as np
 
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound
+from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -64,7 +65,9 @@ class StepResult(Upload):
 
         Every client releases its labels (``message``), its failure if any, the round's
         privacy event (``dp_event``, a mechanism with ``reports_events``) and the consensus
-        version it holds. A client without a privacy mechanism also releases its learner's
+        version it holds; a private client also its own ledger's ε (``site_epsilon``, a
+        function of public configuration and of how many releases it made). A client
+        without a privacy mechanism also releases its learner's
         warnings, its fit time, its out-of-fold accuracy (``quality``) and the pool weight
         it chose (``trust``); a private client keeps those to itself (they depend on its
         private records outside the accounted release).
@@ -83,7 +86,7 @@ class StepResult(Upload):
         """
         released = Upload(
             self.client_id, self.message, self.error, dp_event=self.dp_event,
-            broadcast_version=self.broadcast_version,
+            broadcast_version=self.broadcast_version, site_epsilon=self.site_epsilon,
         )  # fmt: skip
         if not self.private:
             released.warnings = self.warnings
@@ -141,7 +144,11 @@ class Client:
         votes, or a DP-trained model's labels with the round's privacy event for the
         ledger). Its noise comes from the operating system's entropy unless
         :meth:`run_round` is given a ``privacy_seed``. A mechanism of the earlier
-        ``applies_to`` protocol is adapted with a ``DeprecationWarning``.
+        ``applies_to`` protocol is adapted with a ``DeprecationWarning``. A private client
+        keeps its own ledger (:attr:`site_ledger`, a
+        :class:`~cotrain.privacy.site_ledger.SiteLedger`): a round it answered already is
+        answered with the same bytes, and past its mechanism's ``budget`` it refuses
+        (:class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` in the step's ``error``).
     X_eval : ndarray, optional
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
@@ -194,6 +201,12 @@ class Client:
         #: the consensus versions this client decoded (delta-coded broadcasts)
         self.broadcasts = None if wire is None else BroadcastDecoder(wire)
         self.privacy = privacy
+        #: a private client's own record of every release it sent (None: not private)
+        self.site_ledger = (
+            None
+            if privacy is None or X_public is None
+            else SiteLedger(privacy, len(classes), len(X_public))
+        )
         self.X_eval = X_eval
         self.eval_proba = eval_proba
         self.trust = FixedTrust(1.0) if trust is None else trust
@@ -249,7 +262,11 @@ class Client:
         -------
         StepResult
             Never raises: a failure is returned in ``error`` with the previous model left
-            in place, so the server decides whether to skip the client.
+            in place, so the server decides whether to skip the client. A private client
+            asked again for a round it answered returns the same message (no refit, no
+            fresh noise); one whose next release would exceed its budget returns a
+            :class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` error; a failed
+            round releases nothing and is not counted.
         """
         if self.wire is None or self.X_public is None:
             raise ValueError("run_round needs a client set up with X_public (and a wire)")
@@ -260,6 +277,11 @@ class Client:
                 f"downlink must be a Downlink, bytes or None, got {type(downlink).__name__}"
             )
         result = StepResult(self.client_id, private=self.privacy is not None)
+        ledger = self.site_ledger
+        if ledger is not None:
+            answered = self._answered(t, ledger, result)
+            if answered is not None:
+                return answered
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -274,6 +296,31 @@ class Client:
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
         result.broadcast_version = self.broadcasts.version
+        if ledger is not None:
+            if result.error is None:  # counted before it leaves; a failure releases nothing
+                try:
+                    ledger.record(t, result.message, result.dp_event)
+                except PrivacyBudgetSpent as err:  # its reported event is larger than assumed
+                    result.error, result.message, result.dp_event = err, None, None
+            result.site_epsilon = ledger.epsilon()
+        return result
+
+    def _answered(self, t: int, ledger: SiteLedger, result: StepResult) -> StepResult | None:
+        """Round ``t`` again (the bytes sent the first time), a refusal past the budget,
+        or None: a new release may be computed."""
+        sent = ledger.lookup(t)
+        if sent is not None:
+            result.message, result.dp_event = sent.reply, sent.dp_event
+            if self.fitted and self.X_eval is not None:  # simulation-only scoring
+                result.eval_codes = self.codes(self.model.predict(self.X_eval))
+                if self.eval_proba:
+                    result.eval_proba = self.model.predict_proba(self.X_eval)
+        elif not ledger.can_release():
+            result.error = PrivacyBudgetSpent()
+        else:
+            return None
+        result.broadcast_version = self.broadcasts.version
+        result.site_epsilon = ledger.epsilon()
         return result
 
     def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:
@@ -343,12 +390,14 @@ class Client:
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """What the client keeps between rounds: its model (an object: checkpoints store
-        it with skops), whether it is fitted, and its delta-coding state."""
+        it with skops), whether it is fitted, its delta-coding state and, private, its own
+        ledger (every release it sent, with the bytes)."""
         return {
             "model": self.model if self.fitted else None,
             "fitted": self.fitted,
             "sender": None if self.sender is None else self.sender.state_dict(),
             "broadcasts": None if self.broadcasts is None else self.broadcasts.state_dict(),
+            "site_ledger": None if self.site_ledger is None else self.site_ledger.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -359,6 +408,8 @@ class Client:
             self.sender.load_state_dict(state["sender"])
         if state.get("broadcasts") is not None and self.broadcasts is not None:
             self.broadcasts.load_state_dict(state["broadcasts"])
+        if state.get("site_ledger") is not None and self.site_ledger is not None:
+            self.site_ledger.load_state_dict(state["site_ledger"])
 
 
 def decode_labels(data: bytes) -> np.ndarray:

@@ -24,6 +24,7 @@ from cotrain.federation.seeding import noise_seed_for
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun
 from cotrain.history import History, RoundRecord
+from cotrain.privacy.site_ledger import quote_site_epsilon
 from cotrain.runtime.runtimes import Straggler
 
 __all__ = ["SimulatedFederation", "aggregate"]
@@ -78,6 +79,8 @@ class SimulatedFederation:
         self.local_warnings: Counter = Counter()
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
+        #: client id -> the ε its own ledger reported with its latest upload (private clients)
+        self.site_epsilon: dict[int, float] = {}
         self.pool: Any = None
 
     @property
@@ -117,6 +120,8 @@ class SimulatedFederation:
         for r in results:
             if r.client_id in answered:
                 self.last_eval[r.client_id] = (r.eval_codes, r.eval_proba)
+            if r.upload().site_epsilon is not None:  # as a site's reply carries it
+                self.site_epsilon[r.client_id] = float(r.upload().site_epsilon)
         # what private clients keep off their uploads, the experimenter still sees
         private = [r for r in results if r.private]
         for r in private:
@@ -129,6 +134,18 @@ class SimulatedFederation:
             record, learner_time_s=record.learner_time_s + local_time, trust=trust,
             **self.evaluate(),
         )  # fmt: skip
+
+    def privacy_report(self) -> dict[str, Any] | None:
+        """The server ledger's report, each private client's own ledger ε quoted beside
+        the server's count (``"site_epsilon"``; see
+        :func:`~cotrain.privacy.site_ledger.quote_site_epsilon`); None without a ledger."""
+        if self.ledger is None:
+            return None
+        report = self.ledger.report()
+        mechanism = self.clients[0].privacy if self.clients else None
+        if mechanism is None:  # only a noisy consensus: no client keeps a ledger
+            return report
+        return quote_site_epsilon(report, self.site_epsilon, mechanism)
 
     @property
     def learner_warnings(self) -> Counter:
@@ -179,6 +196,7 @@ class SimulatedFederation:
             clients=[clients[i] for i in sorted(clients)],
             eval={str(i): list(v) for i, v in self.last_eval.items()},
             local_warnings=[[*key, n] for key, n in self.local_warnings.items()],
+            site_epsilon={str(i): e for i, e in self.site_epsilon.items()},
         )
         return state, broadcast, models
 
@@ -193,3 +211,4 @@ class SimulatedFederation:
         self.local_warnings = Counter(
             {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
         )
+        self.site_epsilon = {int(i): float(e) for i, e in state.get("site_epsilon", {}).items()}

@@ -8,6 +8,11 @@ atomically by the same store as ``FederatedCoTrainer(checkpoint_dir=...)``
 (:class:`cotrain.persistence.checkpoint.Checkpointer`: a manifest of SHA-256 digests, skops for the
 model, no pickle). The token identifies the run; the ServerApp sends it with every round.
 
+A private site's ledger (:class:`cotrain.privacy.site_ledger.SiteLedger`: every release
+it sent, with the exact reply bytes) lives beside it under ``<site folder>/state/privacy/``
+— not per run: a new run token does not reset the site's budget
+(:func:`open_site_ledger`).
+
 Round ``t`` starts from the site's latest checkpoint of a round before ``t`` (so a
 ServerApp that resumes an earlier round finds the site's state of that time). A SuperNode
 that restarts picks its state back up from disk. A site whose state is missing (after a
@@ -17,6 +22,8 @@ than failing.
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +36,79 @@ from cotrain.persistence.checkpoint import (
     fingerprint,
     split_arrays,
 )
+from cotrain.privacy.site_ledger import SiteLedger
 
-__all__ = ["STATE_DIR", "SiteState"]
+__all__ = [
+    "PRIVACY_DIR",
+    "STATE_DIR",
+    "SiteState",
+    "decode_reply",
+    "encode_reply",
+    "open_site_ledger",
+]
 
 #: folder next to a site's ``site.toml`` that holds its per-run state
 STATE_DIR = "state"
+#: folder under STATE_DIR with a private site's ledger (all runs together)
+PRIVACY_DIR = "privacy"
+
+
+def open_site_ledger(site: Site, n_classes: int) -> SiteLedger:
+    """The ledger of a private ``site`` on its own disk (``state/privacy/``), for a
+    federation of ``n_classes`` classes on the site's public pool.
+
+    Raises
+    ------
+    ValueError
+        If the site has no privacy mechanism, or its ledger was kept for another
+        configuration (mechanism, number of classes, public pool size).
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from pathlib import Path
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
+    ...             DecisionTreeClassifier(), folder / "site.toml",
+    ...             privacy=RandomizedResponse(1.0))
+    >>> ledger = open_site_ledger(site, 2)
+    >>> ledger.directory.relative_to(folder).as_posix(), ledger.releases
+    ('state/privacy', 0)
+    """
+    if site.privacy is None:
+        raise ValueError(f"the site {site.path} has no privacy mechanism: it keeps no ledger")
+    directory = Path(site.path).parent / STATE_DIR / PRIVACY_DIR
+    return SiteLedger(site.privacy, n_classes, int(site.X_public.shape[0]), directory)
+
 
 #: round configuration keys that change every round (not part of the site's identity)
 _PER_ROUND = frozenset({"round", "ref-round", "broadcast-ref"})
+
+
+def encode_reply(reply: dict[str, Any]) -> bytes:
+    """A site's reply records (:func:`cotrain.flower.protocol.to_plain` form) as the bytes
+    its ledger caches: JSON with the ``arrays`` (bytes) in base64, keys sorted.
+
+    Examples
+    --------
+    >>> reply = {"config": {}, "metrics": {"stats": {"site-epsilon": 1.5}},
+    ...          "arrays": {"labels": b"\x01\x02"}}
+    >>> decode_reply(encode_reply(reply)) == reply
+    True
+    """
+    arrays = {k: base64.b64encode(bytes(v)).decode("ascii") for k, v in reply["arrays"].items()}
+    return json.dumps({**reply, "arrays": arrays}, sort_keys=True).encode("utf-8")
+
+
+def decode_reply(data: bytes) -> dict[str, Any]:
+    """The reply records of :func:`encode_reply`'s bytes."""
+    reply = json.loads(data.decode("utf-8"))
+    reply["arrays"] = {
+        k: base64.b64decode(v, validate=True) for k, v in reply.get("arrays", {}).items()
+    }
+    return dict(reply)
 
 
 class SiteState:

@@ -45,6 +45,11 @@ class Upload:
         The weight the client gave the pseudo-labelled pool in this round's fit (see
         :mod:`cotrain.trust`), recorded in the history. None: no consensus yet, or not sent
         (always, for a client with a privacy mechanism).
+    site_epsilon : float or None
+        A private client's own ledger ε after this reply (its
+        :meth:`cotrain.privacy.site_ledger.SiteLedger.epsilon`: every release it sent,
+        a function of public configuration and of how many releases it made); the
+        privacy report quotes it beside the server's count. None for any other client.
     """
 
     client_id: int
@@ -56,3 +61,4 @@ class Upload:
     broadcast_version: int | None = None
     quality: float | None = None
     trust: float | None = None
+    site_epsilon: float | None = None
