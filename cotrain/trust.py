@@ -450,10 +450,14 @@ def client_trust(
     same trust either way).
 
     A client whose mechanism allows no cross-validated trust (``cross_validated_trust``
-    False: its guarantee covers only its private training, e.g. DP-SGD) gets
-    ``FixedTrust(1.0)`` for ``"auto"``: choosing the weight by cross-validation would look
-    at its private records outside the accounted ε. An explicit :class:`PseudoLabelTrust`
-    with such a mechanism is refused.
+    False: its guarantee covers only its private training, e.g. DP-SGD) trains every row at
+    weight 1: ``"auto"`` gives ``FixedTrust(1.0)``, and any trust other than None, 1 or
+    ``"auto"`` is refused (ValueError naming ``trust`` and the mechanism), before any
+    training — in-process and at a Flower site alike. A weight below 1 applies to the pool
+    rows of the classes the client holds, so the weights of every pool row would depend on
+    its private labels (removing its only record of a class changes many rows' weights),
+    outside the training's privacy proof; choosing the weight by cross-validation would look
+    at its private records outside the accounted ε.
 
     Examples
     --------
@@ -461,27 +465,43 @@ def client_trust(
     >>> client_trust("auto", None, seed).random_state == client_trust(
     ...     "auto", None, int(seed.generate_state(1)[0])).random_state
     True
+    >>> from cotrain.privacy import DPSGD
+    >>> client_trust(0.5, DPSGD(sampling_rate=0.1, steps=20), seed)
+    Traceback (most recent call last):
+    ...
+    ValueError: trust=0.5 cannot be combined with DPSGD, which trains the model privately: \
+every training row must have weight 1 (a pool weight below 1 applies to the classes the \
+client holds, so the weights would depend on its private labels, outside the accounted ε); \
+use trust=None
     """
     name = type(privacy).__name__
     if privacy is not None:
         from cotrain.privacy.legacy import as_mechanism
 
         privacy = as_mechanism(privacy)
-    if privacy is not None and not privacy.cross_validated_trust:
+    private_training = privacy is not None and not privacy.cross_validated_trust
+    if private_training:
         if isinstance(trust, PseudoLabelTrust):
             raise ValueError(
                 "trust: a PseudoLabelTrust cannot be combined with a privacy mechanism that "
                 f"trains the model privately ({name}): its cross-validation "
-                "would use the private records outside the accounted ε; use trust=None or a "
-                "fixed weight"
+                "would use the private records outside the accounted ε; use trust=None"
             )
-        if trust == "auto":
+        if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
     if seed is not None:  # the client's seed (an int, as a Flower site gets it) -> its own
         if isinstance(seed, np.random.SeedSequence):
             seed = int(seed.generate_state(1)[0])
         seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
-    return get_trust(trust, seed, estimator)
+    chosen = get_trust(trust, seed, estimator)
+    if private_training and not (isinstance(chosen, FixedTrust) and chosen.weight == 1.0):
+        raise ValueError(
+            f"trust={trust!r} cannot be combined with {name}, which trains the model "
+            "privately: every training row must have weight 1 (a pool weight below 1 applies "
+            "to the classes the client holds, so the weights would depend on its private "
+            "labels, outside the accounted ε); use trust=None"
+        )
+    return chosen
 
 
 def with_pseudo_labels(

@@ -87,14 +87,21 @@ class DPTorchClassifier(TorchClassifier):
     ``predict`` / ``predict_proba`` — but every optimizer step is a DP-SGD step:
 
     1. **Poisson sampling**: each of the fit's n training rows joins the batch independently
-       with probability ``q = min(1, batch_size / n)`` (batches have ``batch_size`` rows on
-       average, and may be empty); an epoch is ``ceil(n / batch_size)`` such steps, and
-       ``steps_per_fit`` counts steps as usual;
+       with probability q (batches may be empty). With ``sample_rate`` set (what a
+       co-training client uses, :class:`cotrain.privacy.DPSGD`), q = ``sample_rate`` and
+       **every** fit, the first included, runs exactly ``steps_per_fit`` steps: neither q
+       nor the number of steps depends on n. Without it (the stand-alone default),
+       ``q = min(1, batch_size / n)``, an epoch is ``ceil(n / batch_size)`` steps and the
+       fits run ``max_epochs`` / ``epochs_per_fit`` epochs (or ``steps_per_fit`` steps) as
+       for :class:`~learners.TorchClassifier` — then q and the steps are functions of n;
     2. **per-row clipping**: each row's gradient of its (sample-weighted) loss is clipped to
        L2 norm ``max_grad_norm`` = C;
     3. **noise**: N(0, (noise_multiplier · C)²) is added to the sum of clipped gradients,
-       which is divided by the expected batch size ``min(batch_size, n)`` and passed to the
-       optimizer (Adam, SGD, …; its state is post-processing of the noisy gradients).
+       which is divided by the expected batch size B and passed to the optimizer (Adam,
+       SGD, …; its state is post-processing of the noisy gradients). B = ``batch_size``
+       with ``sample_rate`` set (a constant of the configuration: set it near q times the
+       usual number of training rows, which only scales the step), ``min(batch_size, n)``
+       without.
 
     Guarantee
     ---------
@@ -102,8 +109,7 @@ class DPTorchClassifier(TorchClassifier):
     pseudo-labelled public rows are trained on alike, their privacy is not at stake).
     Neighbours: **add/remove one row** — the relation Opacus' accountants (and
     dp-accounting's ``ADD_OR_REMOVE_ONE``) assume for Poisson-sampled Gaussian steps. For
-    replace-one neighbours the guarantee is weaker: by group privacy an add/remove
-    (ε, δ) gives replace-one (2ε, (1 + e^ε)·δ); a direct replace-one accounting (tighter) is
+    replace-one neighbours the guarantee is weaker; its direct accounting is
     :func:`cotrain.privacy.dpsgd.dpsgd_epsilon` with ``neighbors="replace_one"``.
     Adversary: **anyone who sees the trained network** — its weights after any fit, hence
     also its predictions and the labels a client uploads (post-processing). Fits compose
@@ -113,15 +119,30 @@ class DPTorchClassifier(TorchClassifier):
     steps_k)`` of its steps, and the total is their composition (:meth:`epsilon_`, or a
     ledger composing the events).
 
-    Stated assumptions, as in Opacus and the DP-SGD literature: the number of rows n of each
-    fit (which sets q and the number of steps per epoch) is treated as public — the event
-    itself reveals it — and the output layer's size is public (pass ``classes``; a
+    Why it holds (one step; the steps then compose adaptively): a step's output is
+    ``(Σ_{i ∈ S} clip_C(g_i) + N(0, σ²C²·I)) / B`` with S the Poisson sample. Adding or
+    removing one row x changes the sum by at most one clipped gradient, of norm ≤ C, and
+    only when x is sampled (probability q, drawn independently of every other row); the
+    noise scale σ·C and the divisor B are constants of the configuration, and dividing by
+    a constant is post-processing. So each step is the Poisson-subsampled Gaussian
+    mechanism with noise multiplier σ and rate q, whose privacy-loss distribution is
+    exactly what ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))`` describes. With
+    ``sample_rate`` set, q, the number of steps, σ, C and B are all public configuration,
+    so the event (and the ε it gives) is the same for every training set: it reveals
+    nothing about n. Rows the training set holds besides the protected one (public rows,
+    pseudo-labels) may be anything chosen *without* looking at the private rows.
+
+    Stated assumptions: without ``sample_rate``, the number of rows n of each fit (which
+    sets q and the number of steps per epoch) is treated as public, as in Opacus — the
+    event itself reveals it. The output layer's size is public (pass ``classes``; a
     :class:`~learners.ClassAlignedClassifier` does). Sample weights must be a function of
     their own row (or of public data) only: each row's weighted gradient is clipped to C,
-    so a weight cannot raise one row's influence above C. **Not covered**: ``loss_curve_``
-    (and ``verbose`` output) are training losses computed on the private rows without
-    noise: local diagnostics, never to be released. With ``secure_mode=False`` the noise and
-    the Poisson samples come from a torch generator of their own, seeded per fit from the
+    so a weight cannot raise one row's influence above C, but weights that depend on other
+    private rows (e.g. on which classes the client holds) make one row change many rows'
+    gradients, outside the proof. **Not covered**: ``loss_curve_`` (and ``verbose``
+    output) are training losses computed on the private rows without noise: local
+    diagnostics, never to be released. With ``secure_mode=False`` the noise and the
+    Poisson samples come from a torch generator of their own, seeded per fit from the
     operating system's entropy (``noise_seed=None``), never from ``random_state``: whoever
     knows ``random_state`` (the co-training server) cannot replay them. torch's generator is
     not cryptographically secure (floating-point attacks on Gaussian sampling are known): a
@@ -137,7 +158,9 @@ class DPTorchClassifier(TorchClassifier):
 lr, optimizer, optimizer_params, weight_decay, device, warm_start, random_state, \
 n_threads, verbose
         As for :class:`~learners.TorchClassifier`; ``batch_size`` is the *expected* batch
-        size of the Poisson sampling.
+        size of the Poisson sampling (with ``sample_rate`` set: the constant the noisy
+        gradient sum is divided by). With ``sample_rate`` set, ``max_epochs`` and
+        ``epochs_per_fit`` are not used: every fit runs ``steps_per_fit`` steps.
     noise_multiplier : float, default=1.0
         σ / C, the noise standard deviation relative to the clipping norm (> 0).
     max_grad_norm : float, default=1.0
@@ -156,6 +179,10 @@ n_threads, verbose
         ``SeedSequence([noise_seed, k])``, so fits never repeat each other's noise) — for
         simulations only: anyone who knows the seed can remove the noise. Ignored with
         ``secure_mode=True``.
+    sample_rate : float, optional
+        q in (0, 1], the Poisson rate of every step, as public configuration; needs
+        ``steps_per_fit``, the number of steps of every fit (the first included). None
+        (the default): ``q = min(1, batch_size / n)`` and epochs of n rows, as above.
 
     Attributes
     ----------
@@ -198,6 +225,16 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
     3.92
     >>> len(clf.fit(X, y).dp_events_)               # a second fit continues: one more event
     2
+
+    With a configured rate and number of steps, the event does not depend on the rows:
+
+    >>> fixed = DPTorchClassifier(module_params={"hidden": (16,)}, batch_size=15,
+    ...                           sample_rate=0.1, steps_per_fit=30, random_state=0)
+    >>> fixed.fit(X, y).dp_events_[0] == fixed.fit(X[1:], y[1:]).dp_events_[1]   # one row less
+    True
+    >>> fixed.dp_events_[0]
+    SelfComposedDpEvent(event=PoissonSampledDpEvent(sampling_probability=0.1, \
+event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
     """
 
     def __init__(
@@ -223,6 +260,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         secure_mode: bool = False,
         accountant: str = "rdp",
         noise_seed: int | None = None,
+        sample_rate: float | None = None,
     ) -> None:
         super().__init__(
             module=module,
@@ -247,6 +285,7 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         self.secure_mode = secure_mode
         self.accountant = accountant
         self.noise_seed = noise_seed
+        self.sample_rate = sample_rate
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
@@ -263,6 +302,16 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, Integral)
         ):
             raise TypeError(f"noise_seed must be None or an int, got {self.noise_seed!r}")
+        if self.sample_rate is not None:
+            rate = _positive("sample_rate", self.sample_rate)
+            if rate > 1.0:
+                raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
+            if self.steps_per_fit is None:
+                raise ValueError(
+                    "sample_rate needs steps_per_fit: with a configured Poisson rate every fit "
+                    "runs steps_per_fit steps (epochs of n rows would make the number of steps "
+                    "depend on the number of training rows)"
+                )
         if self.secure_mode:
             _secure_generator()
 
@@ -305,14 +354,18 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
     ) -> None:
         self._check_module()  # before any step
         n = int(X.shape[0])
-        rate = min(1.0, self.batch_size / n)
+        if self.sample_rate is None:  # q and the steps per epoch are functions of n
+            rate, expected = min(1.0, self.batch_size / n), min(self.batch_size, n)
+        else:  # public configuration: the same whatever n
+            rate, expected = float(self.sample_rate), int(self.batch_size)
+            steps = int(self.steps_per_fit)
         generator = self._noise_generator()
         sampler = GradSampleModule(self.module_, batch_first=True, loss_reduction="sum")
         optimizer = DPOptimizer(
             self.optimizer_,
             noise_multiplier=float(self.noise_multiplier),
             max_grad_norm=float(self.max_grad_norm),
-            expected_batch_size=min(self.batch_size, n),
+            expected_batch_size=expected,
             loss_reduction="mean",
             generator=generator,
             secure_mode=bool(self.secure_mode),
@@ -346,9 +399,14 @@ event=GaussianDpEvent(noise_multiplier=1.5)), count=100)
         self.dp_events_.append(_event(rate, float(self.noise_multiplier), steps))
 
     def _batches(self, n: int) -> Iterator[torch.Tensor]:
-        """One epoch: ``ceil(n / batch_size)`` Poisson samples of the rows at rate q."""
+        """One epoch: Poisson samples of the rows at rate q, ``ceil(n / batch_size)`` of them
+        (``ceil(1 / q)`` with a configured ``sample_rate``: one expected pass)."""
         _, _, rate, generator = self._dp_run
-        for _ in range(math.ceil(n / min(self.batch_size, n))):
+        if self.sample_rate is None:
+            count = math.ceil(n / min(self.batch_size, n))
+        else:
+            count = math.ceil(1.0 / rate)
+        for _ in range(count):
             draw = torch.rand(n, generator=generator)
             yield torch.nonzero(draw < rate).flatten()
 

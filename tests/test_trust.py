@@ -143,7 +143,10 @@ def test_a_privately_trained_model_gets_full_weight_not_cross_validation():
             return None
 
     assert isinstance(client_trust("auto", DPTraining(), 0), FixedTrust)
-    assert client_trust(0.5, DPTraining(), 0).weight == 0.5
+    assert client_trust(None, DPTraining(), 0).weight == 1.0
+    assert client_trust(1.0, DPTraining(), 0).weight == 1.0
+    with pytest.raises(ValueError, match=r"trust=0\.5 cannot be combined with DPTraining"):
+        client_trust(0.5, DPTraining(), 0)  # pool weights would depend on the private labels
     with pytest.raises(ValueError, match="outside the accounted ε"):
         client_trust(PseudoLabelTrust(), DPTraining(), 0)
 

@@ -26,6 +26,7 @@ __all__ = [
     "Method",
     "MethodInput",
     "check_method",
+    "noise_replayable",
 ]
 
 #: consensus names that take ``power``, ``quality_power``, ``top_k`` (``consensus.QualityVote``)
@@ -84,6 +85,27 @@ class MethodInput:
         """Keyword arguments every round-based method takes: ``rounds``, ``random_state``."""
         return {"rounds": self.method.get("rounds", 10), "random_state": self.seed}
 
+    @property
+    def classes(self) -> Any:
+        """The dataset's label space: every label of its labelled, test and public rows.
+
+        Public configuration of the experiment (the data file defines it), which a run with
+        a privacy mechanism needs: it is not taken from what any one client holds.
+        """
+        import numpy as np
+
+        labels = [*self.y, self.eval_set[1], self.y_public]
+        return np.unique(np.concatenate([np.asarray(v).ravel() for v in labels if v is not None]))
+
+    @property
+    def reproducible_noise(self) -> bool:
+        """``[method] reproducible_noise``: seed the privacy noise from the run's seed.
+
+        False (the default): every release draws its noise from the operating system's
+        entropy, so that the server, who knows the run's seed, cannot replay it.
+        """
+        return bool(self.method.get("reproducible_noise", False))
+
 
 @dataclass(frozen=True)
 class Method:
@@ -141,10 +163,13 @@ def _fedct(inp: MethodInput, privacy: Any = None) -> Any:
         participation=float(method.get("participation", 1.0)),
         early_stopping=method.get("early_stopping"),
         privacy=privacy,
+        # with privacy, the label space is public configuration: the dataset's
+        classes=None if privacy is None else inp.classes,
         # the paper's FedCT unless the file asks for trust ("auto" or a weight)
         trust=None if method.get("trust", "none") == "none" else method["trust"],
         # a learner that cannot be checkpointed restarts its run when resumed
         checkpoint_dir=inp.folder / "checkpoint" if checkpointable else None,
+        reproducible_noise=inp.reproducible_noise,
         **inp.common,
     )
     resume = model.checkpoint_dir is not None and (inp.folder / "checkpoint" / "LATEST").exists()
@@ -166,8 +191,10 @@ def _scored_consensus(inp: MethodInput, name: str) -> Any:
     its own rows against the public pool as negatives (``lam``, default 0.1) and the server
     gets its scores on the pool once, before round 1. ``dp = true`` releases each scorer with
     Gaussian noise, ``(epsilon, delta)``-DP for one private record of that client against the
-    server (defaults 0.5, 1e-5, noise seeded by the run's seed); the trainer's ledger adds that
-    ε to every client's record-level ε. Without ``dp`` the scores carry no guarantee.
+    server (defaults 0.5, 1e-5); the trainer's ledger adds that ε to every client's
+    record-level ε. The noise comes from the operating system's entropy — never from the
+    run's seed, which the server knows — unless ``[method] reproducible_noise = true``.
+    Without ``dp`` the scores carry no guarantee.
     """
     from consensus import CertaintyWeighted, QualityVote
     from cotrain.privacy.fedaux import fedaux_weights
@@ -187,6 +214,7 @@ def _scored_consensus(inp: MethodInput, name: str) -> Any:
                 delta=delta,
                 random_state=inp.seed,
                 dp=dp,
+                reproducible_noise=inp.reproducible_noise,
             )
         except ValueError as err:
             raise ExperimentError(f"method.certainty: {err}") from err
@@ -337,11 +365,11 @@ def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:
     from sklearn.base import clone
 
     from cotrain.audit import label_privatizer
-    from cotrain.privacy import SubsampleAndAggregate
+    from cotrain.privacy import DPSGD, SubsampleAndAggregate
 
     mechanism = model.privacy
-    if getattr(mechanism, "reports_events", False):  # a DP-trained model
-        return {}
+    if isinstance(mechanism, DPSGD) or getattr(mechanism, "reports_events", False):
+        return {}  # a DP-trained model: its labels are post-processing
     if isinstance(mechanism, SubsampleAndAggregate):
         raise ExperimentError(
             "audit = true is not available for subsample_aggregate: the released labels come "
@@ -384,6 +412,7 @@ def _dp_fedavg(inp: MethodInput) -> Any:
         local_epochs=method.get("local_epochs", 1),
         clip_norm=float(method.get("clip_norm", 1.0)),
         noise_multiplier=float(method.get("noise_multiplier", 1.0)),
+        reproducible_noise=inp.reproducible_noise,
         **inp.common,
     )
     model.fit(inp.X, inp.y, eval_set=inp.eval_set)
@@ -400,6 +429,7 @@ def _pate(inp: MethodInput) -> Any:
         clone(inp.learners[0]),
         noise_sigma=float(inp.method.get("noise_sigma", 1.0)),
         random_state=inp.seed,
+        reproducible_noise=inp.reproducible_noise,
     )
     model.fit(inp.X, inp.y, X_public=inp.X_public, eval_set=inp.eval_set)
     return model
@@ -433,3 +463,32 @@ METHODS: dict[str, Method] = {
 
 #: old ``method.name`` -> its new name: still accepted for one release, with a warning
 RENAMED_METHODS = {"centralised": "centralized"}
+
+
+def noise_replayable(method: dict[str, Any]) -> bool:
+    """Whether a run's privacy noise was seeded from the run's seed, so that whoever knows
+    the seed (the server, a reader of the experiment file) can replay it and recover the
+    clean release: ``[method] reproducible_noise = true`` on a method that adds noise.
+
+    ``cotrain run`` records it as ``noise_replayable`` in ``result.json``; the run's ε does
+    not hold against whoever knows the seed when it is True.
+
+    Examples
+    --------
+    >>> noise_replayable({"name": "pate"}), noise_replayable({"name": "fedct"})
+    (False, False)
+    >>> noise_replayable({"name": "pate", "reproducible_noise": True})
+    True
+    >>> noise_replayable({"name": "fedct", "reproducible_noise": True})   # no noise at all
+    False
+    """
+    if not method.get("reproducible_noise", False):
+        return False
+    certainty = method.get("certainty") or {}
+    noisy = {
+        "dp-fedct": True,
+        "fedct": bool(certainty.get("dp", False)),
+        "pate": float(method.get("noise_sigma", 1.0)) > 0,
+        "dp-fedavg": float(method.get("noise_multiplier", 1.0)) > 0,
+    }
+    return noisy.get(method["name"], False)

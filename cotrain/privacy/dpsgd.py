@@ -8,14 +8,15 @@ post-processing of a differentially private model and are released without furth
 What is protected: **one private record** of a client (unit ``"record"``), for
 **add/remove-one** neighbours (the relation of the Poisson-sampled Gaussian analysis that
 Opacus and dp-accounting use), against **the server** (adversary ``"server"``: it sees the
-labels; the guarantee holds even for anyone who sees the model). Replace-one neighbours,
-which the label mechanisms of :mod:`cotrain.privacy.mechanisms` use, cost more:
-:func:`dpsgd_epsilon` with ``neighbors="replace_one"`` accounts them directly.
+labels; the guarantee holds even for anyone who sees the model). Replace-one neighbours
+cost more: :func:`dpsgd_epsilon` with ``neighbors="replace_one"`` (and
+:meth:`DPSGD.epsilon`) account them directly, so both can be printed.
 
-Accounting: the privacy event of a round depends on the client's own training (its number of
-rows n sets the sampling rate q = batch_size / n and the steps per epoch), which the server
-cannot know, so :meth:`DPSGD.dp_event` refuses; the client reports
-:meth:`DPSGD.round_event` of its fitted model with its upload, and the ledger composes those.
+Accounting: the Poisson rate ``sampling_rate`` and the number of ``steps`` per fit are public
+configuration, so a round's privacy event,
+``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), steps)``, is the same
+for every client and does not depend on its number of rows: the server computes it
+(:meth:`DPSGD.dp_event`) and a client sends nothing about its private rows besides its labels.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import copy
 import logging
 import warnings
 from collections.abc import Sequence
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -54,15 +55,20 @@ class DPSGD(LabelMechanism):
     post-processing of its DP model, released unchanged. At set-up the client replaces its
     estimator by ``prepare(estimator)``, a :class:`~learners.dp_torch.DPTorchClassifier` with
     the same parameters plus the DP ones; before each fit it seeds the training noise
-    (``before_fit``), and after it, ``release_round`` returns the labels with
-    ``round_event(fitted)``, the privacy event of that fit's training, which the client
-    reports with its upload and the ledger composes over rounds (``reports_events``).
+    (``before_fit``). Every fit samples each training row (private, and pseudo-labelled
+    public) with probability ``sampling_rate`` and runs exactly ``steps`` DP-SGD steps,
+    whatever the number of rows, so the round's privacy event is public configuration: the
+    server's ledger composes :meth:`dp_event` over the rounds a client took part in, and the
+    client reports nothing (``reports_events`` False).
 
     Guarantee: (ε, δ)-DP with respect to **one private record** of the client, add/remove-one
-    neighbours, against the server (and anyone who sees the model or its labels), with ε the
-    composition of the client's round events at ``delta``. See
-    :class:`~learners.dp_torch.DPTorchClassifier` for the assumptions (the number of training
-    rows is public; sample weights per row; ``loss_curve_`` is not private).
+    neighbours (replace-one: :meth:`epsilon` with ``neighbors="replace_one"``), against the
+    server (and anyone who sees the model or its labels), with ε the composition of one
+    :meth:`dp_event` per round at ``delta``. The proof is in
+    :class:`~learners.dp_torch.DPTorchClassifier`; it needs every training row at a weight
+    that does not depend on the private rows, so the client trains with the pool at full
+    weight (``trust`` None or 1; any other trust is refused, see
+    :func:`cotrain.trust.client_trust`). ``loss_curve_`` stays local (not private).
 
     Parameters
     ----------
@@ -70,20 +76,31 @@ class DPSGD(LabelMechanism):
         σ / C of every DP-SGD step (> 0).
     max_grad_norm : float, default=1.0
         C, the per-record gradient clipping norm (> 0).
+    sampling_rate : float
+        q in (0, 1], the Poisson rate of every step: each training row joins a step's batch
+        with probability q. Required: it is public configuration (the default of Opacus,
+        batch size / number of rows, would depend on the private rows).
+    steps : int
+        DP-SGD steps of every fit (≥ 1), the first fit included. Required, for the same
+        reason (epochs over the rows would make it depend on their number).
     budget : float, optional
-        Total ε per client over the run; None = no limit.
+        Total ε per client over the run (add/remove-one); None = no limit.
     delta : float, default=1e-5
         δ at which ε is reported.
     secure_mode : bool, default=False
         Cryptographically secure noise and sampling (needs torchcsprng; see
         :class:`~learners.dp_torch.DPTorchClassifier`).
 
+    The client's ``batch_size`` is the constant the noisy gradient sum is divided by (a
+    learning-rate scale, not a privacy parameter); set it near ``sampling_rate`` times the
+    usual number of training rows.
+
     Attributes
     ----------
     shares : ("hard", "soft")
         Labels of either kind are post-processing of the DP model.
-    reports_events : True
-        The client reports each round's event (its own training), not the server.
+    reports_events : False
+        The server computes each round's event (:meth:`dp_event`): the client sends none.
     cross_validated_trust : False
         The client trains at full pool weight: choosing it by cross-validation would look at
         its private records outside the accounted ε.
@@ -92,28 +109,36 @@ class DPSGD(LabelMechanism):
     adversary : "server"
         Who the guarantee is against (it also holds against anyone who sees the model).
     neighbors : "add_or_remove"
-        The neighboring relation of the guarantee (``neighbours``: its deprecated
-        spelling).
+        The neighboring relation of the headline ε (``neighbours``: its deprecated
+        spelling); :meth:`epsilon` also gives the replace-one ε.
 
     Examples
     --------
     >>> import numpy as np
     >>> from learners import TorchClassifier
-    >>> mech = DPSGD(noise_multiplier=1.0, max_grad_norm=1.0)
-    >>> est = mech.prepare(TorchClassifier(module_params={"hidden": (8,)}, batch_size=10,
-    ...                                    max_epochs=1, random_state=0))
-    >>> type(est).__name__, est.noise_multiplier, est.batch_size
-    ('DPTorchClassifier', 1.0, 10)
-    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = (X[:, 0] > 0).astype(int)
-    >>> mech.round_event(est.fit(X, y))       # 1 epoch: 10 steps at q = 10/100
+    >>> mech = DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1, steps=10)
+    >>> mech.dp_event(n_classes=2, n_labels=50)        # the same for every client and round
     SelfComposedDpEvent(event=PoissonSampledDpEvent(sampling_probability=0.1, \
 event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
-    >>> round(dpsgd_epsilon([mech.round_event(est)], mech.delta, accountant="rdp"), 3)
-    3.442
+    >>> est = mech.prepare(TorchClassifier(module_params={"hidden": (8,)}, batch_size=10,
+    ...                                    random_state=0))
+    >>> type(est).__name__, est.sample_rate, est.steps_per_fit
+    ('DPTorchClassifier', 0.1, 10)
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = (X[:, 0] > 0).astype(int)
+    >>> mech.round_event(est.fit(X, y)) == mech.dp_event(2, 50)
+    True
+    >>> round(mech.epsilon(rounds=1), 3), round(mech.epsilon(1, neighbors="replace_one"), 3)
+    (2.855, 3.434)
+    >>> DPSGD(noise_multiplier=1.0).validate()
+    Traceback (most recent call last):
+    ...
+    ValueError: DPSGD needs sampling_rate (the Poisson rate q of every step) and steps (DP-SGD \
+steps per fit) as public configuration: derived from a client's number of rows they would \
+reveal it; e.g. DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1, steps=20)
     """
 
     shares: ClassVar[tuple[str, ...]] = ("hard", "soft")
-    reports_events: ClassVar[bool] = True
+    reports_events: ClassVar[bool] = False
     cross_validated_trust: ClassVar[bool] = False
     unit: ClassVar[str] = "record"
     adversary: ClassVar[str] = "server"
@@ -133,19 +158,35 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
         self,
         noise_multiplier: float = 1.0,
         max_grad_norm: float = 1.0,
+        sampling_rate: float | None = None,
+        steps: int | None = None,
         budget: float | None = None,
         delta: float = 1e-5,
         secure_mode: bool = False,
     ) -> None:
         self.noise_multiplier = noise_multiplier
         self.max_grad_norm = max_grad_norm
+        self.sampling_rate = sampling_rate
+        self.steps = steps
         self.budget = budget
         self.delta = delta
         self.secure_mode = secure_mode
 
     def _check_params(self) -> None:
+        if self.sampling_rate is None or self.steps is None:
+            raise ValueError(
+                "DPSGD needs sampling_rate (the Poisson rate q of every step) and steps "
+                "(DP-SGD steps per fit) as public configuration: derived from a client's "
+                "number of rows they would reveal it; e.g. DPSGD(noise_multiplier=1.0, "
+                "max_grad_norm=1.0, sampling_rate=0.1, steps=20)"
+            )
         check_positive(self.noise_multiplier, "noise_multiplier")
         check_positive(self.max_grad_norm, "max_grad_norm")
+        rate = self.sampling_rate
+        if isinstance(rate, bool) or not isinstance(rate, Real) or not 0.0 < float(rate) <= 1.0:
+            raise ValueError(f"sampling_rate must be a number in (0, 1], got {rate!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, Integral) or self.steps < 1:
+            raise ValueError(f"steps must be an integer >= 1, got {self.steps!r}")
         if not isinstance(self.secure_mode, bool | np.bool_):
             raise TypeError(f"secure_mode must be True or False, got {self.secure_mode!r}")
         super()._check_params()
@@ -162,7 +203,7 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=10)
         Examples
         --------
         >>> from sklearn.linear_model import LogisticRegression
-        >>> DPSGD().check_federation(None, [LogisticRegression()])
+        >>> DPSGD(sampling_rate=0.1, steps=20).check_federation(None, [LogisticRegression()])
         Traceback (most recent call last):
         ...
         TypeError: client 0: DP-SGD needs a torch client (learners.TorchClassifier or \
@@ -181,9 +222,23 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         self.seed_noise(model, seed)
 
     def release_round(self, step: ClientRound, rng: np.random.Generator) -> Release:
-        """The client's labels unchanged (post-processing of its DP model) with the privacy
-        event of the fit that made them (:meth:`round_event` of ``step.model``)."""
-        return Release(step.labels, self.round_event(step.model))
+        """The client's labels unchanged (post-processing of its DP model), and no event:
+        the server computes it (:meth:`dp_event`).
+
+        Raises
+        ------
+        RuntimeError
+            If the fit that made the labels was not the configured one (its
+            :meth:`round_event` differs from :meth:`dp_event`): its labels would not be
+            covered by the accounted ε, so nothing is released.
+        """
+        event = self.round_event(step.model)
+        if event != self._event():
+            raise RuntimeError(
+                f"the client's last fit ({event}) is not the configured DP-SGD round "
+                f"({self._event()}): its labels are not released"
+            )
+        return Release(step.labels)
 
     # ------------------------------------------------------------------ client side
     def prepare(self, estimator: Any) -> Any:
@@ -194,7 +249,8 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         estimator : TorchClassifier or DPTorchClassifier
             A :class:`~learners.TorchClassifier` becomes an unfitted
             :class:`~learners.dp_torch.DPTorchClassifier` with the same parameters plus this
-            mechanism's ``noise_multiplier``, ``max_grad_norm`` and ``secure_mode``; a
+            mechanism's ``noise_multiplier``, ``max_grad_norm``, ``secure_mode``,
+            ``sampling_rate`` (its ``sample_rate``) and ``steps`` (its ``steps_per_fit``); a
             ``DPTorchClassifier`` is cloned and given them (the mechanism's values win).
             Fitted state is dropped: training done without this mechanism is not accounted.
 
@@ -216,7 +272,7 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         Examples
         --------
         >>> from sklearn.linear_model import LogisticRegression
-        >>> DPSGD().prepare(LogisticRegression())
+        >>> DPSGD(sampling_rate=0.1, steps=20).prepare(LogisticRegression())
         Traceback (most recent call last):
         ...
         TypeError: DP-SGD needs a torch client (learners.TorchClassifier or \
@@ -230,11 +286,13 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             "noise_multiplier": float(self.noise_multiplier),
             "max_grad_norm": float(self.max_grad_norm),
             "secure_mode": bool(self.secure_mode),
+            "sample_rate": float(self.sampling_rate),
+            "steps_per_fit": int(self.steps),
         }
         if isinstance(estimator, dp_cls):
             prepared = clone(estimator).set_params(**dp_params)
         elif type(estimator) is torch_cls:
-            prepared = dp_cls(**clone(estimator).get_params(deep=False), **dp_params)
+            prepared = dp_cls(**{**clone(estimator).get_params(deep=False), **dp_params})
         elif isinstance(estimator, torch_cls):
             raise TypeError(
                 f"DP-SGD can convert a TorchClassifier, not its subclass "
@@ -262,7 +320,9 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         -------
         dp_accounting.DpEvent
             ``fitted_estimator.dp_events_[-1]``:
-            ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), steps)``.
+            ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), steps)``,
+            equal to :meth:`dp_event` for a model this mechanism prepared (a check the
+            client makes before it releases anything; it is not sent).
 
         Raises
         ------
@@ -302,36 +362,68 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         target = getattr(model, "estimator", model)
         target.set_params(noise_seed=None if seed is None else int(seed))
 
-    def reported_epsilon(self, events: Sequence[Any], delta: float) -> float:
-        """ε of a client's reported round events, as the trainer's ledger reports it.
+    def reported_epsilon(
+        self,
+        events: Sequence[Any],
+        delta: float,
+        neighbors: Literal["add_or_remove", "replace_one"] = "add_or_remove",
+    ) -> float:
+        """ε of a client's round events (dp-accounting's PLD, composed incrementally).
 
-        Replace-one neighbours, so that it means the same as every other record-level ε of
-        this library (:func:`dpsgd_epsilon` with ``neighbors="replace_one"``, PLD).
+        Under ``neighbors`` (default add/remove-one, the relation of :attr:`neighbors`;
+        ``"replace_one"`` gives the replace-one ε): the same as :func:`dpsgd_epsilon`.
 
         Examples
         --------
         >>> import dp_accounting as dp
         >>> step = dp.PoissonSampledDpEvent(0.05, dp.GaussianDpEvent(1.0))
-        >>> e = DPSGD().reported_epsilon([dp.SelfComposedDpEvent(step, 100)], 1e-5)
-        >>> e > dpsgd_epsilon([dp.SelfComposedDpEvent(step, 100)], 1e-5)   # add/remove
+        >>> events = [dp.SelfComposedDpEvent(step, 100)]
+        >>> DPSGD().reported_epsilon(events, 1e-5) == dpsgd_epsilon(events, 1e-5)
+        True
+        >>> e = DPSGD().reported_epsilon(events, 1e-5, neighbors="replace_one")
+        >>> e == dpsgd_epsilon(events, 1e-5, neighbors="replace_one")
         True
         """
         events = tuple(events)
         if not events:
             return 0.0
         cache = self.__dict__.setdefault("_pld_cache", {})
-        key = (events, float(delta))
+        key = (events, float(delta), neighbors)
         if key not in cache:
             # a client's events only grow: extend the accountant of the list without the
             # last event instead of recomposing every round from the first
-            previous = cache.get((events[:-1], float(delta)))
-            accountant = copy.deepcopy(previous[0]) if previous is not None else _replace_one_pld()
+            previous = cache.get((events[:-1], float(delta), neighbors))
+            accountant = copy.deepcopy(previous[0]) if previous is not None else _pld(neighbors)
             for event in events[-1:] if previous is not None else events:
                 accountant.compose(event, 1)
             cache[key] = (accountant, _pld_epsilon(accountant, float(delta)))
             while len(cache) > 512:  # bounded: the oldest entries go first
                 cache.pop(next(iter(cache)))
         return cache[key][1]
+
+    def epsilon(
+        self, rounds: int, neighbors: Literal["add_or_remove", "replace_one"] = "add_or_remove"
+    ) -> float:
+        """ε at ``delta`` of a client that took part in ``rounds`` rounds (one private record,
+        against the server; dp-accounting's PLD of ``rounds`` × :meth:`dp_event`).
+
+        Parameters
+        ----------
+        rounds : int
+            Rounds (fits whose labels were released), ≥ 0.
+        neighbors : {"add_or_remove", "replace_one"}, default="add_or_remove"
+            The neighboring relation.
+
+        Examples
+        --------
+        >>> mech = DPSGD(noise_multiplier=1.0, sampling_rate=0.05, steps=100)
+        >>> round(mech.epsilon(2), 2), round(mech.epsilon(2, neighbors="replace_one"), 2)
+        (4.77, 7.11)
+        """
+        self._check_params()
+        if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
+            raise ValueError(f"rounds must be an integer >= 0, got {rounds!r}")
+        return dpsgd_epsilon([self._event()] * int(rounds), self.delta, neighbors=neighbors)
 
     # ------------------------------------------------------------------ not a label mechanism
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> Any:
@@ -348,28 +440,43 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         )
 
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
-        """Not available on the server: the event depends on the client's training.
+        """The privacy event of one client's round: ``steps`` Poisson-sampled Gaussian steps.
 
-        The ledger uses the event each client reports with its upload,
-        :meth:`round_event` of its fitted model.
+        ``SelfComposedDpEvent(PoissonSampledDpEvent(sampling_rate,
+        GaussianDpEvent(noise_multiplier)), steps)``, w.r.t. one private record (add/remove
+        one); the same for every client and round, whatever ``n_classes``, ``n_labels`` and
+        the client's rows: the server computes it.
 
-        Raises
-        ------
-        TypeError
-            Always.
+        Examples
+        --------
+        >>> DPSGD(noise_multiplier=2.0, sampling_rate=0.2, steps=5).dp_event(10, 300)
+        SelfComposedDpEvent(event=PoissonSampledDpEvent(sampling_probability=0.2, \
+event=GaussianDpEvent(noise_multiplier=2.0)), count=5)
         """
-        raise TypeError(
-            "DPSGD's privacy event depends on each client's training (its sampling rate "
-            "batch_size / n_rows and its number of steps), which the server does not know: "
-            "account the event the client reports, DPSGD.round_event(fitted_estimator)"
+        self._check_params()
+        return self._event()
+
+    def _event(self) -> Any:
+        import dp_accounting as dp
+
+        step = dp.PoissonSampledDpEvent(
+            float(self.sampling_rate), dp.GaussianDpEvent(float(self.noise_multiplier))
         )
+        return dp.SelfComposedDpEvent(step, int(self.steps))
 
 
-def _replace_one_pld() -> Any:
-    """An empty dp-accounting PLD accountant for replace-one neighbours."""
+def _pld(neighbors: str) -> Any:
+    """An empty dp-accounting PLD accountant for ``neighbors`` ("add_or_remove" or
+    "replace_one")."""
     import dp_accounting as dp
 
-    return dp.pld.PLDAccountant(dp.NeighboringRelation.REPLACE_ONE)
+    relations = {
+        "add_or_remove": dp.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "replace_one": dp.NeighboringRelation.REPLACE_ONE,
+    }
+    if neighbors not in relations:
+        raise ValueError(f"neighbors must be 'add_or_remove' or 'replace_one', got {neighbors!r}")
+    return dp.pld.PLDAccountant(relations[neighbors])
 
 
 def _pld_epsilon(accountant: Any, delta: float) -> float:
