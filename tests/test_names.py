@@ -251,7 +251,7 @@ def test_deprecated_attribute_spellings_warn():
     from cotrain.robustness import HostileClassifier
 
     for obj, old, new in [
-        (DPSGD(), "neighbours", "neighbors"),
+        (DPSGD(sampling_rate=0.1, steps=20), "neighbours", "neighbors"),
         (HostileClassifier(DecisionTreeClassifier(), "noise"), "behaviour", "behavior"),
     ]:
         with pytest.warns(DeprecationWarning, match=rf"\.{old} is deprecated: use {new}"):
