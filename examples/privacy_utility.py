@@ -8,11 +8,14 @@ honest-but-curious server observes; mean over the 5 clients, the max in brackets
 accounted total ε **with what it protects** (column ``ε unit``):
 
 - ``DP-FedCT DP-SGD σ=…`` — every client trains its MLP with DP-SGD
-  (:class:`cotrain.privacy.DPSGD`, Opacus; its labels are post-processing). ε per **private
-  record** of a client, against the server, replace-one neighbours, composed over the first
-  fit and every round (the trainer's ledger, max over clients). These rows run
-  ``--dpsgd-rounds`` rounds (default 10) with a ``--dpsgd-max-epochs`` first fit (default 10)
-  and Adam ``--dpsgd-lr`` (default 3e-2), so that ε stays in 2–10.
+  (:class:`cotrain.privacy.DPSGD`, Opacus; its labels are post-processing). Every fit, the
+  first included, runs ``--dpsgd-steps`` steps (default 28) whose Poisson batches take each
+  row with probability ``--dpsgd-sampling-rate`` (default 0.08): public configuration, so
+  the round's privacy event does not depend on a client's number of rows. ε per **private
+  record** of a client, against the server, add/remove-one neighbours (the replace-one ε is
+  printed beside it), composed over every round (the trainer's ledger, max over clients).
+  These rows run ``--dpsgd-rounds`` rounds (default 10) with Adam ``--dpsgd-lr`` (default
+  3e-2), so that ε stays in 2–10.
 - ``DP-FedCT RR ε/rd=… (label)`` — ``RandomizedResponse(ε per round, unit="label")``, the
   FedCT paper's notion: ε per **released public label** (composed over the rounds); it says
   nothing about the clients' private records. Kept for comparison with the paper only.
@@ -159,15 +162,25 @@ def run_seed(args: argparse.Namespace, seed: int, dpsgd: bool) -> list[dict[str,
 
         for sigma in args.dpsgd_sigmas:
             t0 = time.perf_counter()
-            mech = DPSGD(noise_multiplier=sigma, max_grad_norm=args.dpsgd_clip)
+            mech = DPSGD(
+                noise_multiplier=sigma,
+                max_grad_norm=args.dpsgd_clip,
+                sampling_rate=args.dpsgd_sampling_rate,
+                steps=args.dpsgd_steps,
+            )
             dp = FederatedCoTrainer(
-                clients(args.dpsgd_max_epochs, args.dpsgd_lr),
+                clients(E, args.dpsgd_lr),  # max_epochs unused: every fit runs the steps
                 rounds=args.dpsgd_rounds,
                 random_state=seed,
                 privacy=mech,
+                classes=np.arange(10),  # the label space is public configuration
             ).fit(X, y, **fit_kw)
             report = dp.privacy_report()
             assert report["unit"] == "record" and report["adversary"] == "server"
+            rounds = int(max(c["rounds"] for c in report["clients"]))
+            replace_one = mech.epsilon(rounds, neighbors="replace_one")
+            print(f"  σ={sigma:g}: ε {report['max_epsilon']:.3g} add/remove-one, "
+                  f"{replace_one:.3g} replace-one ({rounds} rounds)")  # fmt: skip
             add(
                 f"DP-FedCT DP-SGD σ={sigma:g}",
                 dp,
@@ -185,9 +198,9 @@ def run_seed(args: argparse.Namespace, seed: int, dpsgd: bool) -> list[dict[str,
         mech = RandomizedResponse(epsilon=eps, unit="label")
         with warnings.catch_warnings():  # the trainer warns that ε is label-level: we say so
             warnings.simplefilter("ignore", UserWarning)
-            dp = FederatedCoTrainer(clients(), rounds=R, random_state=seed, privacy=mech).fit(
-                X, y, **fit_kw
-            )
+            dp = FederatedCoTrainer(
+                clients(), rounds=R, random_state=seed, privacy=mech, classes=np.arange(10)
+            ).fit(X, y, **fit_kw)
         assert dp.history_[-1].epsilon_unit == "label"
         add(
             f"DP-FedCT RR ε/rd={eps:g} (label)",
@@ -355,10 +368,17 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         help="DP-SGD rows: communication rounds (default: the smaller of 10 and --rounds)",
     )
     parser.add_argument(
-        "--dpsgd-max-epochs",
+        "--dpsgd-sampling-rate",
+        type=float,
+        default=0.08,
+        help="DP-SGD rows: Poisson rate q, the probability that a training row joins a step's "
+        "batch (public configuration, default 0.08)",
+    )
+    parser.add_argument(
+        "--dpsgd-steps",
         type=int,
-        default=None,
-        help="DP-SGD rows: epochs of the first fit (default: the smaller of 10 and --max-epochs)",
+        default=28,
+        help="DP-SGD rows: DP-SGD steps of every fit, the first included (default 28)",
     )
     parser.add_argument(
         "--dpsgd-lr",
@@ -397,8 +417,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     args = parser.parse_args(argv)
     if args.dpsgd_rounds is None:
         args.dpsgd_rounds = min(10, args.rounds)
-    if args.dpsgd_max_epochs is None:
-        args.dpsgd_max_epochs = min(10, args.max_epochs)
 
     dpsgd = dpsgd_ready() and bool(args.dpsgd_sigmas)
     if args.dpsgd_sigmas and not dpsgd:
@@ -433,7 +451,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         "gap = train accuracy on the client's own data minus test accuracy of the models the "
         "server observes\n(clients' local models; PATE: teachers), averaged over clients. The "
         "yeom attack on hard labels has AUC = 0.5 + gap/2.\nDP-SGD rows: ε per PRIVATE RECORD "
-        "of a client against the server (replace-one, all rounds and the first fit).\nRR rows: "
+        "of a client against the server (add/remove-one, every round; the replace-one ε is "
+        "printed per run above).\nRR rows: "
         "ε per RELEASED LABEL (the FedCT paper's unit): no guarantee about private records; "
         "VUL measured on all\nrounds' randomised labels. DP-FedAvg: ε per client, noise added "
         "by a trusted server. PATE: per record, against observers\nof its noisy labels only."
