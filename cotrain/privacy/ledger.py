@@ -14,14 +14,23 @@ The ledger holds no noise seed: privacy noise is drawn by each client from its o
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from cotrain.privacy.accounting import RunningComposition
+from cotrain.privacy.accounting import RELATIONS, RunningComposition, check_relation
 
-__all__ = ["Guarantee", "PrivacyLedger", "event_from_json", "event_to_json", "guarantee_of"]
+__all__ = [
+    "Guarantee",
+    "PrivacyLedger",
+    "assumptions",
+    "event_from_json",
+    "event_to_json",
+    "guarantee_of",
+    "relation_events",
+]
 
 #: The order in which guarantees are reported; the first present is the headline.
 _ORDER = (
@@ -107,6 +116,74 @@ def event_from_json(data: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+def relation_events(mechanism: Any, n_classes: int, n_labels: int) -> dict[str, Any]:
+    """One round's event of ``mechanism`` under every relation it states a bound for.
+
+    A mechanism with ``relation_event(n_classes, n_labels, relation)`` (every
+    :class:`~cotrain.privacy.LabelMechanism`) states the relations for which it returns an
+    event; a duck-typed one (e.g. a noisy consensus) states its ``dp_event`` under its
+    ``neighbors`` attribute, ``"add_or_remove"`` when it declares none (its author vouches for
+    its ``dp_event``, as for its unit and adversary). A value may be None: the mechanism
+    releases nothing per round under that relation (its one-off releases still count).
+
+    Examples
+    --------
+    >>> from consensus import NoisyArgmax
+    >>> from cotrain.privacy import RandomizedResponse
+    >>> sorted(relation_events(RandomizedResponse(1.0, sensitivity=3), 10, 100))
+    ['add_or_remove', 'replace_one']
+    >>> sorted(relation_events(NoisyArgmax(sigma=5.0), 10, 100))
+    ['add_or_remove']
+    """
+    hook = getattr(mechanism, "relation_event", None)
+    if callable(hook):
+        events = {r: hook(n_classes, n_labels, r) for r in RELATIONS}
+        return {r: e for r, e in events.items() if e is not None}
+    if getattr(mechanism, "reports_events", False):
+        return {check_relation(getattr(mechanism, "neighbors", RELATIONS[0])): None}
+    stated = check_relation(getattr(mechanism, "neighbors", RELATIONS[0]))
+    return {stated: mechanism.dp_event(n_classes, n_labels)}
+
+
+def assumptions(adversary: str, unit: str) -> list[str]:
+    """The assumptions a guarantee of (unit, adversary) rests on, in plain sentences.
+
+    Examples
+    --------
+    >>> print(assumptions("server", "record")[1][:71])
+    sites colluding with the server: each site's guarantee holds on its own
+    """
+    out = [
+        "the server may re-ask a round or ask past the budget: covered only by the site's own "
+        "ledger, cache and budget (cotrain.privacy.site_ledger), which answers a repeated "
+        "request with the bytes it sent the first time and refuses past its budget; a "
+        "ledger's ε counts the releases it recorded",
+    ]
+    if adversary == "server":
+        out += [
+            "sites colluding with the server: each site's guarantee holds on its own records; "
+            "a colluding site learns nothing more than the server (no cross-site guarantee is "
+            "claimed)",
+            "the noise (and the teachers' shard key) is drawn at the client from its "
+            "operating system's entropy and never sent; with reproducible_noise=True "
+            "(simulations only) it is seeded and the guarantee does not hold against whoever "
+            "knows the seed",
+        ]
+    else:
+        out += [
+            "holds only against an honest server: the server adds the noise and sees the "
+            "clean votes, so the server, and any site colluding with it, is not covered; the "
+            "guarantee is against observers of the broadcast",
+        ]
+    out.append(
+        "the label space and the sampling parameters are public configuration; nothing else "
+        "a site sends depends on its private records outside the accounted releases"
+    )
+    if unit == "label":
+        out.append("unit 'label': ε protects one released public label, not a private record")
+    return out
+
+
 @dataclass
 class Guarantee:
     """The mechanisms that share one (unit, adversary), composed per client over rounds.
@@ -118,6 +195,11 @@ class Guarantee:
     and one-off (ε, δ) releases made before the run (FedAUX certainty scores), added by basic
     composition: ``ε = ε_rounds(δ) + Σε_once`` at ``δ + Σδ_once`` (:attr:`total_delta`).
 
+    Each is kept under both neighbouring relations (:data:`~cotrain.privacy.RELATIONS`) for
+    which every mechanism of the guarantee states a bound (:func:`relation_events`); the
+    guarantee's :attr:`relation` is the first of them, add/remove whenever every mechanism
+    states it. ``epsilon_after(..., relation=r)`` is None for a relation not stated.
+
     Examples
     --------
     >>> from cotrain.privacy import RandomizedResponse
@@ -125,6 +207,8 @@ class Guarantee:
     >>> g.add(RandomizedResponse(epsilon=1.0, sensitivity=1), n_classes=2, n_labels=10)
     >>> round(g.epsilon_after(3), 3)        # 3 rounds of pure ε = 1, composed exactly
     3.0
+    >>> g.relation, round(g.epsilon_after(3, relation="replace_one"), 3)   # s* = 2 labels
+    ('add_or_remove', 6.0)
     """
 
     unit: str
@@ -132,15 +216,16 @@ class Guarantee:
     delta: float
     budget: float | None = None
     mechanisms: list[Any] = field(default_factory=list)
-    round_events: list[Any] = field(default_factory=list)
     reported: bool = False
-    once: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._by_rounds: dict[int, float] = {0: 0.0}
-        self._running: RunningComposition | None = None
+        #: relation -> per-round events (a relation is dropped once a mechanism omits it)
+        self.events: dict[str, list[Any]] = {r: [] for r in RELATIONS}
+        #: relation -> one-off (ε, δ) releases
+        self.once_by_relation: dict[str, list[tuple[float, float]]] = {r: [] for r in RELATIONS}
+        self._by_rounds: dict[tuple[str, int], float] = {}
+        self._running: dict[str, tuple[RunningComposition, int]] = {}
         self._reporter: Any = None
-        self._running_rounds = 0
 
     def add(self, mechanism: Any, n_classes: int, n_labels: int) -> None:
         """Add a mechanism released every round (and its one-off releases, if any)."""
@@ -151,14 +236,44 @@ class Guarantee:
         if getattr(mechanism, "reports_events", False):
             self.reported = True
             self._reporter = mechanism
-        else:
-            event = mechanism.dp_event(n_classes, n_labels)
-            if event is not None:
-                self.round_events.append(event)
+        stated = relation_events(mechanism, n_classes, n_labels)
         once = getattr(mechanism, "one_off_privacy", None)
-        if callable(once) and once() is not None:
-            eps, delta = once()
-            self.once.append((float(eps), float(delta)))
+        pair = once() if callable(once) else None
+        for r in list(self.events):
+            if r not in stated:  # the mechanism states no bound under r: r is not reported
+                del self.events[r]
+                del self.once_by_relation[r]
+                continue
+            if stated[r] is not None and not getattr(mechanism, "reports_events", False):
+                self.events[r].append(stated[r])
+            if pair is not None:
+                self.once_by_relation[r].append((float(pair[0]), float(pair[1])))
+        if not self.events:
+            raise ValueError(
+                f"the mechanisms of the ({self.unit}, {self.adversary}) guarantee state their "
+                "privacy under no common neighbouring relation (add_or_remove or replace_one)"
+            )
+
+    # ------------------------------------------------------------------ relations
+    @property
+    def relation(self) -> str:
+        """The relation of the headline ε: add/remove when every mechanism states it."""
+        return next(iter(self.events))
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """Every relation under which this guarantee's ε is known."""
+        return tuple(self.events)
+
+    @property
+    def round_events(self) -> list[Any]:
+        """The per-round events under :attr:`relation`."""
+        return self.events[self.relation]
+
+    @property
+    def once(self) -> list[tuple[float, float]]:
+        """The one-off (ε, δ) releases under :attr:`relation`."""
+        return self.once_by_relation[self.relation]
 
     # ------------------------------------------------------------------ arithmetic
     @property
@@ -166,43 +281,89 @@ class Guarantee:
         """δ of the reported ε: the rounds' δ plus the one-off releases' δ."""
         return self.delta + sum(d for _, d in self.once)
 
-    def _once_epsilon(self) -> float:
-        return sum(e for e, _ in self.once)
-
-    def epsilon_after(self, rounds: int, reported: list[Any] | None = None) -> float:
+    def epsilon_after(
+        self, rounds: int, reported: list[Any] | None = None, relation: str | None = None
+    ) -> float | None:
         """Total ε of a client that took part in ``rounds`` rounds (plus its reported
-        per-round events, for a DP-trained model)."""
-        if not self.round_events and not reported:  # the one-off releases precede round 1
-            return self._once_epsilon()
+        per-round events, for a DP-trained model), under ``relation`` (default: the
+        guarantee's :attr:`relation`); None when a mechanism states no bound under it."""
+        rel = self.relation if relation is None else check_relation(relation)
+        if rel not in self.events:
+            return None
+        once = sum(e for e, _ in self.once_by_relation[rel])
+        if not self.events[rel] and not reported:  # the one-off releases precede round 1
+            return once
         if reported:  # client-specific: the mechanism composes its own events
-            if self.round_events:
+            if self.events[rel]:
                 raise NotImplementedError(
                     "a guarantee that mixes client-reported events (DP-SGD) with per-round "
                     "label noise is not accounted"
                 )
-            return self._reporter.reported_epsilon(reported, self.delta) + self._once_epsilon()
-        if rounds not in self._by_rounds:
-            self._by_rounds[rounds] = self._compose_rounds(rounds) + self._once_epsilon()
-        return self._by_rounds[rounds]
+            eps = self._reported_epsilon(reported, rel)
+            return None if eps is None else eps + once
+        key = (rel, int(rounds))
+        if key not in self._by_rounds:
+            self._by_rounds[key] = self._compose_rounds(rel, int(rounds)) + once
+        return self._by_rounds[key]
 
-    def _compose_rounds(self, rounds: int) -> float:
+    def epsilon_by_relation(
+        self, rounds: int, reported: list[Any] | None = None
+    ) -> dict[str, float | None]:
+        """``{relation: ε}`` for both relations (None where no bound is stated)."""
+        return {r: self.epsilon_after(rounds, reported, r) for r in RELATIONS}
+
+    def _reported_epsilon(self, reported: list[Any], relation: str) -> float | None:
+        method = self._reporter.reported_epsilon
+        if "neighbors" in inspect.signature(method).parameters:
+            return float(method(reported, self.delta, neighbors=relation))
+        if relation == getattr(self._reporter, "neighbors", RELATIONS[0]):
+            return float(method(reported, self.delta))
+        return None
+
+    def _compose_rounds(self, relation: str, rounds: int) -> float:
         """ε of ``rounds`` rounds of the per-round events, advanced incrementally."""
-        if self._running is None or rounds < self._running_rounds:
-            self._running = RunningComposition(self.delta)
-            self._running_rounds = 0
+        running, done = self._running.get(relation, (None, 0))
+        if running is None or rounds < done:
+            running, done = RunningComposition(self.delta, relation=relation), 0  # type: ignore[arg-type]
         # one round at a time, so the state after r rounds (and its floating-point value)
         # is the same whatever path reached it: a resumed run reports the same ε
-        while self._running_rounds < rounds:
-            for event in self.round_events:
-                self._running.compose(event, 1)
-            self._running_rounds += 1
-        return self._running.epsilon()
+        while done < rounds:
+            for event in self.events[relation]:
+                running.compose(event, 1)
+            done += 1
+        self._running[relation] = (running, done)
+        return running.epsilon()
+
+    def assumptions(self) -> list[str]:
+        """The assumptions this guarantee rests on (:func:`assumptions`)."""
+        return assumptions(self.adversary, self.unit)
 
     def describe(self) -> str:
-        """Plain words: what one ε of this guarantee protects, against whom."""
+        """Plain words: what one ε protects, under which relation, against whom, assuming
+        what.
+
+        Examples
+        --------
+        >>> g = Guarantee("record", "server", delta=1e-5)
+        >>> g.events = {"add_or_remove": [], "replace_one": []}
+        >>> print(g.describe().split(". Assumptions")[0])
+        ε protects one private training record of a client, added or removed (add/remove \
+neighbours; the replace-one ε is given too), against the server, which may deviate
+        """
         what = "one private training record" if self.unit == "record" else "one released label"
-        whom = "the server" if self.adversary == "server" else self.adversary
-        return f"ε protects {what} of a client against {whom}"
+        if self.relation == "add_or_remove":
+            how = "added or removed (add/remove neighbours"
+            how += "; the replace-one ε is given too)" if len(self.events) > 1 else ")"
+        else:
+            how = "replaced by another (replace-one neighbours only; no add/remove bound stated)"
+        whom = (
+            "the server, which may deviate"
+            if self.adversary == "server"
+            else f"{self.adversary}, not against the server"
+        )
+        return f"ε protects {what} of a client, {how}, against {whom}. Assumptions: " + (
+            "; ".join(self.assumptions())
+        )
 
 
 class PrivacyLedger:
@@ -271,18 +432,41 @@ class PrivacyLedger:
         clients that report their own events are counted in :meth:`epsilon`)."""
         return (guarantee or self.headline).epsilon_after(rounds)
 
-    def epsilon(self, client: int, guarantee: Guarantee | None = None) -> float:
-        """Total ε spent so far by ``client`` under ``guarantee`` (default: the headline)."""
+    def epsilon(
+        self, client: int, guarantee: Guarantee | None = None, relation: str | None = None
+    ) -> Any:
+        """Total ε spent so far by ``client`` under ``guarantee`` (default: the headline),
+        under ``relation`` (default: the guarantee's, add/remove when stated; None for a
+        relation the mechanisms state no bound under)."""
         g = guarantee or self.headline
         reported = self._reported(client) if g.reported else None
-        return g.epsilon_after(int(self.rounds_taken[client]), reported)
+        return g.epsilon_after(int(self.rounds_taken[client]), reported, relation)
 
-    def max_epsilon(self, guarantee: Guarantee | None = None) -> float:
-        """The largest total ε over clients (what a round's record reports)."""
+    def max_epsilon(self, guarantee: Guarantee | None = None, relation: str | None = None) -> Any:
+        """The largest total ε over clients (what a round's record reports), under
+        ``relation`` (default: the guarantee's; None where no bound is stated)."""
         g = guarantee or self.headline
+        if relation is not None and check_relation(relation) not in g.relations:
+            return None
         if g.reported:
-            return max((self.epsilon(i, g) for i in range(len(self.rounds_taken))), default=0.0)
-        return g.epsilon_after(int(self.rounds_taken.max()))
+            return max(
+                (self.epsilon(i, g, relation) for i in range(len(self.rounds_taken))),
+                default=0.0,
+            )
+        return g.epsilon_after(int(self.rounds_taken.max()), None, relation)
+
+    def epsilon_by_relation(self, guarantee: Guarantee | None = None) -> dict[str, Any]:
+        """``{relation: max ε over clients}`` for both relations (None: no bound stated).
+
+        Examples
+        --------
+        >>> from cotrain.privacy import SubsampleAndAggregate
+        >>> ledger = PrivacyLedger([SubsampleAndAggregate(sigma=40.0)], 1, 10, 300)
+        >>> ledger.record([0]); ledger.record([0])
+        >>> {r: round(e, 4) for r, e in ledger.epsilon_by_relation().items()}
+        {'add_or_remove': 3.7086, 'replace_one': 8.3854}
+        """
+        return {r: self.max_epsilon(guarantee, r) for r in RELATIONS}
 
     def would_exceed_budget(self, clients: Any, upcoming: dict[int, Any] | None = None) -> bool:
         """Whether one more release by any of ``clients`` would exceed a budget.
@@ -363,43 +547,70 @@ class PrivacyLedger:
         }
 
     def report(self) -> dict[str, Any]:
-        """Per-guarantee and per-client totals, each ε with its unit and adversary.
+        """Per-guarantee and per-client totals, each ε with its unit, relation and adversary.
 
-        Keys: ``unit``, ``adversary``, ``delta``, ``budget``, ``max_epsilon`` and
-        ``clients`` (``{"client", "rounds", "epsilon", "delta", "unit", "adversary"}``
-        each) describe the headline
-        guarantee; ``guarantees`` lists every guarantee the same way (plus its
-        ``mechanisms`` and a sentence, ``protects``); ``mechanisms`` lists them all.
+        Keys: ``unit``, ``adversary``, ``relation`` (the headline relation,
+        ``"add_or_remove"`` whenever every mechanism states it), ``epsilon_by_relation``
+        (``{"add_or_remove": ε, "replace_one": ε}``, the max over clients; None where no
+        bound is stated), ``assumptions`` (plain sentences), ``protects`` (all of it in
+        words), ``delta``, ``budget`` (under the headline relation), ``max_epsilon`` and
+        ``clients`` (``{"client", "rounds", "epsilon", "epsilon_by_relation", "relation",
+        "delta", "unit", "adversary"}`` each) describe the headline guarantee; ``guarantees``
+        lists every guarantee the same way (plus its ``mechanisms``); ``mechanisms`` lists
+        them all.
+
+        Examples
+        --------
+        >>> from cotrain.privacy import SubsampleAndAggregate
+        >>> ledger = PrivacyLedger([SubsampleAndAggregate(sigma=40.0)], 2, 10, 300)
+        >>> ledger.record([0, 1]); ledger.record([0])
+        >>> r = ledger.report()
+        >>> r["relation"], r["adversary"], round(r["max_epsilon"], 4)
+        ('add_or_remove', 'server', 3.7086)
+        >>> {k: round(v, 4) for k, v in r["clients"][1]["epsilon_by_relation"].items()}
+        {'add_or_remove': 2.5017, 'replace_one': 5.5448}
+        >>> len(r["assumptions"]) >= 2
+        True
         """
         guarantees = []
         for g in self.guarantees:
+            clients = []
+            for i, rounds in enumerate(self.rounds_taken):
+                by_relation = {rel: self.epsilon(i, g, rel) for rel in RELATIONS}
+                clients.append(
+                    {
+                        "client": i,
+                        "rounds": int(rounds),
+                        "epsilon": by_relation[g.relation],
+                        "epsilon_by_relation": by_relation,
+                        "relation": g.relation,
+                        "delta": g.total_delta,
+                        "unit": g.unit,
+                        "adversary": g.adversary,
+                    }
+                )
             guarantees.append(
                 {
                     "unit": g.unit,
                     "adversary": g.adversary,
+                    "relation": g.relation,
                     "protects": g.describe(),
+                    "assumptions": g.assumptions(),
                     "mechanisms": [repr(m) for m in g.mechanisms],
                     "delta": g.total_delta,
                     "budget": g.budget,
-                    "clients": [
-                        {
-                            "client": i,
-                            "rounds": int(r),
-                            "epsilon": self.epsilon(i, g),
-                            "delta": g.total_delta,
-                            "unit": g.unit,
-                            "adversary": g.adversary,
-                        }
-                        for i, r in enumerate(self.rounds_taken)
-                    ],
+                    "clients": clients,
                     "max_epsilon": self.max_epsilon(g),
+                    "epsilon_by_relation": self.epsilon_by_relation(g),
                 }
             )
         head = guarantees[0]
+        keys = ("unit", "adversary", "relation", "protects", "assumptions", "delta", "budget")
         return {
             "mechanisms": [repr(m) for m in self.mechanisms],
-            **{k: head[k] for k in ("unit", "adversary", "protects", "delta", "budget")},
+            **{k: head[k] for k in keys},
             "clients": head["clients"],
             "max_epsilon": head["max_epsilon"],
+            "epsilon_by_relation": head["epsilon_by_relation"],
             "guarantees": guarantees,
         }
