@@ -58,8 +58,10 @@ class RoundRecord:
     epsilon : float or None
         Total ε spent up to this round by the client that spent most, for runs with a
         privacy accountant; None otherwise. What it protects is in ``epsilon_unit`` and
-        ``epsilon_adversary`` (the run's headline guarantee, see
-        :meth:`cotrain.FederatedCoTrainer.privacy_report` for every guarantee).
+        ``epsilon_adversary`` (the run's headline guarantee, under add/remove neighbours
+        whenever its mechanisms state it; see
+        :meth:`cotrain.FederatedCoTrainer.privacy_report` for every guarantee, the
+        replace-one ε and the assumptions).
     epsilon_unit : {"record", "label", "client"} or None
         ``"record"``: ε protects one private training record of a client; ``"label"``: one
         released public label (no guarantee about private data); ``"client"``: all of one

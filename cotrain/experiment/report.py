@@ -84,6 +84,8 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
                 row[extra] = part[extra].mean()
         if "epsilon_adversary" in part and part["epsilon_adversary"].notna().any():
             row["epsilon_adversary"] = part["epsilon_adversary"].dropna().iloc[0]
+        if "noise_replayable" in part and (part["noise_replayable"] == True).any():  # noqa: E712
+            row["noise_replayable"] = True  # [method] reproducible_noise: seeded from the seed
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(folder / "summary.csv", index=False)
@@ -106,7 +108,7 @@ EPSILON_COLUMNS = {"record": "epsilon", "label": "label_epsilon", "client": "cli
 #: optional summary columns and their table headings; ε of different units stay apart
 EXTRA_COLUMNS = {
     "vul": "vul",
-    "epsilon": "ε per private record",
+    "epsilon": "ε per private record (add/remove)",
     "label_epsilon": "ε per released label (no record guarantee)",
     "client_epsilon": "ε per client (all its data)",
 }
@@ -121,6 +123,8 @@ def _cell(row: Any, column: str) -> str:
     against = row.get("epsilon_adversary") if column in EPSILON_COLUMNS.values() else None
     if isinstance(against, str) and against != "server":
         text += f" (vs {against})"
+    if column in EPSILON_COLUMNS.values() and row.get("noise_replayable") in (True, 1.0):
+        text += " (noise replayable from the run's seed: no guarantee against who knows it)"
     return text
 
 
