@@ -81,10 +81,11 @@ relation)``                                   ``relation``; None when the mechan
 and four class attributes: ``neighbors`` (the relation of ``dp_event``, default
 ``"add_or_remove"``), ``shares`` (the ``share`` settings whose labels it can release),
 ``reports_events`` (True: the server cannot compute the round's event, the client reports it
-with its upload, as :class:`~cotrain.privacy.DPSGD` does) and ``cross_validated_trust``
-(False: the guarantee covers only what the client's private training does, so its pool
-weight may not be chosen by cross-validation on the private rows, see
-:func:`cotrain.trust.client_trust`).
+with its upload — which then tells the server about the client's data: prefer a mechanism
+whose event is public configuration, as :class:`~cotrain.privacy.DPSGD`'s is) and
+``cross_validated_trust`` (False: the guarantee covers only what the client's private
+training does, so every training row keeps weight 1: no cross-validated or fixed pool weight
+below 1, see :func:`cotrain.trust.client_trust`).
 
 A mechanism written for the earlier protocol — an ``applies_to`` string (``"hard"``,
 ``"soft"``, ``"data"`` or ``"model"``) that the client switched on — still works for one
