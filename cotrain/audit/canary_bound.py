@@ -239,7 +239,9 @@ def max_certifiable_epsilon(
         raise ValueError(f"n_guesses ({r}) cannot exceed n_canaries ({m})")
     beta = check_probability(beta, "beta", closed_low=False)
     delta = check_probability(delta, "delta", closed_low=True)
-    kw = {"beta": beta, "delta": delta, "n_canaries": m}
     if 2.0 * m * delta <= 1.0:
-        return canary_epsilon_lower_bound(r, r, **kw)
-    return max(canary_epsilon_lower_bound(r, v, **kw) for v in range(1, r + 1))
+        return canary_epsilon_lower_bound(r, r, beta=beta, delta=delta, n_canaries=m)
+    return max(
+        canary_epsilon_lower_bound(r, v, beta=beta, delta=delta, n_canaries=m)
+        for v in range(1, r + 1)
+    )

@@ -24,13 +24,16 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, Literal
 
 from cotrain.audit.canary_bound import check_count, check_probability
 
 __all__ = ["RELATIONS", "EpsilonClaim", "check_relation", "declares_gaussian"]
 
-RELATIONS = ("add_or_remove", "replace_one")
+RELATIONS: tuple[Literal["add_or_remove"], Literal["replace_one"]] = (
+    "add_or_remove",
+    "replace_one",
+)
 """The neighbouring relations a claim may state an ε for (headline: add/remove)."""
 
 
@@ -209,7 +212,8 @@ class EpsilonClaim:
         if delta is None:
             raise ValueError("delta is required: the mechanism states none")
         delta = check_probability(delta, "delta", closed_low=False)
-        events, epsilon = [], {}
+        events: list[Any] = []
+        epsilon: dict[str, float] = {}
         for relation in RELATIONS:
             if hasattr(mechanism, "relation_event"):
                 event = mechanism.relation_event(n_classes, n_labels, relation)
