@@ -11,6 +11,12 @@ Part 2 (breast cancer): one round only; each client releases a DP certainty scor
 the public pool with the certainty weights and trains a student. Each client's total budget
 is (0.6, 2e-5) by basic composition.
 
+The DP noise is drawn from the operating system's entropy, never from ``--seed``: the server
+knows the run's seed, and with noise seeded from it could subtract the noise and recover every
+client's exact non-private scorer and head. ``--reproducible-noise`` seeds it from ``--seed``
+so that a run repeats exactly (simulations only: the printed ε then does not hold against
+whoever knows the seed, and the output says so).
+
 Run::
 
     python examples/fedaux_certainty.py
@@ -20,6 +26,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import warnings
 
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_digits
@@ -41,16 +48,31 @@ def split(X, y, n_lab, n_neg, n_pub, seed):
     return scale(X[lab]), y[lab], scale(X[neg]), scale(X[pub]), y[pub], scale(X[test]), y[test]
 
 
-def cotraining(alpha: float, rounds: int, seed: int) -> None:
+def digits_clients(alpha: float, seed: int) -> tuple:
+    """Part 1's data: the clients' rows ``Xc, yc``, public negatives ``Xn``, public pool
+    ``Xp`` with its hidden labels ``yp``, and the test rows ``Xt, yt``."""
     X, y = load_digits(return_X_y=True)
     Xl, yl, Xn, Xp, yp, Xt, yt = split(X, y, 500, 300, 500, seed)
     parts = partition.dirichlet(yl, 5, alpha=alpha, random_state=seed)
-    Xc, yc = [Xl[p] for p in parts], [yl[p] for p in parts]
+    return [Xl[p] for p in parts], [yl[p] for p in parts], Xn, Xp, yp, Xt, yt
+
+
+def dp_scores(Xc, Xn, Xp, seed: int, reproducible_noise: bool = False) -> np.ndarray:
+    """Part 1's (0.1, 1e-5)-DP certainty scores of the clients on the public pool."""
+    with warnings.catch_warnings():  # the opt-in is reported by main, once
+        warnings.filterwarnings("ignore", message="reproducible_noise=True")
+        return fedaux_weights(
+            Xc, Xn, Xp, epsilon=0.1, random_state=seed, reproducible_noise=reproducible_noise
+        )
+
+
+def cotraining(alpha: float, rounds: int, seed: int, reproducible_noise: bool = False) -> None:
+    Xc, yc, Xn, Xp, yp, Xt, yt = digits_clients(alpha, seed)
     rules = {
         "majority vote": "majority",
         "certainty, exact": CertaintyWeighted(scores=fedaux_weights(Xc, Xn, Xp, dp=False)),
         "certainty, DP ε=0.1": CertaintyWeighted(
-            scores=fedaux_weights(Xc, Xn, Xp, epsilon=0.1, random_state=seed)
+            scores=dp_scores(Xc, Xn, Xp, seed, reproducible_noise)
         ),
     }
     print(f"digits, 5 clients, Dirichlet alpha={alpha}, {rounds} rounds")
@@ -66,25 +88,45 @@ def cotraining(alpha: float, rounds: int, seed: int) -> None:
         print(f"{name:<22}{pl:>18.3f}{trainer.score(Xt, yt):>10.3f}")
 
 
-def one_shot(seed: int) -> None:
+def cancer_clients(seed: int) -> tuple:
+    """Part 2's data: the clients' rows ``Xc, yc``, public negatives ``Xn``, public pool
+    ``Xp`` with its hidden labels ``yp``, the test rows ``Xt, yt`` and the PCA fitted on
+    public data only."""
     X, y = load_breast_cancer(return_X_y=True)
     Xl, yl, Xn, Xp, yp, Xt, yt = split(X, y, 300, 100, 100, seed)
     parts = partition.dirichlet(yl, 2, alpha=0.3, random_state=seed)
     pca = PCA(5, random_state=0).fit(np.vstack([Xn, Xp]))  # fitted on public data only
-    res = one_shot_fedaux(
-        None,
-        [Xl[p] for p in parts],
-        [yl[p] for p in parts],
-        Xn,
-        Xp,
-        lam=3.0,
-        feature_map=pca,
-        random_state=seed,
-    )
+    return [Xl[p] for p in parts], [yl[p] for p in parts], Xn, Xp, yp, Xt, yt, pca
+
+
+def one_shot_round(seed: int, reproducible_noise: bool = False):
+    """Part 2's one-shot round (``lam=3.0``): what ``one_shot_fedaux`` returns."""
+    Xc, yc, Xn, Xp, _yp, _Xt, _yt, pca = cancer_clients(seed)
+    with warnings.catch_warnings():  # the opt-in is reported by main, once
+        warnings.filterwarnings("ignore", message="reproducible_noise=True")
+        return one_shot_fedaux(
+            None,
+            Xc,
+            yc,
+            Xn,
+            Xp,
+            lam=3.0,
+            feature_map=pca,
+            random_state=seed,
+            reproducible_noise=reproducible_noise,
+        )
+
+
+def one_shot(seed: int, reproducible_noise: bool = False) -> None:
+    *_, yp, Xt, yt, _pca = cancer_clients(seed)
+    res = one_shot_round(seed, reproducible_noise)
     print("\nbreast cancer, 2 clients, one shot (FedAUXfdp-style)")
     print(f"student test accuracy      {res.student.score(Xt, yt):.3f}")
     print(f"pseudo-label accuracy      {(res.pseudo_labels == yp).mean():.3f}")
-    print(f"per-client (ε, δ)          ({res.epsilon_total[0]:.1f}, {res.delta_total[0]:.0e})")
+    note = " (not against whoever knows --seed)" if res.noise_replayable else ""
+    print(
+        f"per-client (ε, δ)          ({res.epsilon_total[0]:.1f}, {res.delta_total[0]:.0e}){note}"
+    )
     print(f"noise σ: scorer {res.scorers[0].sigma_:.3f}, head {res.heads[0].sigma_:.3f}")
 
 
@@ -104,11 +146,27 @@ def main(argv: list[str] | None = None) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the data split, the clients and the DP noise of both parts (default 0)",
+        help="seed of the data split and the clients of both parts; not of the DP noise, "
+        "which comes from the operating system's entropy (default 0)",
+    )
+    parser.add_argument(
+        "--reproducible-noise",
+        action="store_true",
+        help="seed the DP noise from --seed too, so that a run repeats exactly; whoever "
+        "knows the seed can then remove the noise, so the printed ε no longer protects "
+        "anyone against them (simulations only)",
     )
     args = parser.parse_args(argv)
-    cotraining(args.alpha, args.rounds, args.seed)
-    one_shot(args.seed)
+    if args.reproducible_noise:
+        print(
+            f"reproducible noise: the DP noise is seeded from --seed {args.seed}, so whoever "
+            "knows it can replay the noise and recover the non-private scorers and heads; "
+            "the ε below does not hold against them"
+        )
+    else:
+        print("DP noise from the operating system's entropy: not replayable from --seed")
+    cotraining(args.alpha, args.rounds, args.seed, args.reproducible_noise)
+    one_shot(args.seed, args.reproducible_noise)
 
 
 if __name__ == "__main__":

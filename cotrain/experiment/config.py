@@ -83,6 +83,7 @@ SCHEMA: dict[str, Any] = {
         "top_k": int,
         "certainty": dict,
         "trust": (str, int, float),
+        "reproducible_noise": bool,
     },
     "clients": list,
     "variant": list,
@@ -99,6 +100,8 @@ PRIVACY_KEYS = {
     "sigma": (int, float),
     "noise_multiplier": (int, float),
     "max_grad_norm": (int, float),
+    "sampling_rate": (int, float),
+    "steps": int,
     "delta": float,
 }
 #: the keys of ``[method.certainty]``: FedAUX certainty scorers fitted on each client's data

@@ -18,7 +18,7 @@ from cotrain.experiment.config import Run, load_experiment
 from cotrain.experiment.data import client_parts, load_data
 from cotrain.experiment.errors import ExperimentError, RunFailed
 from cotrain.experiment.learners import client_learners
-from cotrain.experiment.methods import METHODS, MethodInput
+from cotrain.experiment.methods import METHODS, MethodInput, noise_replayable
 from cotrain.experiment.report import EPSILON_COLUMNS, write_summary
 from cotrain.persistence.checkpoint import fingerprint
 
@@ -96,6 +96,9 @@ def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[st
             for unit, column in EPSILON_COLUMNS.items()
         },
         "epsilon_adversary": last.epsilon_adversary,
+        # True: the privacy noise was seeded from the run's seed ([method] reproducible_noise),
+        # so whoever knows the seed can replay it; the ε does not hold against them
+        "noise_replayable": noise_replayable(method),
         "paper": run.paper,
         "config": run_fingerprint(run),
     }
