@@ -463,6 +463,26 @@ def _check_same_label_kind(y: np.ndarray, name: str, families: dict[str, list[in
         )
 
 
+def require_public_classes(classes: Any, privacy: Any, where: str = "classes") -> None:
+    """With a privacy mechanism the label space is public configuration: refuse ``None``.
+
+    The clients' labels are not: one record, a client's only one of a class, changes them.
+
+    Examples
+    --------
+    >>> require_public_classes(None, privacy=None)
+    >>> require_public_classes(None, privacy="RR")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: classes is required with privacy=...: ...
+    """
+    if privacy is not None and classes is None:
+        raise ValueError(
+            f"{where} is required with privacy=...: the label space is public configuration "
+            "(pass every class label); taking it from the clients' labels would release "
+            "which classes their private records hold, outside the privacy guarantee"
+        )
+
+
 def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
     """The global label space: ``classes`` if given, else the union of all clients' labels."""
     seen = np.unique(np.concatenate(y_clients))
@@ -475,9 +495,13 @@ def resolve_classes(classes: Any, y_clients: list[np.ndarray]) -> np.ndarray:
         if len(_unique(result, "classes")) != len(result):
             raise ValueError("classes contains duplicates")
         result = np.unique(result)
-        unknown = np.setdiff1d(seen, result)
-        if unknown.size:
-            raise ValueError(f"y contains labels not listed in classes: {unknown[:5].tolist()}")
+        for i, yi in enumerate(y_clients):  # found here, at the client: never sent
+            unknown = np.setdiff1d(yi, result)
+            if unknown.size:
+                raise ValueError(
+                    f"y[{i}] (client {i}) contains labels not listed in classes: "
+                    f"{unknown[:5].tolist()}"
+                )
     if len(result) < 2:
         raise ValueError(
             f"need at least 2 classes over all clients, found {len(result)}: {result.tolist()}"

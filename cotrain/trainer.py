@@ -27,6 +27,7 @@ from cotrain._validation import (
     masked_labels,
     nan_allowed,
     refusing_nan,
+    require_public_classes,
 )
 from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
 from cotrain.federation.client import Client
@@ -120,7 +121,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     privacy : cotrain.privacy mechanism, default=None
         A privacy mechanism applied on each client before its labels leave it: record-level
         DP for any learner with ``SubsampleAndAggregate(n_teachers, sigma)``, DP-SGD for
-        torch clients with ``DPSGD(noise_multiplier, max_grad_norm)``, or a label
+        torch clients with ``DPSGD(noise_multiplier, max_grad_norm, sampling_rate, steps)``
+        (its sampling is public configuration; every row trains at weight 1, so a
+        ``trust`` other than "auto", None or 1 is refused), or a label
         randomiser (``RandomizedResponse``, ``XORMechanism``, ``GaussianSoftLabels``). Its
         ε is composed over the rounds each client takes part in and reported, with what it
         protects (``unit``: one private record or one released label) and against whom
@@ -142,7 +145,9 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     min_clients : int, default=1
         With "skip", a round in which fewer clients answer fails with a RuntimeError.
     classes : array-like, default=None
-        The global label space; default: the union of all clients' labels.
+        The global label space; default: the union of all clients' labels. Required with
+        ``privacy``: the label space is then public configuration (a ``ValueError``
+        otherwise), and a client holding a label outside it fails before any training.
     n_jobs : int, default=None
         Joblib workers for the client steps; results are identical for any value.
     runtime : {"sequential", "joblib", "ray"} or runtime object, default=None
@@ -326,6 +331,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             classes=self.classes, eval_set=eval_set, y_public=y_public, estimators=estimators,
         )  # fmt: skip
         check_params(self.get_params(deep=False), n_clients=len(estimators))
+        require_public_classes(self.classes, self.privacy)
         for name in RUN_OUTCOME:  # nothing of an earlier fit survives a new one
             self.__dict__.pop(name, None)
         try:
@@ -350,7 +356,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         self.history_ = fed.history
         self.n_rounds_ = len(fed.history)
         self.learner_warnings_ = dict(fed.learner_warnings)
-        self.privacy_report_ = None if fed.ledger is None else fed.ledger.report()
+        self.privacy_report_ = fed.privacy_report()  # with each client's own ledger ε
         self.X_public_ = fed.data.X_public
 
     def _publish_consensus(self, server: CoTrainingServer) -> None:
@@ -451,10 +457,17 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
             The headline guarantee (record-level against the server when the run has one):
             ``unit`` ("record": one private training record of a client; "label": one
             released public label), ``adversary`` ("server" or "broadcast observers"),
-            ``protects`` (the same in words), ``delta``, ``budget``, ``max_epsilon`` and
+            ``relation`` ("add_or_remove", the headline neighbouring relation, whenever every
+            mechanism states it), ``epsilon_by_relation`` (max ε under "add_or_remove" and
+            "replace_one"; None where no bound is stated), ``assumptions`` (plain
+            sentences: a server that re-asks is covered only by the site's own ledger,
+            colluding sites, ...), ``protects`` (all of it in words), ``delta``,
+            ``budget``, ``max_epsilon`` and
             ``clients`` (per client: the rounds it released labels in and its ε composed
-            over them); ``guarantees`` lists every (unit, adversary) of the run the same
-            way — they are never summed; ``mechanisms`` names them all. See
+            over them; ``site_epsilon``, in the guarantee of the client's own mechanism:
+            the ε its own ledger counted over every release it sent, equal to the server's
+            in an honest run); ``guarantees`` lists every (unit, adversary) of the run the
+            same way — they are never summed; ``mechanisms`` names them all. See
             ``docs/privacy.md``.
         """
         check_is_fitted(self, "privacy_report_")

@@ -304,6 +304,7 @@ def test_noise_streams_and_privacy_ledger_continue_exactly(cancer, tmp_path):
             rounds,
             consensus=NoisyArgmax(50.0, random_state=5),
             privacy=RandomizedResponse(epsilon=300.0),
+            classes=[0, 1],
             reproducible_noise=True,
             **kw,
         )

@@ -98,7 +98,7 @@ def test_a_private_site_sends_no_evaluation_labels_or_predictions(cancer, tmp_pa
     mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
     paths = [
         write_site(tmp_path / f"site-{i}", X[i], y[i], U, est, client_id=i, eval_set=test,
-                   privacy=mech)
+                   privacy=mech, classes=[0, 1])
         for i, est in enumerate(mixed())
     ]  # fmt: skip
     site = load_site(paths[0])
@@ -106,7 +106,9 @@ def test_a_private_site_sends_no_evaluation_labels_or_predictions(cancer, tmp_pa
     assert "eval-hash" not in site_query(site)["config"]["site"]
     np.save(tmp_path / "public.npy", U)
     grid = InMemoryGrid(paths)
-    flower = FlowerCoTraining(tmp_path / "public.npy", rounds=1, random_state=0, privacy=mech)
+    flower = FlowerCoTraining(
+        tmp_path / "public.npy", rounds=1, random_state=0, privacy=mech, classes=[0, 1]
+    )
     flower.run(grid)
     assert flower._eval.sites == [] and flower.history_[0].consensus_accuracy is None
     # a private site refuses to share its evaluation data
@@ -124,7 +126,8 @@ def test_a_private_site_reply_holds_no_eval_arrays(cancer, tmp_path):
     mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
     shared = load_site(write_site(tmp_path / "a", X[0], y[0], U, mixed()[0], eval_set=test))
     private = load_site(
-        write_site(tmp_path / "b", X[0], y[0], U, mixed()[0], eval_set=test, privacy=mech)
+        write_site(tmp_path / "b", X[0], y[0], U, mixed()[0], eval_set=test, privacy=mech,
+                   classes=[0, 1])
     )
     config = {
         "round": 1, "client-index": 0, "seed": 3, "ref-round": 0, "pool-hash": shared.pool_hash,

@@ -91,7 +91,12 @@ class Codes(Callback):
 def in_process(data, rounds, privacy=None):
     codes = Codes()
     trainer = FederatedCoTrainer(
-        learners(), rounds=rounds, random_state=0, privacy=privacy, callbacks=[codes]
+        learners(),
+        rounds=rounds,
+        random_state=0,
+        privacy=privacy,
+        callbacks=[codes],
+        classes=None if privacy is None else production.CLASSES,
     ).fit(data.X_clients, data.y_clients, X_public=data.X_public, eval_set=data.shared_eval)
     return trainer, np.stack(codes.codes)
 

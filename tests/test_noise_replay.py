@@ -25,7 +25,7 @@ def one_client_run(cancer, privacy, **params):
     X, y = np.concatenate(cancer["X"]), np.concatenate(cancer["y"])
     return FederatedCoTrainer(
         [DecisionTreeClassifier(max_depth=3)], rounds=1, privacy=privacy, random_state=SEED,
-        **params,
+        classes=[0, 1], **params,
     ).fit([X], [y], X_public=cancer["X_public"])  # fmt: skip
 
 

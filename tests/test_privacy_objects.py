@@ -34,7 +34,7 @@ def _learners():
 
 def _fit(cancer, privacy, **params):
     params = {"rounds": 2, "random_state": 0, **params}
-    trainer = FederatedCoTrainer(_learners(), privacy=privacy, **params)
+    trainer = FederatedCoTrainer(_learners(), privacy=privacy, classes=[0, 1], **params)
     return trainer.fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
 
 

@@ -79,6 +79,7 @@ def _released(reply: dict) -> dict:
         "broadcast_version": stats.get("broadcast-version"),
         "quality": stats.get("quality"),
         "trust": stats.get("trust"),
+        "site_epsilon": stats.get("site-epsilon"),
     }
 
 
@@ -98,7 +99,8 @@ def _both_paths(tmp_path, data, privacy):
     X, y, U, eval_set = data
     site = load_site(
         write_site(tmp_path / "site", X, y, U, DecisionTreeClassifier(max_depth=3),
-                   client_id=0, eval_set=eval_set, privacy=privacy, trust="auto")
+                   client_id=0, eval_set=eval_set, privacy=privacy, trust="auto",
+                   classes=CLASSES)
     )  # fmt: skip
     wire = WireFormat(2, len(U))
     local = Client(
@@ -148,7 +150,9 @@ def test_the_simulation_records_the_trust_a_site_would_report(cancer):
     """The history holds the pool weights the server received: none from private clients."""
     ests = [DecisionTreeClassifier(random_state=0) for _ in range(3)]
     params = {"rounds": 2, "random_state": 0, "trust": "auto"}
-    private = FederatedCoTrainer(ests, privacy=RandomizedResponse(epsilon=8.0), **params)
+    private = FederatedCoTrainer(
+        ests, privacy=RandomizedResponse(epsilon=8.0), classes=[0, 1], **params
+    )
     private.fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
     public = FederatedCoTrainer(ests, **params).fit(
         cancer["X"], cancer["y"], X_public=cancer["X_public"]
@@ -161,10 +165,11 @@ def test_a_private_sites_error_text_is_masked_but_its_type_kept(tmp_path, data):
     X, y, U, _ = data
     site = load_site(
         write_site(tmp_path / "site", X, y, U, DecisionTreeClassifier(), client_id=0,
-                   privacy=RandomizedResponse(epsilon=3.0))
+                   privacy=RandomizedResponse(epsilon=3.0), classes=CLASSES)
     )  # fmt: skip
     config = _round_config(site, 1, 0) | {"n-classes": 1}  # labels outside the classes
     reply = site_train(site, {"config": {protocol.ROUND: {**config, "classes": [0]}}})
     error = reply["config"][protocol.ERROR]
-    assert error["type"] == "ValueError" and not any(c.isdigit() for c in error["message"])
-    assert set(reply["arrays"]) == set() and protocol.STATS not in reply["metrics"]
+    assert error == {"type": "ValueError", "message": protocol.MASKED_MESSAGE}
+    assert set(reply["arrays"]) == set()
+    assert reply["metrics"] == {protocol.STATS: {"site-epsilon": 0.0}}  # nothing released yet

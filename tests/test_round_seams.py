@@ -211,6 +211,7 @@ def test_privacy_budget_is_a_callback_that_stops_before_the_round(cancer):
         cancer,
         rounds=10,
         privacy=RandomizedResponse(epsilon=1.0, sensitivity=1, budget=3.5),
+        classes=[0, 1],
         callbacks=[recorder],
     )
     assert trainer.stopped_reason_ == "privacy budget" and trainer.n_rounds_ == 3

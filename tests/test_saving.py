@@ -159,7 +159,7 @@ def test_privacy_report_and_configuration_objects_round_trip(cancer, tmp_path):
 
     trainer = fit(
         cancer, MIXED, rounds=2, privacy=privacy.RandomizedResponse(epsilon=1.0),
-        trust=PseudoLabelTrust(cv=2),
+        classes=[0, 1], trust=PseudoLabelTrust(cv=2),
     )  # fmt: skip
     loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
     assert loaded.privacy_report() == trainer.privacy_report()

@@ -17,7 +17,7 @@ def fit(cancer, mechanism, **params):
     params.setdefault("rounds", 3)
     params.setdefault("random_state", 0)
     ests = [DecisionTreeClassifier(), GaussianNB(), DecisionTreeClassifier()]
-    return FederatedCoTrainer(ests, privacy=mechanism, **params).fit(
+    return FederatedCoTrainer(ests, privacy=mechanism, classes=[0, 1], **params).fit(
         cancer["X"], cancer["y"], X_public=cancer["X_public"], y_public=cancer["y_public"]
     )
 
@@ -205,6 +205,7 @@ def test_a_private_client_keeps_its_warnings_and_timing_off_the_upload(cancer):
             ests,
             rounds=2,
             privacy=privacy.RandomizedResponse(epsilon=300.0),
+            classes=[0, 1],
             random_state=0,
             callbacks=[server],
         ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])

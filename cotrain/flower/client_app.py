@@ -27,14 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.federation.client import Client
+from cotrain.federation.client import Client, StepResult
 from cotrain.federation.seeding import seeded_clone
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
-from cotrain.flower.site import Site, load_site
-from cotrain.flower.site_state import SiteState
+from cotrain.flower.site import Site, declares_privacy, load_site
+from cotrain.flower.site_state import SiteState, decode_reply, encode_reply, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledger import event_to_json
+from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
@@ -64,19 +65,47 @@ def handle_query(msg: Any, context: Any) -> Any:
     """Handshake: tell the server who this site is and which public pool it holds."""
     from flwr.app import Message
 
-    return Message(content=protocol.from_plain(site_query(site_for(context))), reply_to=msg)
+    reply = site_reply(context, "query", site_query)
+    return Message(content=protocol.from_plain(reply), reply_to=msg)
 
 
 def handle_train(msg: Any, context: Any) -> Any:
     """One round at this site (:func:`site_train` on the message's records)."""
     from flwr.app import Message
 
-    reply = site_train(site_for(context), protocol.to_plain(msg.content))
+    content = protocol.to_plain(msg.content)
+    reply = site_reply(context, "train", lambda site: site_train(site, content))
     return Message(content=protocol.from_plain(reply), reply_to=msg)
+
+
+def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
+    """``answer(site)`` for the site of ``context``; at a private site, any failure —
+    loading the site included (e.g. private labels outside its declared ``classes``) —
+    becomes a reply with :func:`~cotrain.flower.protocol.masked_error`'s fixed words, the
+    real error going to this site's log only. A site without ``[privacy]`` raises, and
+    Flower sends the server the error's text.
+    """
+    private = False
+    try:
+        site = site_for(context)
+        private = site.privacy is not None
+        return answer(site)
+    except Exception as err:
+        node = context.node_config
+        if not (private or ("site" in node and declares_privacy(str(node["site"])))):
+            raise
+        _LOG.warning("%s failed at this private site (the server gets fixed words)", op,
+                     exc_info=True)  # fmt: skip
+        return {"config": {protocol.ERROR: protocol.masked_error(err)}, "metrics": {}, "arrays": {}}
 
 
 def site_query(site: Site) -> dict[str, Any]:
     """The handshake reply of ``site``, in :func:`cotrain.flower.protocol.to_plain` form.
+
+    A private site sends only public configuration (every field is listed in
+    :mod:`cotrain.flower.transcript`): no row count, no label values, and nothing about
+    its learner but the configured class name. A site without privacy adds its row count
+    (``n-samples``) and label values (``labels``).
 
     Raises
     ------
@@ -90,15 +119,18 @@ def site_query(site: Site) -> dict[str, Any]:
             f"(warm_start), but its model cannot be stored at the site between rounds: "
             f"{blocker}"
         )
-    record = {
+    record: dict[str, Any] = {
         "client-id": -1 if site.client_id is None else site.client_id,
         "pool-hash": site.pool_hash,
         "n-public": int(site.X_public.shape[0]),
-        "n-samples": int(site.X.shape[0]),
         "learner": type(site.estimator).__name__,
-        "labels": protocol.labels_to_config(np.unique(site.y)),
         "privacy": site.declared_privacy,
     }
+    if site.classes is not None:  # the label space it declares: public configuration
+        record["classes"] = list(site.classes)
+    if site.privacy is None:  # facts of the private rows: never sent by a private site
+        record["n-samples"] = int(site.X.shape[0])
+        record["labels"] = protocol.labels_to_config(np.unique(site.y))
     if site.share_eval:  # a public test set: its labels, for the consensus accuracy
         record["eval-hash"] = eval_fingerprint(site.X_eval, site.y_eval)
         record["eval-labels"] = protocol.labels_to_config(site.y_eval)
@@ -107,6 +139,22 @@ def site_query(site: Site) -> dict[str, Any]:
 
 def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     """One round at ``site``: check the pool, decode the broadcast, fit, label, encode.
+
+    A private site (``[privacy]``) is where its guarantee is enforced: it keeps its own
+    ledger on its disk (:func:`cotrain.flower.site_state.open_site_ledger`, across runs)
+    and, holding the ledger's lock for the whole step,
+
+    - answers a request for a (run token, round) it answered already with exactly the
+      records it sent the first time (no refit, no fresh noise);
+    - refuses a new release that would take its ε past its mechanism's ``budget``: the
+      reply is the masked error ``{"type": "PrivacyBudgetSpent", "message": "privacy
+      budget spent"}``, and the site's log says why;
+    - otherwise computes the round, records the release and caches the reply *before*
+      sending it (so a reply the server ignores or gets too late is counted); a failed
+      round releases nothing and is neither counted nor cached.
+
+    Each reply of a private site carries ``site-epsilon`` (in ``stats``): its ledger's ε
+    after that reply, a function of public configuration and of how many releases it made.
 
     Parameters
     ----------
@@ -128,6 +176,37 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             f"{site.pool_hash[:16]}…, the federation's has {str(config['pool-hash'])[:16]}…; "
             "every site must hold the same public pool"
         )
+    if site.privacy is None:
+        return _round_reply(site, content, started, None)[0]
+    ledger = open_site_ledger(site, len(config["classes"]))
+    request = (str(config["run-token"]), int(config["round"]))
+    with ledger.transaction():  # one message at a time: Flower's processes may overlap
+        sent = ledger.lookup(request)
+        if sent is not None:  # re-sending the same bytes is post-processing
+            return decode_reply(sent.reply)
+        if not ledger.can_release():
+            _LOG.warning(
+                "round %s of run %s refused: one more release would take this site's ε "
+                "from %.4f to %.4f, past its budget %s", request[1], request[0],
+                ledger.epsilon(), ledger.next_epsilon(), ledger.budget,
+            )  # fmt: skip
+            refusal = Upload(
+                int(config["client-index"]), error=PrivacyBudgetSpent(),
+                site_epsilon=ledger.epsilon(),
+            )  # fmt: skip
+            return upload_reply(refusal, started, private=True)
+        reply, result = _round_reply(site, content, started, ledger)
+        if result.error is None:  # counted and cached before it leaves the site
+            ledger.record(request, encode_reply(reply), result.dp_event)
+        return reply
+
+
+def _round_reply(
+    site: Site, content: dict[str, Any], started: float, ledger: SiteLedger | None
+) -> tuple[dict[str, Any], StepResult]:
+    """The round itself (:func:`site_train` without the ledger's rules): the reply and
+    the step's result (with a ``ledger``, its ``site_epsilon`` set: the ε once sent)."""
+    config = content["config"][protocol.ROUND]
     classes = np.asarray(config["classes"])
     client = Client(
         int(config["client-index"]),
@@ -142,6 +221,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         privacy=site.privacy,  # its noise comes from this site's own entropy
         trust=client_trust(site.trust, site.privacy, int(config["seed"]), site.estimator),
     )
+    client.site_ledger = None  # the site's ledger is on its disk, keyed by run and round
     broadcast = content.get("arrays", {}).get(protocol.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
     store = SiteState(site, str(config["run-token"]), dict(config))
@@ -151,6 +231,11 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     # the broadcast is delta-coded against the consensus this site acknowledged
     downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
     result = client.run_round(t, downlink)
+    if ledger is not None:  # a reported event larger than assumed: refused, not sent
+        if result.error is None and not ledger.can_release(result.dp_event):
+            result.error, result.message, result.dp_event = PrivacyBudgetSpent(), None, None
+        released = result.error is None
+        result.site_epsilon = ledger.next_epsilon(result.dp_event) if released else ledger.epsilon()
     if result.error is None:  # a learner that refits every round needs no stored model
         keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
         store.save(t, client, keep_model=keep)
@@ -158,7 +243,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         result.warnings[("SiteStateWarning", note)] += 1
     if result.error is not None and result.private:  # the server gets the text masked
         _LOG.warning("round %s failed at this site: %s", t, result.error)
-    reply = upload_reply(result.upload(), started, mask_errors=result.private)
+    reply = upload_reply(result.upload(), started, private=result.private)
     eval_codes, eval_proba = result.released_evaluation()
     if result.error is None and eval_codes is not None:  # the site's own evaluation data
         accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
@@ -168,12 +253,13 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             if eval_proba is not None:  # asked for by a soft consensus
                 proba = np.asarray(eval_proba, dtype="<f4")
                 reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
-    return reply
+    return reply, result
 
 
-def upload_reply(upload: Upload, started: float, mask_errors: bool = False) -> dict[str, Any]:
-    """A site's reply records carrying ``upload``, field by field (nothing decided here:
-    what a client may release is :meth:`cotrain.federation.client.StepResult.upload`).
+def upload_reply(upload: Upload, started: float, private: bool = False) -> dict[str, Any]:
+    """A site's reply records carrying ``upload``, field by field (what a client may
+    release is :meth:`cotrain.federation.client.StepResult.upload`; a private site's reply
+    also drops what only the transport adds: its handler's timestamps).
 
     Parameters
     ----------
@@ -181,9 +267,11 @@ def upload_reply(upload: Upload, started: float, mask_errors: bool = False) -> d
         What the client releases this round.
     started : float
         When the site's handler started (``time.time()``), for the round's timings.
-    mask_errors : bool, default=False
-        Mask the data values in an error's text (:func:`cotrain.flower.protocol.sanitize`):
-        a private site's log keeps the full text.
+    private : bool, default=False
+        A private site: no timings, warnings, trust or quality whatever ``upload`` holds,
+        and an error as :func:`cotrain.flower.protocol.masked_error`'s fixed words (its
+        log keeps the full text). Every field it may send is listed, with why, in
+        :mod:`cotrain.flower.transcript`.
 
     Returns
     -------
@@ -196,34 +284,37 @@ def upload_reply(upload: Upload, started: float, mask_errors: bool = False) -> d
     >>> reply["metrics"]["stats"]["trust"], reply["metrics"]["stats"]["broadcast-version"]
     (0.5, 2)
     >>> failed = upload_reply(Upload(0, error=ValueError("row 17 is 'Alice'")), 0.0, True)
-    >>> failed["config"]["error"]
-    {'type': 'ValueError', 'message': 'row # is …'}
+    >>> failed["config"]["error"]["message"]
+    'masked by the private site; its own log has the reason'
     """
     reply: dict[str, Any] = {"config": {}, "metrics": {}, "arrays": {}}
+    stats: dict[str, float | int] = {}
     if upload.error is not None:
-        text = str(upload.error)
-        reply["config"][protocol.ERROR] = {
-            "type": type(upload.error).__name__,
-            "message": (protocol.sanitize(text) if mask_errors else text)[:2000],
-        }
+        reply["config"][protocol.ERROR] = (
+            protocol.masked_error(upload.error)
+            if private
+            else {"type": type(upload.error).__name__, "message": str(upload.error)[:2000]}
+        )
     else:
         reply["arrays"][protocol.LABELS] = upload.message
         if upload.dp_event is not None:  # the round's privacy event, for the ledger
             reply["config"][protocol.PRIVACY] = {
                 "dp-event": json.dumps(event_to_json(upload.dp_event))
             }
-        stats: dict[str, float | int] = {
-            "learner-time-s": float(upload.learner_time_s),
-            "handler-start": started,
-            "handler-end": time.time(),
-            "broadcast-version": int(upload.broadcast_version or 0),
-        }
-        if upload.trust is not None:  # the pool weight it chose
-            stats["trust"] = float(upload.trust)
-        if upload.quality is not None:  # its out-of-fold accuracy
-            stats["quality"] = float(upload.quality)
+        stats["broadcast-version"] = int(upload.broadcast_version or 0)
+        if not private:  # times, the pool weight it chose, its out-of-fold accuracy
+            stats["learner-time-s"] = float(upload.learner_time_s)
+            stats["handler-start"], stats["handler-end"] = started, time.time()
+            if upload.trust is not None:
+                stats["trust"] = float(upload.trust)
+            if upload.quality is not None:
+                stats["quality"] = float(upload.quality)
+    site_epsilon = getattr(upload, "site_epsilon", None)
+    if site_epsilon is not None:  # a private site's own ledger ε (public config, releases)
+        stats["site-epsilon"] = float(site_epsilon)
+    if stats:
         reply["metrics"][protocol.STATS] = stats
-    if upload.warnings:
+    if upload.warnings and not private:
         reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(upload.warnings)
     return reply
 

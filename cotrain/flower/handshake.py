@@ -4,9 +4,10 @@ The ServerApp asks every connected SuperNode who it is (a ``query`` message) and
 sites that hold the federation's public pool and apply the run's privacy mechanism
 (:class:`Roster`). A SuperNode that restarts mid-run registers with the SuperLink again
 and may get a new node id; before every round the roster asks the nodes it has not seen
-yet, and a node whose site is one of the run's (the same ``client-id``, learner, number
-of rows, labels and mechanism) takes that site's place, so the site continues from its
-own state on disk. A node claiming a site it does not match is refused.
+yet, and a node whose site is one of the run's (the same ``client-id``, learner and
+mechanism, and the same number of rows and labels — or, for a private site, which sends
+neither, the same declared label space) takes that site's place, so the site continues
+from its own state on disk. A node claiming a site it does not match is refused.
 
 Messages go out and come back through :func:`exchange`, which polls the SuperLink at a
 short interval (Flower's ``send_and_receive`` polls every 3 s).
@@ -19,10 +20,12 @@ from typing import Any
 
 from cotrain.flower import protocol
 
-__all__ = ["Roster", "error_text", "exchange"]
+__all__ = ["IDENTITY", "PRIVATE_IDENTITY", "Roster", "error_text", "exchange", "identity"]
 
 #: what must match for a node to take a site's place
-_IDENTITY = ("client-id", "learner", "n-samples", "labels", "privacy")
+IDENTITY = ("client-id", "learner", "n-samples", "labels", "privacy")
+#: the same for a private site, from public configuration only (see cotrain.flower.transcript)
+PRIVATE_IDENTITY = ("client-id", "learner", "classes", "privacy")
 
 
 def exchange(
@@ -62,6 +65,19 @@ def exchange(
     return replies
 
 
+def identity(site: dict[str, Any]) -> tuple[Any, ...]:
+    """What names ``site`` (a handshake reply) across restarts: :data:`IDENTITY`, or
+    :data:`PRIVATE_IDENTITY` for a private site (public configuration only).
+
+    Examples
+    --------
+    >>> identity({"client-id": 0, "learner": "SVC", "classes": [0, 1], "privacy": "RR()"})
+    (0, 'SVC', (0, 1), 'RR()')
+    """
+    keys = PRIVATE_IDENTITY if site.get("privacy") else IDENTITY
+    return tuple(_plain(site.get(k)) for k in keys)
+
+
 def error_text(error: Any) -> str:
     """A Flower error reply in one line (its code and the last line of its reason)."""
     reason = (error.reason or "").strip().splitlines()
@@ -83,6 +99,9 @@ class Roster:
         Seconds to wait for the answers to a handshake.
     poll_interval : float
         Seconds between polls of the SuperLink.
+    classes : list, optional
+        The run's label space (``protocol.labels_to_config`` form): a site that declares
+        another one is refused, and a private site must declare it.
 
     Attributes
     ----------
@@ -102,11 +121,18 @@ class Roster:
     """
 
     def __init__(
-        self, pool_hash: str, n_public: int, privacy: str, timeout: float, poll_interval: float
+        self,
+        pool_hash: str,
+        n_public: int,
+        privacy: str,
+        timeout: float,
+        poll_interval: float,
+        classes: list[Any] | None = None,
     ) -> None:
         self.pool_hash = pool_hash
         self.n_public = n_public
         self.privacy = privacy
+        self.classes = classes
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.sites: list[dict[str, Any]] = []
@@ -161,9 +187,10 @@ class Roster:
                 continue
             i = self._match(site)
             if i is None:
+                rows = "" if site.get("privacy") else f", {site.get('n-samples')} rows"
                 self.refused[site["node"]] = (
                     f"not a site of this run: client-id {site['client-id']} with "
-                    f"{site['learner']}, {site['n-samples']} rows"
+                    f"{site['learner']}{rows}"
                     + ("" if site["client-id"] >= 0 else " (a site needs a client-id to rejoin)")
                 )
                 continue
@@ -177,7 +204,7 @@ class Roster:
         if site["client-id"] < 0:
             return None
         for i, known in enumerate(self.sites):
-            if all(_same(known.get(k), site.get(k)) for k in _IDENTITY):
+            if identity(known) == identity(site):
                 return i
         return None
 
@@ -200,8 +227,13 @@ class Roster:
         if reply.has_error():
             self.refused[node] = error_text(reply.error)
             return None
+        records = reply.content.config_records
+        if protocol.ERROR in records:  # the site could not answer (masked if private)
+            error = records[protocol.ERROR]
+            self.refused[node] = f"the site refused: {error.get('type')}: {error.get('message')}"
+            return None
         try:
-            info = dict(reply.content.config_records[protocol.SITE])
+            info = dict(records[protocol.SITE])
         except KeyError:
             self.refused[node] = "malformed handshake reply: no 'site' record"
             return None
@@ -219,8 +251,20 @@ class Roster:
                 f"{self.privacy or 'none'}"
             )
             return None
+        declared_classes = info.get("classes")
+        if declared_classes is None and declared:
+            self.refused[node] = "a private site must declare its label space (classes)"
+            return None
+        if declared_classes is not None and self.classes is not None:
+            if set(declared_classes) != set(self.classes):
+                self.refused[node] = (
+                    f"label space mismatch: the site declares classes {list(declared_classes)}, "
+                    f"the run's are {list(self.classes)}"
+                )
+                return None
         return {**info, "node": node}
 
 
-def _same(a: Any, b: Any) -> bool:
-    return list(a) == list(b) if isinstance(a, list | tuple) else a == b
+def _plain(value: Any) -> Any:
+    """A config value comparable with ``==`` (Flower hands lists back as lists)."""
+    return tuple(value) if isinstance(value, list | tuple) else value

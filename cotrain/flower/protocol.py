@@ -9,11 +9,14 @@ from :mod:`cotrain.wire.messages`, :mod:`~cotrain.wire.compact` and
 Messages
 --------
 ``query`` (handshake), server → site: nothing; site → server: ``site`` config record
-with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``n-samples``,
-``learner``, the site's label values (``labels``) and its declared ``privacy``
-mechanism ("" for none); a site that shares its evaluation data (a public test set, see
-:mod:`cotrain.flower.evaluation`) adds ``eval-hash`` and the evaluation labels
-(``eval-labels``).
+with ``client-id`` (-1 if none), ``pool-hash``, ``n-public``, ``learner`` (its class
+name), its declared ``privacy`` mechanism ("" for none) and, where its ``site.toml``
+declares one, its label space ``classes``. A site without privacy adds its row count
+(``n-samples``) and its label values (``labels``); a site that shares its evaluation data
+(a public test set, see :mod:`cotrain.flower.evaluation`) adds ``eval-hash`` and the
+evaluation labels (``eval-labels``). A private site sends neither: every field it may send
+is listed, with why, in :mod:`cotrain.flower.transcript`. A site that cannot answer sends
+an ``error`` config record instead (masked at a private site, see :func:`masked_error`).
 
 ``train`` (one round), server → site: ``round`` config record (round, client index,
 seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token,
@@ -27,8 +30,8 @@ acknowledgement; ``eval-accuracy`` where the site has evaluation data), a sharin
 asked, ``eval-proba`` (float32 probabilities), a ``warnings`` config record and, for a
 DP-trained site, a ``privacy`` config record with the round's event; or an ``error``
 config record (type and message) when the step failed. A private site sends no warnings,
-a learner time of 0, and an error message with its data values masked
-(:func:`sanitize`).
+no learner or handler times, no trust, quality or evaluation accuracy, and an error
+message of fixed words (:func:`masked_error`); its own log keeps the real one.
 """
 
 from __future__ import annotations
@@ -56,8 +59,34 @@ ERROR = "error"
 PAYLOAD = "payload"
 
 
+#: the message of every error a private site reports, whatever the real text (in its log)
+MASKED_MESSAGE = "masked by the private site; its own log has the reason"
+#: the error a private site sends once its own privacy budget is spent
+BUDGET_SPENT = {"type": "PrivacyBudgetSpent", "message": "privacy budget spent"}
+
+
 class RemoteClientError(RuntimeError):
     """An exception raised at a site, as reported back to the server."""
+
+
+def masked_error(error: BaseException) -> dict[str, str]:
+    """A private site's ``error`` record for ``error``: its class name and fixed words.
+
+    The message never depends on the exception's text (which can quote a label, a value
+    or a row count); a spent budget has its own fixed words (:data:`BUDGET_SPENT`).
+
+    Examples
+    --------
+    >>> masked_error(ValueError("17 rows, labels ['Alice']"))
+    {'type': 'ValueError', 'message': 'masked by the private site; its own log has the reason'}
+    >>> PrivacyBudgetSpent = type("PrivacyBudgetSpent", (RuntimeError,), {})
+    >>> masked_error(PrivacyBudgetSpent("ε 8.01 > 8"))
+    {'type': 'PrivacyBudgetSpent', 'message': 'privacy budget spent'}
+    """
+    name = type(error).__name__
+    if name == BUDGET_SPENT["type"]:
+        return dict(BUDGET_SPENT)
+    return {"type": name, "message": MASKED_MESSAGE}
 
 
 _BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
@@ -66,12 +95,13 @@ _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 
 def sanitize(text: str, limit: int = 300) -> str:
-    """An error text with its data values masked, for a private site's reply.
+    """An error text with its data values masked, as well as a pattern can.
 
     Exception messages can quote private values (a label, a feature value, a shape that
     reveals a size): bracketed and quoted parts become ``…`` and numbers ``#``; the text
-    is cut to its first line and ``limit`` characters. The site's own log keeps the full
-    text.
+    is cut to its first line and ``limit`` characters. Not enough for a private site's
+    reply — unquoted words can still carry data (a class name, a column) — so a private
+    site sends :func:`masked_error`'s fixed words instead.
 
     Examples
     --------

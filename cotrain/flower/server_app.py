@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain._validation import check_params
+from cotrain._validation import check_params, require_public_classes
 from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.seeding import client_seed
@@ -35,11 +35,12 @@ from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.federation.setup import ServerRun, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
-from cotrain.flower.handshake import Roster, error_text, exchange
+from cotrain.flower.handshake import Roster, error_text, exchange, identity
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
 from cotrain.privacy.ledger import event_from_json
+from cotrain.privacy.site_ledger import quote_site_epsilon
 from cotrain.wire.broadcast import Downlink
 
 _LOG = logging.getLogger("cotrain.flower")
@@ -93,6 +94,9 @@ class FlowerCoTraining:
         Seconds a round waits for its sites; the others are stragglers.
     classes : sequence, optional
         The global label space; default: the union of the labels the sites report.
+        Required with ``privacy`` (run config ``classes``, a JSON list): the label space
+        is then public configuration, private sites send no labels, and a site that
+        declares another label space is refused.
     poll_interval : float, default=0.05
         Seconds between polls of the SuperLink for replies.
     checkpoint_dir : str or Path, optional
@@ -198,7 +202,9 @@ class FlowerCoTraining:
         TOML has no None: 0 stands for it in ``soft-bits``, ``early-stopping`` and
         ``round-timeout``, an empty ``checkpoint-dir`` means none, and a negative
         ``random-state`` means unseeded. ``privacy`` is the run's mechanism as JSON,
-        ``'{"class": "cotrain.privacy.SubsampleAndAggregate", "params": {...}}'``.
+        ``'{"class": "cotrain.privacy.SubsampleAndAggregate", "params": {...}}'``, and
+        ``classes`` the label space as JSON (``'[0, 1]'``; a Flower run config holds no
+        lists; ``""`` is none), required with ``privacy``.
 
         Examples
         --------
@@ -214,14 +220,17 @@ class FlowerCoTraining:
                 value = run_config[key]
                 if name in _ZERO_IS_NONE:
                     none = value == 0
-                elif name in ("checkpoint_dir", "clustering"):
+                elif name in ("checkpoint_dir", "clustering", "classes"):
                     none = value == ""
                 else:
                     none = name == "random_state" and value < 0
                 params[name] = None if none else value
+        if isinstance(params.get("classes"), str):  # JSON: [0, 1] or ["cat", "dog"]
+            params["classes"] = json.loads(params["classes"])
         if run_config.get("privacy"):  # JSON: {"class": ..., "params": {...}}
             spec = json.loads(str(run_config["privacy"]))
             params["privacy"] = mechanism_from_spec(spec, "run config 'privacy'")
+            require_public_classes(params.get("classes"), True, "the run config key 'classes'")
         return cls(**params)
 
     # ------------------------------------------------------------------ run
@@ -230,7 +239,13 @@ class FlowerCoTraining:
 
         With ``resume=True`` the run continues from the last round checkpointed in
         ``checkpoint_dir`` (the same parameters, public pool and sites are required).
+
+        Raises
+        ------
+        ValueError
+            With ``privacy`` but no ``classes``, before any message is sent.
         """
+        require_public_classes(self.classes, self.privacy)
         X_public = (
             load_array(self.public_pool)
             if isinstance(self.public_pool, str | Path)
@@ -238,9 +253,10 @@ class FlowerCoTraining:
         )
         self._pool_hash = pool_fingerprint(X_public)
         self._n_public = int(X_public.shape[0])
+        classes = None if self.classes is None else protocol.labels_to_config(self._classes())
         self._roster = Roster(
             self._pool_hash, self._n_public, self._privacy_text(), self.node_timeout,
-            self.poll_interval,
+            self.poll_interval, classes=classes,
         )  # fmt: skip
         sites = self._roster.handshake(grid, self.min_nodes, self.min_clients)
         self.refused_, self.rejoined_ = self._roster.refused, self._roster.rejoined
@@ -265,6 +281,8 @@ class FlowerCoTraining:
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
         self._site_accuracy: dict[int, float] = {}
+        #: each private site's own ledger ε, as its latest reply said ("site-epsilon")
+        self._site_epsilon: dict[int, float] = {}
         #: names this run at the sites, which keep their state under it
         self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1
@@ -290,7 +308,11 @@ class FlowerCoTraining:
                 raise ValueError("resume=True needs checkpoint_dir (where the run was saved)")
             return None
         params = {k: repr(v) for k, v in self._params().items() if k not in _NOT_IN_FINGERPRINT}
-        who = [(s["client-id"], s["learner"], s["n-samples"], s["labels"]) for s in sites]
+        who = [  # a private site: its public fields only (it sends no rows or labels)
+            identity(s) if s.get("privacy") else (s["client-id"], s["learner"], s["n-samples"],
+                                                  s["labels"])
+            for s in sites
+        ]  # fmt: skip
         config = fingerprint("flower", sorted(params.items()), self._pool_hash, repr(who))
         checkpointer = Checkpointer(self.checkpoint_dir, config)
         if not resume:
@@ -306,6 +328,7 @@ class FlowerCoTraining:
             timings=self.timings_,
             run_token=self.run_token_,
             site_accuracy={str(i): a for i, a in self._site_accuracy.items()},
+            site_epsilon={str(i): e for i, e in self._site_epsilon.items()},
             shared_eval=self._eval.state_dict(),
         )
         return state, broadcast, {}
@@ -318,6 +341,7 @@ class FlowerCoTraining:
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
         self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
+        self._site_epsilon = {int(i): float(e) for i, e in state.get("site_epsilon", {}).items()}
         self._eval.load_state_dict(state.get("shared_eval", {}))
         return int(state["round"]) + 1
 
@@ -402,6 +426,12 @@ class FlowerCoTraining:
             content = reply.content
             warned = content.config_records.get(protocol.WARNINGS)
             upload = Upload(i, warnings=protocol.warnings_from_config(warned))
+            said = content.metric_records.get(protocol.STATS, {}).get("site-epsilon")
+            if said is not None:  # a private site's own ledger ε, on every reply (refusals too)
+                upload.site_epsilon = float(said)
+                if not 0.0 <= upload.site_epsilon < float("inf"):
+                    raise ValueError(f"site-epsilon must be finite and >= 0, got {said!r}")
+                self._site_epsilon[i] = upload.site_epsilon
             if protocol.ERROR in content.config_records:
                 err = content.config_records[protocol.ERROR]
                 upload.error = protocol.RemoteClientError(f"{err['type']}: {err['message']}")
@@ -410,7 +440,7 @@ class FlowerCoTraining:
                 content.array_records[protocol.LABELS][protocol.PAYLOAD]
             )
             stats = content.metric_records[protocol.STATS]
-            upload.learner_time_s = float(stats["learner-time-s"])
+            upload.learner_time_s = float(stats.get("learner-time-s", 0.0))  # not if private
             if "broadcast-version" in stats:  # the consensus the site now holds
                 upload.broadcast_version = int(stats["broadcast-version"])
             if "quality" in stats:  # the site's own out-of-fold accuracy, for the consensus
@@ -431,9 +461,12 @@ class FlowerCoTraining:
         """The run's client-side mechanism as sites declare theirs ("" for none)."""
         return "" if self.privacy is None else repr(self.privacy)
 
+    def _classes(self) -> np.ndarray:
+        return np.unique(np.asarray(self.classes))
+
     def _global_classes(self, sites: list[dict[str, Any]]) -> np.ndarray:
         if self.classes is not None:
-            return np.unique(np.asarray(self.classes))
+            return self._classes()
         return np.unique(np.concatenate([np.asarray(s["labels"]) for s in sites]))
 
     def _trainer_params(self) -> dict[str, Any]:
@@ -486,7 +519,10 @@ class FlowerCoTraining:
         """Total (ε, δ) spent by every site, with what each ε protects and against whom.
 
         The same report as :meth:`cotrain.FederatedCoTrainer.privacy_report`, from the
-        ledger the ServerApp keeps from what the sites declared and reported.
+        ledger the ServerApp keeps from what the sites declared and reported, with each
+        private site's own ledger ε (``site_epsilon``, from the ``site-epsilon`` of its
+        latest reply: every release it sent, including replies this server ignored) beside
+        the server's count; where they differ, the site's binds.
 
         Raises
         ------
@@ -498,7 +534,10 @@ class FlowerCoTraining:
             raise ValueError(
                 "this run used no privacy mechanism (no privacy and a noiseless consensus)"
             )
-        return ledger.report()
+        report = ledger.report()
+        if self.privacy is None:  # a noisy consensus only: no site keeps a ledger
+            return report
+        return quote_site_epsilon(report, getattr(self, "_site_epsilon", {}), self.privacy)
 
     def save(self, directory: str | Path) -> Path:
         """Write ``history.csv``, ``consensus_codes.npy``, ``summary.json``, ``timings.json``
@@ -564,12 +603,14 @@ def make_server_app() -> Any:
 def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) -> dict:
     """Where the seconds of a round went, from the sites' handler timestamps (one clock
     on localhost): push → site handler start (Flower's polling and process start), the
-    slowest handler, handler end → all replies back."""
+    slowest handler, handler end → all replies back. Private sites send no timestamps:
+    only the others' count, and a round of private sites has its exchange time alone."""
     stats = [
         r.content.metric_records[protocol.STATS]
         for r in replies.values()
         if not r.has_error() and protocol.STATS in r.content.metric_records
     ]
+    stats = [s for s in stats if "handler-start" in s]
     if not stats:
         return {"round": t, "exchange_s": received - pushed}
     return {

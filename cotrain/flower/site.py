@@ -8,6 +8,8 @@ imports no Flower code, so sites can be prepared anywhere.
 ``site.toml``::
 
     client-id = 0                      # optional: the site's position in the federation
+    classes = [0, 1, 2]                # the label space, public configuration: required
+                                       # with [privacy] (every private label must be in it)
     data = "private.npz"               # arrays X and y (paths relative to this file)
     public-pool = "public.npy"         # the public pool U, identical at every site
     eval-data = "eval.npz"             # optional: arrays X and y the site evaluates on
@@ -40,7 +42,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import is_classifier
 
-from cotrain.trust import DEFAULT_TRUST, get_trust
+from cotrain.flower.protocol import labels_to_config
+from cotrain.trust import DEFAULT_TRUST, client_trust, get_trust
 
 SITE_FILE = "site.toml"
 
@@ -75,6 +78,9 @@ class Site:
     privacy : cotrain.privacy mechanism or None
         Applied at the site before anything leaves it (``[privacy]``), with the site's own
         entropy; the ServerApp refuses a site whose mechanism differs from the run's.
+    classes : list or None
+        The label space the site declares (``classes``), public configuration: required
+        with ``privacy``, and the handshake sends it instead of the site's own labels.
     """
 
     client_id: int | None
@@ -88,6 +94,7 @@ class Site:
     privacy: Any = None
     share_eval: bool = False
     trust: Any = DEFAULT_TRUST
+    classes: list[Any] | None = None
 
     @property
     def declared_privacy(self) -> str:
@@ -128,13 +135,15 @@ def write_site(
     privacy: Any = None,
     share_eval: bool | None = None,
     trust: Any = DEFAULT_TRUST,
+    classes: Any = None,
 ) -> Path:
     """Write a site folder (private data, public pool, ``site.toml``) for a SuperNode.
 
     ``eval_set=(X, y)`` adds the site's own evaluation data (``eval.npz``); ``privacy``
     the site's privacy mechanism (stored like the estimator); ``share_eval`` sets
     ``share-eval`` (default: the site shares its evaluation data unless it is private);
-    ``trust`` the site's ``trust`` ("auto", None or a weight in [0, 1]).
+    ``trust`` the site's ``trust`` ("auto", None or a weight in [0, 1]); ``classes`` the
+    label space it declares (public configuration, required with ``privacy``).
 
     The estimator is stored as its class path and its ``get_params(deep=False)``; every
     parameter must be a TOML value (numbers, strings, booleans, lists of those).
@@ -169,6 +178,13 @@ def write_site(
         config["share-eval"] = bool(share_eval)
     if trust != DEFAULT_TRUST:
         config["trust"] = "none" if trust is None else trust
+    if classes is not None:
+        config["classes"] = labels_to_config(np.unique(np.asarray(classes)))
+    elif privacy is not None:
+        raise ValueError(
+            "classes is required with privacy: a private site declares its label space as "
+            "public configuration (the labels of its rows are private)"
+        )
     if client_id is not None:
         config = {"client-id": int(client_id), **config}
     config["estimator"] = _spec(estimator)
@@ -216,8 +232,10 @@ def load_site(path: str | Path) -> Site:
     Raises
     ------
     ValueError
-        With the file and the reason, for a missing file or key, or a learner that is
-        not a classifier.
+        With the file and the reason, for a missing file or key, a learner that is not a
+        classifier, a private site without ``classes``, or private rows whose labels are
+        not all in ``classes`` (a local error: a private site's ClientApp sends the server
+        a masked one).
     """
     path = Path(path)
     if path.is_dir():
@@ -252,6 +270,7 @@ def load_site(path: str | Path) -> Site:
         if "privacy" not in config
         else mechanism_from_spec(config["privacy"], f"site config {path} [privacy]")
     )
+    classes = _declared_classes(config, data["y"], privacy is not None, path)
     share_eval = config.get("share-eval", privacy is None)
     if not isinstance(share_eval, bool) or (share_eval and privacy is not None):
         raise ValueError(
@@ -267,6 +286,11 @@ def load_site(path: str | Path) -> Site:
             f'site config {path}: trust must be "auto", "none" or a number in [0, 1], '
             f"got {config.get('trust')!r}"
         ) from err
+    if privacy is not None:  # e.g. DP-SGD trains every row at weight 1: refused at start
+        try:
+            client_trust(trust, privacy, None)
+        except ValueError as err:
+            raise ValueError(f"site config {path}: {err}") from err
     return Site(
         client_id=client_id,
         X=data["X"],
@@ -279,7 +303,59 @@ def load_site(path: str | Path) -> Site:
         privacy=privacy,
         share_eval=share_eval and X_eval is not None,
         trust=trust,
+        classes=classes,
     )
+
+
+def _declared_classes(config: dict, y: np.ndarray, private: bool, path: Path) -> list | None:
+    """The site's ``classes``, checked: required with [privacy], labels of one kind, no
+    duplicates, and holding every label of the private rows ``y``."""
+    if "classes" not in config:
+        if private:
+            raise ValueError(
+                f"site config {path}: a site with [privacy] must declare its label space, "
+                "top-level classes = [...] (public configuration: the server must not learn "
+                "it from the private rows)"
+            )
+        return None
+    declared = config["classes"]
+    kinds = {type(v) for v in declared} if isinstance(declared, list) else set()
+    if kinds not in ({int}, {str}) or len(set(declared)) != len(declared):
+        raise ValueError(
+            f"site config {path}: classes must be a list of distinct integers or of distinct "
+            f"strings, got {declared!r}"
+        )
+    labels = np.unique(y)
+    if labels.size and (labels.dtype.kind in "iub") != (kinds == {int}):
+        raise ValueError(
+            f"site config {path}: the private labels in {config['data']} are "
+            f"{labels.dtype.name}, the declared classes are {kinds.pop().__name__}s"
+        )
+    outside = np.setdiff1d(labels, np.asarray(declared))
+    if outside.size:  # raised at the site, logged there; never sent (see client_app)
+        raise ValueError(
+            f"site config {path}: the private data {config['data']} holds labels outside the "
+            f"declared classes: {outside[:5].tolist()}; this site refuses to start"
+        )
+    return labels_to_config(np.unique(np.asarray(declared)))
+
+
+def declares_privacy(path: str | Path) -> bool:
+    """Whether the ``site.toml`` at ``path`` (or in that folder) has a ``[privacy]`` table,
+    read without loading the site: a site that fails to load masks its error if so.
+
+    Examples
+    --------
+    >>> declares_privacy("/no/such/site.toml")
+    False
+    """
+    path = Path(path)
+    path = path / SITE_FILE if path.is_dir() else path
+    try:
+        with path.open("rb") as f:
+            return "privacy" in tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
 
 
 def load_array(path: str | Path) -> np.ndarray:

@@ -49,6 +49,10 @@ PRIVACY: dict[str, Any] = {
     "params": {"n_teachers": 30, "sigma": 30.0},
 }
 
+#: the label space (breast cancer: malignant 0, benign 1): public configuration, declared by
+#: every private site.toml and the run config, never taken from the sites' private labels
+CLASSES = [0, 1]
+
 #: what each ε unit protects, in words
 UNIT_WORDS = {"record": "one private record", "label": "one released label"}
 
@@ -166,6 +170,7 @@ def write_production_sites(
             client_id=i,
             eval_set=data.eval_sets[i] if evaluate else None,
             privacy=privacy,
+            classes=None if privacy is None else CLASSES,
         )
         for i, learner in enumerate(learners)
     ]
@@ -194,8 +199,9 @@ def run_config(
         "min-nodes": 3,
         "random-state": int(random_state),
     }
-    if privacy is not None:
+    if privacy is not None:  # the label space is public configuration with it
         config["privacy"] = json.dumps(privacy)
+        config["classes"] = json.dumps(CLASSES)
     return config
 
 
@@ -350,12 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
-    missing = undeclared_keys(args.app, ["privacy"])
+    missing = undeclared_keys(args.app, ["privacy", "classes"])
     if missing:
         print(
             f"the Flower app {args.app} does not declare the run config key(s) {missing} in "
             f"[tool.flwr.app.config] of its pyproject.toml, so `flwr run` would refuse the "
-            f'run; add privacy = "" there',
+            f'run; add privacy = "" and classes = "" there',
             file=sys.stderr,
         )
         return 2
