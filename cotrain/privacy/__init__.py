@@ -4,7 +4,11 @@ Every ε this package reports says what it protects — ``unit="record"``: one p
 training record of a client (the default everywhere), or ``unit="label"``: one released
 public label (kept for comparison; no guarantee about private data) — and against whom —
 ``adversary="server"`` for noise drawn at the client, ``"broadcast observers"`` for noise
-the server adds. See ``docs/privacy.md``.
+the server adds — and under which neighbouring relation (:data:`RELATIONS`):
+``"add_or_remove"`` (one record added or removed; the headline everywhere) and, where it
+differs, ``"replace_one"`` (one record replaced), both printed by the ledger's report. Every
+mechanism declares ``neighbors`` (the relation of its ``dp_event``) and
+``relation_event(C, n, relation)``. See ``docs/privacy.md``.
 
 Passed as ``FederatedCoTrainer(privacy=...)``, a mechanism acts on each client before
 anything leaves it:
@@ -49,6 +53,7 @@ True
 """
 
 from cotrain.privacy.accounting import (
+    RELATIONS,
     basic_composition,
     epsilon_spent,
     gaussian_epsilon,
@@ -83,6 +88,7 @@ from cotrain.privacy.xor import XORMechanism
 
 __all__ = [
     "DPSGD",
+    "RELATIONS",
     "CertaintyScorer",
     "ClientRound",
     "DPSoftmaxHead",
