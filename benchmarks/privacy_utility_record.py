@@ -37,6 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
@@ -105,6 +106,8 @@ def load(name: str, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
         "y": [split.y_labeled[p] for p in parts],
         "X_public": split.X_public,
         "test": (split.X_test, split.y_test),
+        # the dataset's label space: public configuration, which a private run needs
+        "classes": np.unique(np.concatenate([split.y_labeled, split.y_test])),
     }
 
 
@@ -155,6 +158,7 @@ def run_dataset(name: str, cfg: dict[str, Any], seed: int, n_jobs: int) -> list[
                 random_state=seed,
                 n_jobs=n_jobs,
                 privacy=mech,
+                classes=data["classes"],
                 reproducible_noise=True,
             ).fit(data["X"], data["y"], **fit_kw)
         return trainer, trainer.privacy_report(), time.perf_counter() - t0
