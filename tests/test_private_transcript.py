@@ -283,3 +283,18 @@ def test_the_handshake_compares_the_declared_label_space(data):
     assert identity(site) == (0, "SVC", (0, 1), site["privacy"])
     roster.sites = [{**site, "node": 1}]
     assert roster._match({**site, "node": 9}) == 0
+
+
+def test_a_private_sites_warm_worker_answers_a_failure_with_fixed_words(data, tmp_path):
+    """The worker a SuperNode relays to (cotrain.flower.worker) masks like the handlers."""
+    from cotrain.flower.worker import SiteWorker
+
+    X, y, U = data
+    path = _site(tmp_path, "w", X, y, U, DecisionTreeClassifier(), RandomizedResponse(1.0))
+    content = protocol.to_plain(_round(U, 1, pool_hash="0" * 64).content)
+    reply = SiteWorker(path).handle({"op": "train", "content": content})
+    assert reply == {
+        "ok": False,
+        "error": {"type": "ValueError", "message": protocol.MASKED_MESSAGE},
+    }
+    assert check_transcript([SiteWorker(path).handle({"op": "query"})["content"]]) == []
