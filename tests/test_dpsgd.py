@@ -228,7 +228,13 @@ def test_the_round_event_does_not_depend_on_the_number_of_rows(digits):
     # a model that was not trained the configured way releases nothing
     other = ClassAlignedClassifier(mech(steps=3).prepare(TorchClassifier()), classes=CLASSES)
     other.fit(Xtr[:50], ytr[:50])
-    with pytest.raises(RuntimeError, match="not the configured DP-SGD round"):
+    with pytest.raises(RuntimeError, match="is not the configured DP-SGD round"):
+        m.release_round(ClientRound(labels, CLASSES, other), np.random.default_rng(0))
+    # nor one with an earlier unaccounted fit, even if its last fit was the configured one
+    other.estimator.set_params(sample_rate=0.05, steps_per_fit=12, noise_multiplier=1.5)
+    other.fit(Xtr[:50], ytr[:50])
+    assert m.round_event(other) == m.dp_event(10, 5)
+    with pytest.raises(RuntimeError, match=r"count=3\)\) is not the configured"):
         m.release_round(ClientRound(labels, CLASSES, other), np.random.default_rng(0))
     with pytest.raises(TypeError, match="DPTorchClassifier"):
         m.round_event(TorchClassifier(max_epochs=1).fit(Xtr[:50], ytr[:50]))

@@ -154,6 +154,20 @@ reveal it; e.g. DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1
         )
         return self.neighbors
 
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``: :meth:`dp_event` for both relations.
+
+        The ledger reads it as dp-accounting does under that relation
+        (:mod:`cotrain.privacy.composition`): the Poisson-sampled Gaussian's add/remove PLD,
+        or its ``REPLACE_ONE`` PLD (the replaced record's slot sampled with probability q,
+        its clipped gradient moving by up to twice the clipping norm) — the same ε as
+        :meth:`epsilon` with ``neighbors=relation``.
+        """
+        from cotrain.privacy.accounting import check_relation
+
+        check_relation(relation)
+        return self.dp_event(n_classes, n_labels)
+
     def __init__(
         self,
         noise_multiplier: float = 1.0,
@@ -228,16 +242,22 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         Raises
         ------
         RuntimeError
-            If the fit that made the labels was not the configured one (its
-            :meth:`round_event` differs from :meth:`dp_event`): its labels would not be
-            covered by the accounted ε, so nothing is released.
+            If any fit of the model so far was not the configured one (an event other than
+            :meth:`dp_event`, e.g. a fit that failed half-way; a fit of no step is
+            harmless): the labels would not be covered by the accounted ε, so nothing is
+            released.
         """
-        event = self.round_event(step.model)
-        if event != self._event():
-            raise RuntimeError(
-                f"the client's last fit ({event}) is not the configured DP-SGD round "
-                f"({self._event()}): its labels are not released"
-            )
+        import dp_accounting as dp
+
+        self.round_event(step.model)  # the client's DP model, fitted
+        configured = self._event()
+        events = getattr(step.model, "estimator_", step.model).dp_events_
+        for event in events:
+            if event != configured and not isinstance(event, dp.NoOpDpEvent):
+                raise RuntimeError(
+                    f"a fit of the client's model ({event}) is not the configured DP-SGD "
+                    f"round ({configured}): its labels are not released"
+                )
         return Release(step.labels)
 
     # ------------------------------------------------------------------ client side
