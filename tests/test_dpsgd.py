@@ -376,3 +376,22 @@ def test_the_servers_ledger_accounts_dpsgd_without_any_reported_event():
     exact = m.epsilon(1)
     assert exact <= ledger.epsilon(0) == ledger.epsilon(2) <= exact * 1.001
     assert ledger.epsilon(1) == 0.0
+
+
+def test_a_flower_site_with_dpsgd_and_a_trust_refuses_to_start(tmp_path):
+    """The site's own check, before it trains or answers anything."""
+    from cotrain.flower.site import load_site, write_site
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 4)), np.arange(30) % 2
+    path = write_site(
+        tmp_path / "site", X, y, rng.normal(size=(20, 4)), TorchClassifier(), client_id=0,
+        privacy=mech(), trust=0.5, classes=[0, 1],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"site config .*trust=0\.5 cannot be combined with DPSGD"):
+        load_site(path)
+    ok = write_site(
+        tmp_path / "ok", X, y, rng.normal(size=(20, 4)), TorchClassifier(), client_id=0,
+        privacy=mech(), trust=None, classes=[0, 1],
+    )  # fmt: skip
+    assert load_site(ok).trust is None
