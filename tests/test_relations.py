@@ -101,8 +101,9 @@ def test_issue_example_printed_for_both_relations_equals_dp_accounting_pld():
     assert report["max_epsilon"] == report["epsilon_by_relation"]["add_or_remove"]
     # the printed words name the relation, the adversary and the assumptions
     text = report["protects"]
-    assert "added or removed" in text and "replace-one ε is given too" in text
-    assert "against the server, which may deviate" in text
+    assert text.startswith("ε protects one private training record of a client against the server")
+    assert "one record added or removed; the replace-one ε is given too" in text
+    assert "(which may deviate)" in text
     assert any("re-ask a round" in a and "site_ledger" in a for a in report["assumptions"])
     assert any("colluding" in a and "no cross-site" in a for a in report["assumptions"])
 

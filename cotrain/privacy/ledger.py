@@ -347,21 +347,21 @@ class Guarantee:
         >>> g = Guarantee("record", "server", delta=1e-5)
         >>> g.events = {"add_or_remove": [], "replace_one": []}
         >>> print(g.describe().split(". Assumptions")[0])
-        ε protects one private training record of a client, added or removed (add/remove \
-neighbours; the replace-one ε is given too), against the server, which may deviate
+        ε protects one private training record of a client against the server (which may \
+deviate), under add/remove neighbours (one record added or removed; the replace-one ε is \
+given too)
         """
         what = "one private training record" if self.unit == "record" else "one released label"
+        if self.adversary == "server":
+            whom = "the server (which may deviate)"
+        else:
+            whom = f"{self.adversary} (not against the server)"
         if self.relation == "add_or_remove":
-            how = "added or removed (add/remove neighbours"
+            how = "under add/remove neighbours (one record added or removed"
             how += "; the replace-one ε is given too)" if len(self.events) > 1 else ")"
         else:
-            how = "replaced by another (replace-one neighbours only; no add/remove bound stated)"
-        whom = (
-            "the server, which may deviate"
-            if self.adversary == "server"
-            else f"{self.adversary}, not against the server"
-        )
-        return f"ε protects {what} of a client, {how}, against {whom}. Assumptions: " + (
+            how = "under replace-one neighbours only (no add/remove bound is stated)"
+        return f"ε protects {what} of a client against {whom}, {how}. Assumptions: " + (
             "; ".join(self.assumptions())
         )
 
