@@ -298,3 +298,51 @@ def test_a_private_sites_warm_worker_answers_a_failure_with_fixed_words(data, tm
         "error": {"type": "ValueError", "message": protocol.MASKED_MESSAGE},
     }
     assert check_transcript([SiteWorker(path).handle({"op": "query"})["content"]]) == []
+
+
+@pytest.mark.slow
+def test_over_real_flower_processes_the_server_gets_only_public_facts(tmp_path):
+    """Three SuperNodes as processes: two private sites and one whose private labels fall
+    outside the declared classes. That site's warm worker refuses to start with the local
+    error; without workers its ClientApp answers the handshake with fixed words. The
+    ServerApp's results hold those words, no site's timings or warnings, and the run's ε."""
+    import json
+    from pathlib import Path
+
+    from cotrain.flower.localhost import LocalFederation
+    from tests.conftest import cancer_split
+
+    data = cancer_split()
+    mech = RandomizedResponse(epsilon=2.0)
+    X, y, U = data["X"], list(data["y"]), data["X_public"]
+    y[2] = np.where(np.arange(len(y[2])) == 0, 7, y[2])  # one record of a class never declared
+    paths = [
+        write_site(tmp_path / f"site-{i}", X[i], y[i], U, DecisionTreeClassifier(), client_id=i,
+                   privacy=mech, classes=CLASSES)
+        for i in range(3)
+    ]  # fmt: skip
+    np.save(tmp_path / "public.npy", U)
+    out = tmp_path / "out"
+    config = {
+        "public-pool": str(tmp_path / "public.npy"), "output-dir": str(out), "min-nodes": 3,
+        "random-state": 0, "rounds": 2, "classes": json.dumps(CLASSES),
+        "privacy": json.dumps({"class": "cotrain.privacy.RandomizedResponse",
+                               "params": {"epsilon": 2.0}}),
+    }  # fmt: skip
+    app = Path(__file__).resolve().parents[1] / "examples" / "flower"
+    nodes = [{"site": str(p)} for p in paths]
+    with pytest.raises(RuntimeError, match=r"site-2/site\.toml: the private data .* outside"):
+        with LocalFederation(tmp_path / "warm", 3, nodes):
+            pass
+    with LocalFederation(tmp_path / "home", 3, nodes, warm_workers=False) as federation:
+        done = federation.run(app, config, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["refused"].values()) == [
+        f"the site refused: ValueError: {protocol.MASKED_MESSAGE}"
+    ]
+    assert summary["n_rounds"] == 2 and summary["warnings"] == []
+    timings = json.loads((out / "timings.json").read_text())
+    assert [set(t) for t in timings] == [{"round", "exchange_s"}] * 2  # no site's clock
+    report = json.loads((out / "privacy.json").read_text())
+    assert report["unit"] == "record" and report["max_epsilon"] > 0
