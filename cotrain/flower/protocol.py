@@ -25,13 +25,15 @@ the consensus version the broadcast is delta-coded against, 0 for a full message
 from round 2, the ``labels`` array record with the broadcast; site → server: the
 ``labels`` array record with the upload, a ``stats`` metric record (learner time,
 handler times, ``broadcast-version``: the consensus version the site now holds, its
-acknowledgement; ``eval-accuracy`` where the site has evaluation data), a sharing site's
-``eval`` array record (its predicted class codes on the evaluation data) and, when
-asked, ``eval-proba`` (float32 probabilities), a ``warnings`` config record and, for a
-DP-trained site, a ``privacy`` config record with the round's event; or an ``error``
-config record (type and message) when the step failed. A private site sends no warnings,
-no learner or handler times, no trust, quality or evaluation accuracy, and an error
-message of fixed words (:func:`masked_error`); its own log keeps the real one.
+acknowledgement; ``eval-accuracy`` where the site has evaluation data; a private site's
+``site-epsilon``, its own ledger's ε), a sharing site's ``eval`` array record (its
+predicted class codes on the evaluation data) and, when asked, ``eval-proba`` (float32
+probabilities), a ``warnings`` config record and, for a mechanism whose round event the
+server cannot compute (``reports_events``; none of cotrain's own: DP-SGD's is public
+configuration), a ``privacy`` config record with that event; or an ``error`` config
+record (type and message) when the step failed. A private site sends no warnings, no
+learner or handler times, no trust, quality or evaluation accuracy, and an error message
+of fixed words (:func:`masked_error`); its own log keeps the real one.
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ class FlowerCoTraining:
     rejoined_ : list of tuple
         ``(round, client index, old node, new node)``: sites whose SuperNode restarted
         under a new node id and took their place again before that round (matched by
-        ``client-id``, learner, rows, labels and mechanism; see
+        ``client-id``, learner, rows, labels and mechanism, or for a private site by its
+        public fields alone: ``client-id``, learner, declared classes and mechanism; see
         :mod:`cotrain.flower.handshake`).
     history_ : History
         One :class:`~cotrain.history.RoundRecord` per round (client indices, failures,
