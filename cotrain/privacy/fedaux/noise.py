@@ -95,9 +95,10 @@ def replayable_noise(
         return False
     warnings.warn(
         f"{REPLAYABLE_WARNING}: {owner}'s privacy noise is seeded from random_state, so "
-        "whoever knows random_state (the server, or anyone who reads the run's configuration) "
-        "can replay the noise and recover the exact non-private release: the (epsilon, delta) "
-        "guarantee does not hold against them. Use it for simulations only",
+        "whoever knows random_state (anyone who reads the run's configuration; in a "
+        "federation, the server) can replay the noise and recover the exact non-private "
+        "release: the (epsilon, delta) guarantee does not hold against them. Use it for "
+        "simulations only",
         UserWarning,
         stacklevel=stacklevel,
     )
