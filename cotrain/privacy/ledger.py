@@ -324,7 +324,7 @@ class Guarantee:
         """ε of ``rounds`` rounds of the per-round events, advanced incrementally."""
         running, done = self._running.get(relation, (None, 0))
         if running is None or rounds < done:
-            running, done = RunningComposition(self.delta, relation=relation), 0  # type: ignore[arg-type]
+            running, done = RunningComposition(self.delta, relation=relation), 0
         # one round at a time, so the state after r rounds (and its floating-point value)
         # is the same whatever path reached it: a resumed run reports the same ε
         while done < rounds:
@@ -364,6 +364,13 @@ given too)
         return f"ε protects {what} of a client against {whom}, {how}. Assumptions: " + (
             "; ".join(self.assumptions())
         )
+
+
+def _stated(epsilon: float | None) -> float:
+    """ε under a guarantee's own relation, which every mechanism of it states."""
+    if epsilon is None:  # pragma: no cover - Guarantee.relation is stated by construction
+        raise RuntimeError("no ε is stated under the guarantee's own relation")
+    return epsilon
 
 
 class PrivacyLedger:
@@ -430,7 +437,7 @@ class PrivacyLedger:
     def epsilon_after(self, rounds: int, guarantee: Guarantee | None = None) -> float:
         """Total ε of a client that took part in ``rounds`` rounds (headline guarantee;
         clients that report their own events are counted in :meth:`epsilon`)."""
-        return (guarantee or self.headline).epsilon_after(rounds)
+        return _stated((guarantee or self.headline).epsilon_after(rounds))
 
     def epsilon(
         self, client: int, guarantee: Guarantee | None = None, relation: str | None = None
@@ -484,11 +491,13 @@ class PrivacyLedger:
                 if g.reported:
                     last = self.reported.get(i)
                     nxt = (upcoming or {}).get(i, last[-1] if last else None)
-                    eps = g.epsilon_after(
-                        int(self.rounds_taken[i]) + 1, self._reported(i, nxt) or None
+                    eps = _stated(
+                        g.epsilon_after(
+                            int(self.rounds_taken[i]) + 1, self._reported(i, nxt) or None
+                        )
                     )
                 else:
-                    eps = g.epsilon_after(int(self.rounds_taken[i]) + 1)
+                    eps = _stated(g.epsilon_after(int(self.rounds_taken[i]) + 1))
                 if eps > g.budget:
                     return True
         return False

@@ -223,6 +223,6 @@ def _positional_shards(n_rows: int, n_teachers: Any, rng: np.random.Generator) -
     )
     if isinstance(n_teachers, bool) or not isinstance(n_teachers, Integral) or n_teachers < 1:
         raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
-    if n_teachers > n_rows:
+    if int(n_teachers) > n_rows:
         raise ValueError("n_teachers exceeds the number of rows: every positional shard needs one")
     return np.array_split(rng.permutation(n_rows), int(n_teachers))
