@@ -111,6 +111,9 @@ class CertaintyWeighted(Consensus):
     unit = "record"
     adversary = "server"
     budget = None
+    #: the FedAUX scorer's bound (output perturbation, sensitivity 2/(λN)) is proved for
+    #: replace-one neighbours only: a run with these scores is reported under replace-one
+    neighbors = "replace_one"
 
     def __init__(
         self,

@@ -106,6 +106,40 @@ class NoisyArgmax(Consensus):
         changed = n_labels if self.sensitivity is None else min(int(self.sensitivity), n_labels)
         return dp_accounting.GaussianDpEvent(sigma / np.sqrt(2.0 * changed))
 
+    #: the relation :meth:`dp_event` is stated in (see :meth:`relation_event`)
+    neighbors = "add_or_remove"
+
+    def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
+        """One round's event under ``relation``, read as dp-accounting reads it there.
+
+        Add/remove: :meth:`dp_event`. Replace-one (remove one record, then add another):
+        with the default ``sensitivity`` (all n votes may change) any two data sets of a
+        client already differ by at most that, so the bound is the same — dp-accounting
+        doubles a Gaussian event's sensitivity under replace-one, hence the noise multiplier
+        is doubled here to state it; a claimed ``sensitivity`` s counts twice,
+        ``min(2·s, n)`` votes.
+
+        Examples
+        --------
+        >>> rule = NoisyArgmax(sigma=40.0)
+        >>> float(rule.relation_event(2, 200, "replace_one").noise_multiplier)  # 2 * 40/20
+        4.0
+        >>> float(NoisyArgmax(sigma=40.0, sensitivity=50).relation_event(
+        ...     2, 200, "replace_one").noise_multiplier)   # 40 / sqrt(2 * 100)
+        2.82842712474619
+        """
+        import dp_accounting
+
+        if relation == "add_or_remove":
+            return self.dp_event(n_classes, n_labels)
+        if relation != "replace_one":
+            raise ValueError(f"relation must be 'add_or_remove' or 'replace_one', got {relation!r}")
+        sigma = float(self.dp_event(n_classes, n_labels).noise_multiplier)  # checks sigma
+        if self.sensitivity is None:
+            return dp_accounting.GaussianDpEvent(2.0 * sigma)
+        changed = min(2 * int(self.sensitivity), n_labels)
+        return dp_accounting.GaussianDpEvent(self._check_sigma() / np.sqrt(2.0 * changed))
+
     def _check_sigma(self) -> float:
         sigma = self.sigma
         if (

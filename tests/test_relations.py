@@ -290,14 +290,21 @@ class NoisyArgmaxServerSide:
         return gaussian_event(3.0)
 
 
-def test_a_duck_typed_consensus_states_add_or_remove_only():
+def test_noisy_argmax_states_both_relations_alike_with_its_default_sensitivity():
+    # all n votes may change under either relation: replace-one costs nothing more
     ledger = PrivacyLedger([NoisyArgmax(sigma=40.0)], 2, 10, 200)
     ledger.record([0, 1])
     report = ledger.report()
     assert (report["unit"], report["adversary"], report["relation"]) == (
         "record", "broadcast observers", "add_or_remove",
     )  # fmt: skip
-    assert report["epsilon_by_relation"]["replace_one"] is None
+    by = report["epsilon_by_relation"]
+    assert by["replace_one"] == pytest.approx(by["add_or_remove"], rel=1e-6)
+    # a claimed sensitivity counts twice under replace-one
+    claimed = PrivacyLedger([NoisyArgmax(sigma=40.0, sensitivity=20)], 1, 10, 200)
+    claimed.record([0])
+    by = claimed.report()["epsilon_by_relation"]
+    assert by["replace_one"] > by["add_or_remove"]
     assert any("honest server" in a for a in report["assumptions"])
     assert "not against the server" in report["protects"]
 

@@ -178,7 +178,13 @@ def test_fedaux_scorer_budget_enters_the_ledger(cancer):
 
     rr = privacy.RandomizedResponse(epsilon=1.0, sensitivity=1)
     both = fit(cancer, rr, consensus=rule, rounds=2).privacy_report()
-    rounds_only = privacy.epsilon_spent([rr.dp_event(2, 300)] * 2, 1e-5)
+    # the scorer's bound is proved for replace-one neighbours only: the run is reported
+    # under replace-one, where the claimed s* = 1 counts twice
+    assert both["relation"] == "replace_one"
+    assert both["epsilon_by_relation"]["add_or_remove"] is None
+    event = rr.relation_event(2, 300, "replace_one")
+    rounds_only = privacy.epsilon_spent([event] * 2, 1e-5, relation="replace_one")
+    assert rounds_only > privacy.epsilon_spent([rr.dp_event(2, 300)] * 2, 1e-5)
     assert both["max_epsilon"] == pytest.approx(rounds_only + 0.5)
     assert both["delta"] == pytest.approx(1e-5 + 1e-6)
     assert len(both["guarantees"]) == 1  # the same unit and adversary: composed
