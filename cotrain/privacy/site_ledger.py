@@ -263,16 +263,20 @@ class SiteLedger:
     # ------------------------------------------------------------------ report, state
     def report(self) -> dict[str, Any]:
         """The site's own figures: ``epsilon``, ``delta``, ``budget``, ``releases``, the
-        guarantee (``unit``, ``adversary``, ``protects``) and ``mechanism``.
+        guarantee (``unit``, ``adversary``, ``relation``: the neighbouring relation of
+        ``epsilon``, ``protects``), ``epsilon_by_relation`` (every relation the mechanism
+        states a bound under), what it ``counts``, ``mechanism`` and the ``requests``
+        answered, in order.
 
         Examples
         --------
         >>> from cotrain.privacy import RandomizedResponse
         >>> r = SiteLedger(RandomizedResponse(epsilon=1.0, sensitivity=1), 2, 10).report()
-        >>> r["releases"], r["epsilon"], r["unit"], r["adversary"]
-        (0, 0.0, 'record', 'server')
+        >>> r["releases"], r["epsilon"], r["unit"], r["adversary"], r["relation"]
+        (0, 0.0, 'record', 'server', 'add_or_remove')
         """
         g = self._ledger.headline
+        relations = getattr(g, "relations", ())
         return {
             "epsilon": self.epsilon(),
             "delta": float(g.total_delta),
@@ -280,7 +284,10 @@ class SiteLedger:
             "releases": self.releases,
             "unit": g.unit,
             "adversary": g.adversary,
-            "protects": g.describe() + " (a site's own count: every release it sent)",
+            "relation": getattr(g, "relation", None),
+            "epsilon_by_relation": {r: self._ledger.epsilon(0, g, r) for r in relations},
+            "protects": g.describe(),
+            "counts": "every release this site sent, replies the server ignored included",
             "mechanism": repr(self.mechanism),
             "requests": list(self._order),
         }
