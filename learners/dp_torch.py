@@ -358,7 +358,7 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
             rate, expected = min(1.0, self.batch_size / n), min(self.batch_size, n)
         else:  # public configuration: the same whatever n
             rate, expected = float(self.sample_rate), int(self.batch_size)
-            steps = int(self.steps_per_fit)
+            steps = int(self.steps_per_fit)  # type: ignore[arg-type]  # checked with sample_rate
         generator = self._noise_generator()
         sampler = GradSampleModule(self.module_, batch_first=True, loss_reduction="sum")
         optimizer = DPOptimizer(

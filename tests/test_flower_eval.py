@@ -126,8 +126,9 @@ def test_a_private_site_reply_holds_no_eval_arrays(cancer, tmp_path):
     mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
     shared = load_site(write_site(tmp_path / "a", X[0], y[0], U, mixed()[0], eval_set=test))
     private = load_site(
-        write_site(tmp_path / "b", X[0], y[0], U, mixed()[0], eval_set=test, privacy=mech,
-                   classes=[0, 1])
+        write_site(
+            tmp_path / "b", X[0], y[0], U, mixed()[0], eval_set=test, privacy=mech, classes=[0, 1]
+        )
     )
     config = {
         "round": 1, "client-index": 0, "seed": 3, "ref-round": 0, "pool-hash": shared.pool_hash,

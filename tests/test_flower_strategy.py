@@ -647,8 +647,9 @@ def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, t
     mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
     paths = write_sites(tmp_path / "private", X, y, U, mixed())
     for p, Xi, yi, est in zip(paths, X, y, mixed(), strict=True):
-        write_site(p.parent, Xi, yi, U, est, client_id=int(p.parent.name[-1]), privacy=mech,
-                   classes=[0, 1])
+        write_site(
+            p.parent, Xi, yi, U, est, client_id=int(p.parent.name[-1]), privacy=mech, classes=[0, 1]
+        )
     other = write_site(
         tmp_path / "other", X[0], y[0], U, DecisionTreeClassifier(),
         privacy=SubsampleAndAggregate(n_teachers=4, sigma=1.0), classes=[0, 1],
@@ -690,8 +691,9 @@ def test_dpsgd_sites_report_their_rounds_to_the_servers_ledger(cancer, tmp_path)
 
     mech = DPSGD(noise_multiplier=2.0, sampling_rate=0.1, steps=10)
     paths = [
-        write_site(tmp_path / f"site-{i}", Xi, yi, U, est, client_id=i, privacy=mech,
-                   classes=[0, 1])
+        write_site(
+            tmp_path / f"site-{i}", Xi, yi, U, est, client_id=i, privacy=mech, classes=[0, 1]
+        )
         for i, (Xi, yi, est) in enumerate(zip(X, y, torch_sites(), strict=True))
     ]
     np.save(tmp_path / "public.npy", U)

@@ -235,7 +235,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         ):
             raise ValueError(f"noise_sigma must be a finite number >= 0, got {sigma!r}")
         # the GNMax noise: OS entropy, unless the warned opt-in seeds it from random_state
-        self.noise_replayable_ = replayable_noise(
+        self.noise_replayable_: bool = replayable_noise(
             self.random_state, self.reproducible_noise, "PATE", dp=sigma > 0
         )
         self.classes_: np.ndarray = data.classes

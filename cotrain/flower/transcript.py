@@ -134,7 +134,7 @@ def fields_of(message: dict[str, Any]) -> list[str]:
     >>> fields_of({"config": {"site": {"client-id": 0}}, "arrays": {"labels": b"x"}})
     ['config.site.client-id', 'arrays.labels']
     """
-    names = []
+    names: list[str] = []
     for kind in ("config", "metrics"):
         for record, values in message.get(kind, {}).items():
             names.extend(f"{kind}.{record}.{key}" for key in values)

@@ -306,8 +306,8 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
             "noise_multiplier": float(self.noise_multiplier),
             "max_grad_norm": float(self.max_grad_norm),
             "secure_mode": bool(self.secure_mode),
-            "sample_rate": float(self.sampling_rate),
-            "steps_per_fit": int(self.steps),
+            "sample_rate": float(self.sampling_rate),  # type: ignore[arg-type]  # checked
+            "steps_per_fit": int(self.steps),  # type: ignore[arg-type]  # checked
         }
         if isinstance(estimator, dp_cls):
             prepared = clone(estimator).set_params(**dp_params)
@@ -480,9 +480,10 @@ event=GaussianDpEvent(noise_multiplier=2.0)), count=5)
         import dp_accounting as dp
 
         step = dp.PoissonSampledDpEvent(
-            float(self.sampling_rate), dp.GaussianDpEvent(float(self.noise_multiplier))
+            float(self.sampling_rate),  # type: ignore[arg-type]  # checked by _check_params
+            dp.GaussianDpEvent(float(self.noise_multiplier)),
         )
-        return dp.SelfComposedDpEvent(step, int(self.steps))
+        return dp.SelfComposedDpEvent(step, int(self.steps))  # type: ignore[arg-type]
 
 
 def _pld(neighbors: str) -> Any:

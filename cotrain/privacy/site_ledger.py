@@ -208,8 +208,8 @@ class SiteLedger:
             events = list(self._ledger.reported.get(0, []))
             nxt = dp_event if dp_event is not None else (events[-1] if events else None)
             upcoming = events + ([] if nxt is None else [nxt])
-            return float(g.epsilon_after(self.releases + 1, upcoming))
-        return float(g.epsilon_after(self.releases + 1))
+            return _stated(g.epsilon_after(self.releases + 1, upcoming))
+        return _stated(g.epsilon_after(self.releases + 1))
 
     def can_release(self, dp_event: Any = None) -> bool:
         """Whether one more release stays within the budget (:meth:`next_epsilon`)."""
@@ -461,6 +461,13 @@ def quote_site_epsilon(
             value = site_epsilon.get(int(entry["client"]))
             entry["site_epsilon"] = None if value is None else float(value)
     return report
+
+
+def _stated(epsilon: float | None) -> float:
+    """The ε of the guarantee's own relation (always stated: see ``Guarantee.relation``)."""
+    if epsilon is None:  # pragma: no cover - a guarantee states its own relation
+        raise RuntimeError("the site's guarantee states no ε under its own relation")
+    return float(epsilon)
 
 
 def _event_json(event: Any) -> dict[str, Any] | None:
