@@ -287,3 +287,24 @@ def test_a_flower_site_asked_200_times_for_round_1_releases_once(data, tmp_path)
     assert refused["metrics"][protocol.STATS]["site-epsilon"] == open_site_ledger(site, 2).epsilon()
     assert open_site_ledger(site, 2).releases == 2
     assert site_train(site, _round(site, 1)) == replies[0]  # answered: still re-sent
+
+
+def test_a_site_toml_budget_beside_the_mechanism_is_the_sites_own(data, tmp_path):
+    """``[privacy] budget = ...`` in site.toml is the mechanism's budget: past it, refused."""
+    X, y, U = data
+    mech = SubsampleAndAggregate(n_teachers=3, sigma=20.0)
+    budget = budget_for(mech, 1, len(U))
+    path = write_site(tmp_path / "site", X, y, U, DecisionTreeClassifier(max_depth=3),
+                      client_id=0, privacy=mech, classes=CLASSES)  # fmt: skip
+    text = path.read_text()
+    head = '[privacy]\nclass = "cotrain.privacy.SubsampleAndAggregate"\n'
+    assert head in text
+    path.write_text(text.replace(head, head + f"budget = {budget!r}\n"))
+    site = load_site(path)
+    assert site.privacy.budget == pytest.approx(budget)
+    assert protocol.LABELS in site_train(site, _round(site, 1))["arrays"]
+    refused = site_train(site, _round(site, 2))
+    assert refused["config"][protocol.ERROR]["type"] == "PrivacyBudgetSpent"
+    path.write_text(text.replace(head, head + "budgt = 1.0\n"))  # misspelt: refused
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_site(path)

@@ -28,6 +28,9 @@ imports no Flower code, so sites can be prepared anywhere.
     [privacy]                          # optional: the site's privacy mechanism
     class = "cotrain.privacy.SubsampleAndAggregate"
     params = { n_teachers = 20, sigma = 40.0 }
+    budget = 8.0                       # optional: the site's own total ε (its ledger,
+                                       # state/privacy/, refuses past it, across runs);
+                                       # the same as params = { budget = 8.0 }
 """
 
 from __future__ import annotations
@@ -387,7 +390,8 @@ def _build_estimator(spec: dict[str, Any], path: Path) -> Any:
 def mechanism_from_spec(spec: Any, where: str) -> Any:
     """A privacy mechanism from ``{"class": dotted path, "params": {...}}`` (a site's
     ``[privacy]`` table, or the ServerApp's ``privacy`` run config as JSON); only a
-    :class:`cotrain.privacy.LabelMechanism` is accepted.
+    :class:`cotrain.privacy.LabelMechanism` is accepted. A ``budget`` beside ``class`` is
+    the mechanism's ``budget`` parameter (the site's own total ε).
 
     Examples
     --------
@@ -395,6 +399,9 @@ def mechanism_from_spec(spec: Any, where: str) -> Any:
     ...                      "params": {"n_teachers": 4, "sigma": 2.0}}, "here")
     SubsampleAndAggregate(aggregate='gnmax', budget=None, delta=1e-05, epsilon=None, \
 n_teachers=4, sigma=2.0, threshold=None)
+    >>> mechanism_from_spec({"class": "cotrain.privacy.SubsampleAndAggregate",
+    ...                      "params": {"sigma": 2.0}, "budget": 8.0}, "here").budget
+    8.0
     """
     from cotrain.privacy import LabelMechanism
 
@@ -407,7 +414,18 @@ n_teachers=4, sigma=2.0, threshold=None)
         raise ValueError(f"{where}: cannot import {spec['class']!r}: {err}") from err
     if not (isinstance(cls, type) and issubclass(cls, LabelMechanism)):
         raise ValueError(f"{where}: {spec['class']} is not a cotrain.privacy mechanism")
-    return cls(**spec.get("params", {})).validate()
+    unknown = sorted(set(spec) - {"class", "params", "budget"})
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown} (expected class, params, budget)")
+    params = dict(spec.get("params", {}))
+    if "budget" in spec:
+        if "budget" in params and params["budget"] != spec["budget"]:
+            raise ValueError(
+                f"{where}: budget is given twice, {spec['budget']!r} and params.budget "
+                f"{params['budget']!r}"
+            )
+        params["budget"] = spec["budget"]
+    return cls(**params).validate()
 
 
 def write_sites(
