@@ -9,13 +9,13 @@ accounted total ε **with what it protects** (column ``ε unit``):
 
 - ``DP-FedCT DP-SGD σ=…`` — every client trains its MLP with DP-SGD
   (:class:`cotrain.privacy.DPSGD`, Opacus; its labels are post-processing). Every fit, the
-  first included, runs ``--dpsgd-steps`` steps (default 28) whose Poisson batches take each
-  row with probability ``--dpsgd-sampling-rate`` (default 0.08): public configuration, so
+  first included, runs ``--dpsgd-steps`` steps (default 50) whose Poisson batches take each
+  row with probability ``--dpsgd-sampling-rate`` (default 0.1): public configuration, so
   the round's privacy event does not depend on a client's number of rows. ε per **private
   record** of a client, against the server, add/remove-one neighbours (the replace-one ε is
   printed beside it), composed over every round (the trainer's ledger, max over clients).
   These rows run ``--dpsgd-rounds`` rounds (default 10) with Adam ``--dpsgd-lr`` (default
-  3e-2), so that ε stays in 2–10.
+  0.05), so that ε stays in 4–17.
 - ``DP-FedCT RR ε/rd=… (label)`` — ``RandomizedResponse(ε per round, unit="label")``, the
   FedCT paper's notion: ε per **released public label** (composed over the rounds); it says
   nothing about the clients' private records. Kept for comparison with the paper only.
@@ -357,9 +357,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         "--dpsgd-sigmas",
         type=float,
         nargs="*",
-        default=[3.0, 5.0, 8.0],
+        default=[1.0, 1.5, 2.5],
         help="record-level DP-FedCT rows, one per value: DP-SGD noise multiplier σ (larger: "
-        "more private, less accurate); give the flag alone for no DP-SGD rows (default 3 5 8)",
+        "more private, less accurate); give the flag alone for no DP-SGD rows (default 1 1.5 2.5)",
     )
     parser.add_argument(
         "--dpsgd-rounds",
@@ -370,21 +370,21 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument(
         "--dpsgd-sampling-rate",
         type=float,
-        default=0.08,
+        default=0.1,
         help="DP-SGD rows: Poisson rate q, the probability that a training row joins a step's "
-        "batch (public configuration, default 0.08)",
+        "batch (public configuration, default 0.1)",
     )
     parser.add_argument(
         "--dpsgd-steps",
         type=int,
-        default=28,
-        help="DP-SGD rows: DP-SGD steps of every fit, the first included (default 28)",
+        default=50,
+        help="DP-SGD rows: DP-SGD steps of every fit, the first included (default 50)",
     )
     parser.add_argument(
         "--dpsgd-lr",
         type=float,
-        default=3e-2,
-        help="DP-SGD rows: Adam learning rate (default 0.03)",
+        default=5e-2,
+        help="DP-SGD rows: Adam learning rate (default 0.05)",
     )
     parser.add_argument(
         "--dpsgd-clip",
