@@ -69,6 +69,20 @@ def _secure_generator() -> Any:
     return torchcsprng.create_random_device_generator("/dev/urandom")  # pragma: no cover
 
 
+def _on_device(generator: Any, device: torch.device, secure: bool) -> Any:
+    """The generator of the gradient noise, on the device the noise is drawn on.
+
+    On the CPU (and in secure mode) it is ``generator`` itself, so a seeded CPU fit draws
+    exactly what it always did; on a CUDA device torch needs a generator of that device,
+    seeded from ``generator`` (so ``noise_seed`` still makes the noise reproducible, and
+    without it the noise still comes from the operating system's entropy).
+    """
+    if secure or device.type == "cpu":
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def _event(rate: float, noise_multiplier: float, steps: int) -> Any:
     """The dp-accounting event of `steps` DP-SGD steps (``NoOpDpEvent`` for none)."""
     if steps == 0:
@@ -359,7 +373,8 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
         else:  # public configuration: the same whatever n
             rate, expected = float(self.sample_rate), int(self.batch_size)
             steps = int(self.steps_per_fit)  # type: ignore[arg-type]  # checked with sample_rate
-        generator = self._noise_generator()
+        generator = self._noise_generator()  # the Poisson samples, drawn on the CPU
+        noise = _on_device(generator, self._device(), bool(self.secure_mode))
         sampler = GradSampleModule(self.module_, batch_first=True, loss_reduction="sum")
         optimizer = DPOptimizer(
             self.optimizer_,
@@ -367,7 +382,7 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
             max_grad_norm=float(self.max_grad_norm),
             expected_batch_size=expected,
             loss_reduction="mean",
-            generator=generator,
+            generator=noise,
             secure_mode=bool(self.secure_mode),
         )
         optimizer.attach_step_hook(self.accountant_.get_optimizer_hook_fn(sample_rate=rate))
