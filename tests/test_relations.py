@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import dp_accounting as dp
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,6 +36,8 @@ from cotrain.privacy.accounting import (
 from cotrain.privacy.composition import RunningComposition
 from cotrain.privacy.ledger import relation_events
 from cotrain.privacy.mechanisms import LabelMechanism
+
+dp = pytest.importorskip("dp_accounting")
 
 
 def pld_epsilon(event, count, relation, delta=1e-5):

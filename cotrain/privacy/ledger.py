@@ -132,7 +132,12 @@ def relation_events(mechanism: Any, n_classes: int, n_labels: int) -> dict[str, 
     >>> from cotrain.privacy import RandomizedResponse
     >>> sorted(relation_events(RandomizedResponse(1.0, sensitivity=3), 10, 100))
     ['add_or_remove', 'replace_one']
-    >>> sorted(relation_events(NoisyArgmax(sigma=5.0), 10, 100))
+    >>> sorted(relation_events(NoisyArgmax(sigma=5.0), 10, 100))   # it states both
+    ['add_or_remove', 'replace_one']
+    >>> class Duck:   # a duck-typed mechanism states its dp_event under its neighbors
+    ...     def dp_event(self, n_classes, n_labels):
+    ...         return None
+    >>> sorted(relation_events(Duck(), 10, 100))
     ['add_or_remove']
     """
     hook = getattr(mechanism, "relation_event", None)
