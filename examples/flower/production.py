@@ -249,30 +249,45 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def privacy_lines(report: dict[str, Any]) -> list[str]:
-    """The privacy report (``privacy.json``) in words: every ε with its unit and adversary.
+    """The privacy report (``privacy.json``) in words: every ε with its unit, relation and
+    adversary, the ε each site's own ledger reports, and the replace-one ε where it differs.
 
     Examples
     --------
     >>> report = {"mechanisms": ["M()"], "guarantees": [{"unit": "record",
     ...     "adversary": "server", "protects": "ε protects one private training record "
     ...     "of a client against the server", "clients": [{"client": 0, "rounds": 2,
-    ...     "epsilon": 2.75338, "delta": 1e-05}], "max_epsilon": 2.75338, "delta": 1e-05}]}
-    >>> print("\\n".join(privacy_lines(report)))
+    ...     "epsilon": 2.75338, "delta": 1e-05, "site_epsilon": 2.75338,
+    ...     "epsilon_by_relation": {"add_or_remove": 2.75338, "replace_one": 6.1}}],
+    ...     "max_epsilon": 2.75338, "delta": 1e-05, "relation": "add_or_remove"}]}
+    >>> print("\\n".join(privacy_lines(report)))  # doctest: +NORMALIZE_WHITESPACE
     mechanism: M()
     guarantee: ε protects one private training record of a client against the server
-      site 0 after 2 rounds: ε = 2.7534, δ = 1e-05 (one private record, against the server)
-      largest: ε = 2.7534, δ = 1e-05 (one private record, against the server)
+      site 0 after 2 rounds: ε = 2.7534, δ = 1e-05 (one private record, against the
+      server, add_or_remove; replace-one 6.1000); its own ledger: 2.7534
+      largest: ε = 2.7534, δ = 1e-05 (one private record, against the server, add_or_remove)
     """
     lines = [f"mechanism: {m}" for m in report.get("mechanisms", [])]
     for guarantee in report["guarantees"]:
         unit = UNIT_WORDS.get(guarantee["unit"], guarantee["unit"])
-        who = f"{unit}, against the {guarantee['adversary']}"
+        relation = guarantee.get("relation")
+        who = f"{unit}, against the {guarantee['adversary']}" + (
+            f", {relation}" if relation else ""
+        )
         lines.append(f"guarantee: {guarantee['protects']}")
         for c in guarantee["clients"]:
             rounds = f"{c['rounds']} round{'s' * (c['rounds'] != 1)}"
+            other = (c.get("epsilon_by_relation") or {}).get("replace_one")
+            extra = (
+                f"; replace-one {other:.4f}"
+                if other is not None and relation != "replace_one" and other != c["epsilon"]
+                else ""
+            )
+            own = c.get("site_epsilon")
+            mine = "" if own is None else f"; its own ledger: {own:.4f}"
             lines.append(
                 f"  site {c['client']} after {rounds}: ε = {c['epsilon']:.4f}, "
-                f"δ = {c['delta']:g} ({who})"
+                f"δ = {c['delta']:g} ({who}{extra}){mine}"
             )
         lines.append(
             f"  largest: ε = {guarantee['max_epsilon']:.4f}, δ = {guarantee['delta']:g} ({who})"
