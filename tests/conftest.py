@@ -108,3 +108,26 @@ def mixed_site_learners():
         LogisticRegression(max_iter=300),
         KNeighborsClassifier(n_neighbors=3),
     ]
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny networks train many times faster on one thread, above all on a busy machine
+    (``pytestmark = pytest.mark.usefixtures("one_torch_thread")`` in a torch test file)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def digits_split():
+    """Digits scaled to [0, 1] (float32), split 70/30, stratified, seed 0."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)

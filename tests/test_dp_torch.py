@@ -14,8 +14,6 @@ pytest.importorskip("opacus")
 dp = pytest.importorskip("dp_accounting")
 
 from sklearn.base import clone  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from cotrain.privacy import epsilon_spent  # noqa: E402
@@ -26,20 +24,12 @@ from learners.dp_torch import DPTorchClassifier  # noqa: E402
 DELTA = 1e-5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny networks train many times faster on one thread, above all on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
-    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+def digits(digits_split):
+    return digits_split
 
 
 def batchnorm_net(n_features: int, n_classes: int) -> torch.nn.Module:

@@ -17,7 +17,6 @@ dp = pytest.importorskip("dp_accounting")
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
 
 from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon  # noqa: E402
 from cotrain.privacy.mechanisms import ClientRound  # noqa: E402
@@ -39,20 +38,12 @@ def event(q: float, sigma: float, steps: int):
     return dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(sigma)), steps)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny networks train many times faster on one thread, above all on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
-    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+def digits(digits_split):
+    return digits_split
 
 
 class MyTorch(TorchClassifier):
