@@ -244,6 +244,7 @@ def test_cotrain_run_label_noise_replays_only_with_the_opt_in(cancer, tmp_path):
 
 # ------------------------------------------------------------- what cotrain run records
 def test_the_run_records_whether_its_noise_was_replayable(tmp_path):
+    pytest.importorskip("dp_accounting")  # PATE's ε, which the summary annotates
     from cotrain.experiment import run_experiment
 
     text = """\
