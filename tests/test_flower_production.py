@@ -191,9 +191,13 @@ def test_the_production_script_runs_and_prints_history_and_privacy_report(tmp_pa
     assert "bytes up" in out and "refused: none" in out
     report = json.loads((tmp_path / "run" / "results" / "privacy.json").read_text())
     (site_line,) = [line for line in out.splitlines() if line.startswith("  site 0 after 1 round")]
+    site = report["clients"][0]
+    replace_one = site["epsilon_by_relation"]["replace_one"]
     assert site_line == (
-        f"  site 0 after 1 round: ε = {report['clients'][0]['epsilon']:.4f}, δ = 1e-05 "
-        "(one private record, against the server)"
+        f"  site 0 after 1 round: ε = {site['epsilon']:.4f}, δ = 1e-05 "
+        f"(one private record, against the server, add_or_remove; replace-one "
+        f"{replace_one:.4f}); its own ledger: {site['site_epsilon']:.4f}"
     )
+    assert site["site_epsilon"] == site["epsilon"]  # an honest run: the ledgers agree
     assert "ε protects one private training record of a client against the server" in out
     assert "its accuracy on its own evaluation data" in out  # what the ε does not cover
