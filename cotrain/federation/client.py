@@ -149,6 +149,10 @@ class Client:
         :class:`~cotrain.privacy.site_ledger.SiteLedger`): a round it answered already is
         answered with the same bytes, and past its mechanism's ``budget`` it refuses
         (:class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` in the step's ``error``).
+    own_ledger : bool, default=True
+        Whether a private client keeps that ledger itself (in memory, in its
+        ``state_dict``); False where its caller keeps one (a Flower site, on its disk,
+        keyed by run and round: :func:`cotrain.flower.client_app.site_train`).
     X_eval : ndarray, optional
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
@@ -182,6 +186,7 @@ class Client:
         X_public: np.ndarray | None = None,
         wire: WireFormat | None = None,
         privacy: Any = None,
+        own_ledger: bool = True,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
         trust: FixedTrust | PseudoLabelTrust | None = None,
@@ -204,7 +209,7 @@ class Client:
         #: a private client's own record of every release it sent (None: not private)
         self.site_ledger = (
             None
-            if privacy is None or X_public is None
+            if privacy is None or X_public is None or not own_ledger
             else SiteLedger(privacy, len(classes), len(X_public))
         )
         self.X_eval = X_eval

@@ -219,9 +219,9 @@ def _round_reply(
         X_eval=site.X_eval,
         eval_proba=site.share_eval and bool(config.get("eval-proba", False)),
         privacy=site.privacy,  # its noise comes from this site's own entropy
+        own_ledger=False,  # the site's ledger is on its disk, keyed by run and round
         trust=client_trust(site.trust, site.privacy, int(config["seed"]), site.estimator),
     )
-    client.site_ledger = None  # the site's ledger is on its disk, keyed by run and round
     broadcast = content.get("arrays", {}).get(protocol.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
     store = SiteState(site, str(config["run-token"]), dict(config))

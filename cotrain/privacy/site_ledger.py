@@ -141,7 +141,6 @@ class SiteLedger:
         self._sent: dict[str, SentReply] = {}
         self._order: list[str] = []
         self._depth = 0
-        self._lock_file: Any = None
         self._reset()
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -276,7 +275,6 @@ class SiteLedger:
         (0, 0.0, 'record', 'server', 'add_or_remove')
         """
         g = self._ledger.headline
-        relations = getattr(g, "relations", ())
         return {
             "epsilon": self.epsilon(),
             "delta": float(g.total_delta),
@@ -284,8 +282,8 @@ class SiteLedger:
             "releases": self.releases,
             "unit": g.unit,
             "adversary": g.adversary,
-            "relation": getattr(g, "relation", None),
-            "epsilon_by_relation": {r: self._ledger.epsilon(0, g, r) for r in relations},
+            "relation": g.relation,
+            "epsilon_by_relation": {r: self._ledger.epsilon(0, g, r) for r in g.relations},
             "protects": g.describe(),
             "counts": "every release this site sent, replies the server ignored included",
             "mechanism": repr(self.mechanism),
@@ -363,12 +361,6 @@ class SiteLedger:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
 
-    def refresh(self) -> None:
-        """Reload a ledger on disk (what other processes recorded since), under its lock."""
-        if self.directory is not None:
-            with self.transaction():
-                pass
-
     def _load(self) -> None:
         assert self.directory is not None
         path = self.directory / _LEDGER_FILE
@@ -415,13 +407,12 @@ class SiteLedger:
 
     def __getstate__(self) -> dict[str, Any]:
         # the composition's running state is rebuilt from the releases (not pickled)
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_ledger", "_lock_file")}
+        state = {k: v for k, v in self.__dict__.items() if k != "_ledger"}
         state["_depth"] = 0
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock_file = None
         sent = [state["_sent"][k] for k in state["_order"]]
         self._reset()
         for item in sent:
