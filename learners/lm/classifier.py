@@ -17,7 +17,6 @@ downloaded then.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -26,14 +25,20 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._alignment import check_classes, label_indices
-from .._soft_targets import check_soft_targets
-from .encoding import TokenCache, as_texts, batches, length_order, pad_batch
+from .._alignment import check_classes
+from .checks import check_params, training_targets
+from .encoding import (
+    TokenCache,
+    as_texts,
+    batches,
+    length_order,
+    pad_batch,
+    pool_windows,
+    window_rows,
+)
 from .families import LMFamily, family_of
 from .loading import (
-    DTYPES,
     import_torch,
-    is_config,
     load_base_model,
     load_tokenizer,
     wrap_model,
@@ -75,7 +80,8 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         with its tokenizer (needs the ``gguf`` package).
     max_length : int, default=128
         Texts are truncated to this many tokens (special tokens included, and at most
-        the model's number of positions), on the side `truncation_side` says.
+        the model's number of positions), on the side `truncation_side` says; with
+        ``long_texts="windows"``, the length of each window.
     truncation_side : {"left", "right"}, default="left"
         Which end of a longer text is cut: ``"left"`` keeps its last tokens (for
         classifying reviews, where the verdict usually comes at the end), ``"right"``
@@ -120,6 +126,24 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         The dtype the model is fine-tuned in. ``None`` keeps the checkpoint's own: many
         hub checkpoints are stored in bfloat16, where AdamW's small updates are rounded
         away (on a CPU, train in float32).
+    long_texts : {"truncate", "windows"}, default="truncate"
+        How a text longer than `max_length` is read. ``"truncate"``: only the tokens
+        `truncation_side` keeps. ``"windows"``: all of it, as overlapping windows of
+        `max_length` tokens, each framed by the special tokens the tokenizer adds (an
+        encoder's window starts with ``[CLS]`` and ends with ``[SEP]``); see
+        :func:`learners.lm.encoding.windows`. ``predict_proba`` gives a text the mean of
+        its windows' probabilities; ``fit`` trains on every window with its text's
+        label (or soft target) and its text's weight divided by its number of windows, so
+        a long text weighs as much as a short one (and an epoch takes more steps). A
+        text that fits one window is read exactly as with ``"truncate"``.
+    window_stride : int or None, default=None
+        Text tokens between the starts of consecutive windows (at most a window's text
+        tokens, `max_length` less the special tokens); ``None``: half of them. The last
+        window ends at the text's end.
+    max_windows : int, default=8
+        Most windows per text, bounding the cost of a very long text: when more would be
+        needed, this many are spread evenly from its start to its end (``1``: the
+        window `truncation_side` keeps, as with ``"truncate"``).
 
     Attributes
     ----------
@@ -209,6 +233,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         n_threads: int | None = None,
         cache_encodings: bool = True,
         dtype: str | None = "float32",
+        long_texts: str = "truncate",
+        window_stride: int | None = None,
+        max_windows: int = 8,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -229,6 +256,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         self.n_threads = n_threads
         self.cache_encodings = cache_encodings
         self.dtype = dtype
+        self.long_texts = long_texts
+        self.window_stride = window_stride
+        self.max_windows = max_windows
 
     @property
     def continues_training(self) -> bool:
@@ -243,32 +273,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self) -> None:
-        # before anything is loaded: another value would reach from_pretrained as a hub name
-        if not (isinstance(self.model, str | os.PathLike) or is_config(self.model)):
-            raise TypeError(
-                "model must be a hub name, a local directory or a transformers configuration, "
-                f"got {type(self.model).__name__}"
-            )
-        for name in ("max_epochs", "epochs_per_fit", "batch_size", "max_length"):
-            value = getattr(self, name)
-            low = 0 if name == "epochs_per_fit" else 1
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if self.truncation_side not in ("left", "right"):
-            raise ValueError(
-                f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}"
-            )
-        nt = self.n_threads
-        if nt is not None and (
-            isinstance(nt, bool) or not isinstance(nt, int | np.integer) or nt < 1
-        ):
-            raise ValueError(f"n_threads must be None or an integer >= 1, got {nt!r}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
-        if self.gguf_file is not None and not isinstance(self.gguf_file, str | os.PathLike):
-            raise TypeError(f"gguf_file must be a file name or None, got {self.gguf_file!r}")
-        if self.lora not in (True, False, None) and not isinstance(self.lora, dict):
-            raise TypeError(f"lora must be False, True or a dict, got {type(self.lora).__name__}")
+        check_params(self)
 
     def _check_model_type(self, model_type: str) -> None:
         allowed = self._model_types
@@ -410,14 +415,28 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         )
         return int(self.max_length) if limit is None else min(int(self.max_length), int(limit))
 
-    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+    def _token_ids(self, texts: list[str], windowed: bool = False) -> list[Any]:
+        """Each text's token ids (truncated), or its windows of ids with `windowed`."""
         cache = getattr(self, "_token_cache", None)
         if cache is None or cache.tokenizer is not self.tokenizer_:
             cache = self._token_cache = TokenCache(self.tokenizer_)
-        ids = cache.ids(texts, self._max_tokens(), self.truncation_side)
+        if windowed:
+            ids = cache.windows(
+                texts, self._max_tokens(), self.window_stride, self.max_windows,
+                self.truncation_side,
+            )  # fmt: skip
+        else:
+            ids = cache.ids(texts, self._max_tokens(), self.truncation_side)
         if not self.cache_encodings:
             self._token_cache = None
         return ids
+
+    def _rows(self, texts: list[str]) -> tuple[list[Any], NDArray[np.intp], NDArray[np.intp]]:
+        """The model's input rows (token ids), the text of each row, and rows per text."""
+        if self.long_texts == "windows":
+            return window_rows(self._token_ids(texts, windowed=True))
+        ones = np.ones(len(texts), dtype=np.intp)
+        return self._token_ids(texts), np.arange(len(texts), dtype=np.intp), ones
 
     def _batch(self, ids: list[list[int]]) -> dict[str, Any]:
         return pad_batch(ids, int(self.tokenizer_.pad_token_id), self.device)
@@ -448,26 +467,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         self._check_params()
         texts = as_texts(X)
         n = len(texts)
-        y_arr = np.asarray(y)
-        if y_arr.shape[:1] != (n,):
-            raise ValueError(f"y has {y_arr.shape[:1]} rows but X has {n}")
-        if y_arr.ndim == 1:
-            classes = self._resolve_classes(y_arr)
-            targets = np.zeros((n, classes.size), dtype=np.float32)
-            targets[np.arange(n), label_indices(y_arr, classes, name="y")] = 1.0
-        elif y_arr.ndim == 2:
-            classes = self._resolve_classes(y_arr)
-            targets = check_soft_targets(y_arr, classes.size)
-            sums = targets.sum(axis=1, keepdims=True)
-            targets = np.divide(targets, sums, out=np.zeros_like(targets), where=sums > 0)
-        else:
-            raise ValueError(f"y must be 1-D labels or 2-D soft targets, got shape {y_arr.shape}")
-        weights = np.ones(n, dtype=np.float32)
-        if sample_weight is not None:
-            weights = np.asarray(sample_weight, dtype=np.float32)
-            if weights.shape != (n,):
-                raise ValueError(f"sample_weight must have shape ({n},), got {weights.shape}")
-
+        classes, targets, weights = training_targets(y, n, self._resolve_classes, sample_weight)
         continuing = self.warm_start and hasattr(self, "model_")
         if continuing and not np.array_equal(classes, self.classes_):
             raise ValueError(
@@ -478,13 +478,15 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
             if not continuing:
                 self._build(texts, classes)
             epochs = int(self.max_epochs if self.n_fits_ == 0 else self.epochs_per_fit)
-            self._train(texts, targets.astype(np.float32), weights, epochs)
+            ids, owner, counts = self._rows(texts)  # one row per window of a long text
+            share = (weights / counts)[owner].astype(np.float32)
+            self._train(ids, targets[owner], share, epochs)
         self.n_fits_ += 1
         return self
 
     def _train(
         self,
-        texts: list[str],
+        ids: list[list[int]],
         targets: NDArray[np.float32],
         weights: NDArray[np.float32],
         epochs: int,
@@ -497,9 +499,8 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         gen = torch.Generator().manual_seed(seed)
         t_all = torch.from_numpy(targets)
         w_all = torch.from_numpy(weights)
-        ids = self._token_ids(texts)
         model = self.model_
-        n = len(texts)
+        n = len(ids)
         with self._seeded(seed):
             model.train()
             for _ in range(epochs):
@@ -525,7 +526,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         """Class probabilities, one column per class of ``classes_``.
 
         Texts are batched by length (each batch padded to its own longest text) under
-        ``torch.inference_mode``; the rows come back in the order of `X`.
+        ``torch.inference_mode``; the rows come back in the order of `X`. With
+        ``long_texts="windows"``, each window is a row of the batches and a text gets the
+        mean of its windows' probabilities.
 
         Parameters
         ----------
@@ -540,21 +543,21 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         torch, _ = import_torch()
         texts = as_texts(X)
-        out = np.empty((len(texts), self.n_classes_), dtype=np.float64)
         model = self.model_
         was_training = model.training
         model.eval()
         try:
             with self._threads(), torch.inference_mode():
-                ids = self._token_ids(texts)
+                ids, owner, counts = self._rows(texts)
+                out = np.empty((len(ids), self.n_classes_), dtype=np.float64)
                 order = length_order(ids)
-                for part in batches(len(texts), int(self.batch_size)):
+                for part in batches(len(ids), int(self.batch_size)):
                     rows = order[part]
                     logits = model(**self._batch([ids[i] for i in rows])).logits.float()
                     out[rows] = torch.softmax(logits, dim=-1).cpu().numpy()
         finally:
             model.train(was_training)
-        return out
+        return pool_windows(out, owner, counts)
 
     def predict(self, X: Any) -> NDArray[Any]:
         """Most probable class of each text.

@@ -32,8 +32,9 @@ class GPT2Classifier(LMClassifier):
     ``X`` is a sequence of strings. The model is
     :class:`transformers.GPT2ForSequenceClassification`: a linear head (``score``) on the
     hidden state of the last non-padding token. Everything else — soft targets,
-    continued training across rounds, LoRA, truncation, token caching, checkpoints — is
-    :class:`~learners.LMClassifier`'s; see it for the parameters and attributes.
+    continued training across rounds, LoRA, truncation or windows over long texts, token
+    caching, checkpoints — is :class:`~learners.LMClassifier`'s; see it for the
+    parameters and attributes.
 
     Parameters
     ----------
@@ -43,7 +44,8 @@ class GPT2Classifier(LMClassifier):
         offline.
     tokenizer, gguf_file, max_length, truncation_side, lora, classes, max_epochs, \
 epochs_per_fit, batch_size, lr, weight_decay, device, warm_start, random_state, \
-gradient_checkpointing, n_threads, cache_encodings, dtype
+gradient_checkpointing, n_threads, cache_encodings, dtype, long_texts, window_stride, \
+max_windows
         As in :class:`~learners.LMClassifier`, in the same order and with the same
         defaults. ``lora=True`` adapts ``c_attn`` (stored transposed:
         ``fan_in_fan_out=True``).
@@ -92,6 +94,9 @@ gradient_checkpointing, n_threads, cache_encodings, dtype
         n_threads: int | None = None,
         cache_encodings: bool = True,
         dtype: str | None = "float32",
+        long_texts: str = "truncate",
+        window_stride: int | None = None,
+        max_windows: int = 8,
     ) -> None:
         # scikit-learn reads the parameters from this signature, so it is spelled out:
         # LMClassifier's, in its order; only the default of ``model`` differs (a test
@@ -116,4 +121,7 @@ gradient_checkpointing, n_threads, cache_encodings, dtype
             n_threads,
             cache_encodings,
             dtype,
+            long_texts,
+            window_stride,
+            max_windows,
         )
