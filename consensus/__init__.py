@@ -26,6 +26,7 @@ from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majo
 from .noisy import NoisyArgmax
 from .quality import QualityVote, quality_vote
 from .registry import available_consensus, get_consensus, register_consensus
+from .reliability import ReliabilityVote, reliability_vote
 from .robust import ReputationVote, TrimmedVote, client_agreement, trimmed_vote
 from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
 
@@ -39,6 +40,7 @@ __all__ = [
     "ParamsMixin",
     "QualifiedMajority",
     "QualityVote",
+    "ReliabilityVote",
     "ReputationVote",
     "SoftMean",
     "TrimmedVote",
@@ -51,6 +53,7 @@ __all__ = [
     "qualified_majority",
     "quality_vote",
     "register_consensus",
+    "reliability_vote",
     "soft_mean",
     "trimmed_vote",
     "vote_counts",
@@ -67,6 +70,7 @@ for _names, _factory in [
     (("trimmed", "trimmed_vote"), TrimmedVote),
     (("reputation", "reputation_vote"), ReputationVote),
     (("quality", "quality_vote"), QualityVote),
+    (("reliability", "reliability_vote"), ReliabilityVote),
 ]:
     for _name in _names:
         register_consensus(_name, _factory)

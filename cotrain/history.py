@@ -71,7 +71,13 @@ class RoundRecord:
     trust : dict of int to float
         The weight each client gave the pseudo-labelled pool in this round's fit (see
         :mod:`cotrain.trust`; 1.0 is the paper's FedCT); empty in round 1, before any
-        consensus. Clients of a deployment that keep it to themselves are absent.
+        consensus. Clients of a deployment that keep it to themselves are absent. With
+        :class:`~cotrain.federation.cross_fit.CrossFitTrust` (``trust="auto"``), the weight of the
+        co-trained models in the client's own predictor (0: its local-only model).
+    quality : dict of int to float
+        Each client's out-of-fold accuracy on its own rows, as it sent it with its labels
+        (what :class:`consensus.ReliabilityVote` weights its votes by); clients that sent
+        none are absent.
     clusters : tuple of tuple of int
         Clustered co-training (``clustering=...``): the partition of all clients whose
         consensus each client received after this round, each cluster sorted, ordered by
@@ -103,6 +109,7 @@ class RoundRecord:
     epsilon_unit: str | None = None
     epsilon_adversary: str | None = None
     trust: dict[int, float] = field(default_factory=dict)
+    quality: dict[int, float] = field(default_factory=dict)
     clusters: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -121,6 +128,7 @@ class RoundRecord:
         out["failed"] = {str(k): v for k, v in self.failed.items()}
         out["client_accuracy"] = {str(k): v for k, v in self.client_accuracy.items()}
         out["trust"] = {str(k): v for k, v in self.trust.items()}
+        out["quality"] = {str(k): v for k, v in self.quality.items()}
         out["clusters"] = [list(c) for c in self.clusters]
         return out
 
@@ -133,6 +141,7 @@ class RoundRecord:
         data["failed"] = {int(k): v for k, v in data["failed"].items()}
         data["client_accuracy"] = {int(k): v for k, v in data["client_accuracy"].items()}
         data["trust"] = {int(k): v for k, v in data.get("trust", {}).items()}
+        data["quality"] = {int(k): v for k, v in data.get("quality", {}).items()}
         data["clusters"] = tuple(tuple(int(i) for i in c) for c in data.get("clusters", ()))
         return cls(**data)
 
@@ -184,6 +193,7 @@ class History:
             row = asdict(record)
             per_client = row.pop("client_accuracy")
             row.update({f"trust_client_{c}": w for c, w in sorted(row.pop("trust").items())})
+            row.update({f"quality_client_{c}": q for c, q in sorted(row.pop("quality").items())})
             row["n_clients"] = len(record.clients)
             row["n_failed"] = len(record.failed)
             row["n_timed_out"] = len(record.timed_out)

@@ -292,10 +292,11 @@ class Param:
 PARAMS: Final[dict[str, Param]] = {
     "estimators": Param(checked_by="cotrain._validation.check_estimators"),
     "consensus": Param(
-        "majority",
+        "auto",
         types=(str, Consensus),
         expected="a name (str) or a Consensus instance",
-        checked_by="consensus.get_consensus (names and the rule's own parameters)",
+        checked_by="consensus.get_consensus (names and the rule's own parameters; 'auto': "
+        "cotrain.federation.setup.auto_consensus)",
     ),
     "share": Param("hard", options=("hard", "soft")),
     "soft_dtype": Param("float32", options=("float32", "float16")),
@@ -308,7 +309,8 @@ PARAMS: Final[dict[str, Param]] = {
         options=("auto",),
         interval=Interval(0, 1),
         methods=("choose",),
-        expected="'auto', None, a weight in [0, 1] or a cotrain.trust.PseudoLabelTrust",
+        expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust or a "
+        "cotrain.federation.cross_fit.CrossFitTrust",
     ),
     "clustering": Param(
         None,

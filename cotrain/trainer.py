@@ -35,7 +35,7 @@ from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.seeding import client_seed, seeded_clone
 from cotrain.federation.server import CoTrainingServer
-from cotrain.federation.setup import build_server
+from cotrain.federation.setup import auto_consensus, build_server
 from cotrain.federation.simulation import SimulatedFederation, aggregate
 from cotrain.history import RoundRecord, summarize_warnings
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
@@ -71,8 +71,11 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         after transforms is refused, as the pipeline would not transform ``X_public``.
         NaN in the data is accepted where the learners that see it take it (scikit-learn
         tag ``allow_nan``: e.g. HistGradientBoosting, XGBoost, trees).
-    consensus : str or consensus.Consensus, default="majority"
-        How label votes become pseudo-labels: "majority", "qualified" (quorum 0.9),
+    consensus : str or consensus.Consensus, default="auto"
+        How label votes become pseudo-labels. "auto": "reliability" without a privacy
+        mechanism (:class:`consensus.ReliabilityVote`: each client's vote weighted by the
+        log-odds of the out-of-fold accuracy it sends as ``quality``), "majority" with
+        one (a private client sends no quality); or "majority", "qualified" (quorum 0.9),
         "mean" (distributed distillation), "entropy" (FedDS), "certainty" (FedAUX), or
         an object from :mod:`consensus`. A soft rule with ``share="hard"`` makes each
         class's share of the votes the soft pseudo-label (with a warning saying so).
@@ -91,20 +94,21 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
         per class, rows kept summing to one (largest-remainder rounding); None sends
         ``soft_dtype`` floats.
-    trust : "auto", None, float or cotrain.trust.PseudoLabelTrust, default="auto"
-        How much each client trusts the pseudo-labelled pool in its own fit. "auto": every
-        round each client picks the pool's sample weight (0 or 1) by 3-fold
-        cross-validation on its private rows (:class:`cotrain.trust.PseudoLabelTrust`: 6
-        extra fits per round on fold-sized data plus the pool; a run takes about 4–5× as
-        long), so that joining does not make its model worse than its local-only model
-        beyond noise; pool rows of classes a client holds none of always count. Its
-        out-of-fold accuracy goes with its upload as ``quality`` (used by
-        ``consensus="quality"``), except from a client with a privacy mechanism. Torch and
-        GPT-2 learners, and a client whose model is trained privately (DP-SGD: the choice
-        would look at its data outside the ε), get weight 1 under "auto". None: every
-        pseudo-label at full weight (the paper's FedCT); a float in [0, 1]: that fixed
-        weight. What a client sends is always its own honest prediction; the choice is
-        recorded in ``history_[t].trust``.
+    trust : "auto", None, float, PseudoLabelTrust or CrossFitTrust, default="auto"
+        How each client uses the pseudo-labelled pool. "auto" without a privacy mechanism:
+        :class:`cotrain.federation.cross_fit.CrossFitTrust` — two models per client, each fitted on
+        half its rows and half the pool, label the other half of the pool (labels never
+        fitted to themselves, so the consensus can keep improving), their out-of-fold
+        accuracy on the client's rows goes with its upload as ``quality`` (the reliability
+        ``consensus="auto"`` weights its votes by), and the client's predictor blends them
+        with its local-only model, moving toward the co-trained models only as far as its
+        own rows show they help (``history_[t].trust`` is that weight). "auto" with a
+        privacy mechanism: :class:`cotrain.trust.PseudoLabelTrust` (the pool's sample
+        weight, 0 or 1, by 3-fold cross-validation; its quality stays at the client). Torch
+        and language-model learners, and a client whose model is trained privately
+        (DP-SGD: the choice would look at its data outside the ε), get weight 1 under
+        "auto". None: every pseudo-label at full weight (the paper's FedCT); a float in
+        [0, 1]: that fixed weight. What a client sends is always its own honest prediction.
     clustering : None, "agreement" or cotrain.clustering.AgreementClustering, default=None
         Clustered co-training (the thesis's clustered FL in label space): clients whose
         labels on U disagree beyond chance (another label map, concept shift) are split
@@ -235,7 +239,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimators: list[Any],
-        consensus: Any = "majority",
+        consensus: Any = "auto",
         share: str = "hard",
         soft_dtype: str = "float32",
         encoding: str = "packed",
@@ -369,7 +373,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     def _setup(self, estimators: list[Any], data: FitData) -> None:
         """Build the server side of the run (as the Flower ServerApp does), then the
         clients."""
-        rule = get_consensus(self.consensus)
+        rule = get_consensus(auto_consensus(self.consensus, self.privacy))
         check_share_consensus(self.share, rule)
         check_privacy_setup(self.privacy, rule, estimators)
         run = build_server(
@@ -549,7 +553,16 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         codes = np.stack([np.searchsorted(self.classes_, m.predict(X)) for m in models])
         soft = self.consensus_.output == "soft"
         probas = np.stack([m.predict_proba(X) for m in models]) if soft else None
-        return self.classes_[aggregate(self.consensus_, codes, probas, len(self.classes_))]
+        quality = self._last_quality()
+        return self.classes_[aggregate(self.consensus_, codes, probas, len(self.classes_), quality)]
+
+    def _last_quality(self) -> np.ndarray:
+        """Each fitted client's last released quality (NaN where it sent none)."""
+        last: dict[int, float] = {}
+        for record in getattr(self, "history_", ()):
+            last.update(record.quality)
+        ids = [i for i, m in enumerate(self.client_models_) if m is not None]
+        return np.array([last.get(i, np.nan) for i in ids], dtype=np.float64)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Consensus probabilities of the local models, columns in ``classes_`` order.

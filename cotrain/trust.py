@@ -29,6 +29,7 @@ from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.validation import has_fit_parameter
 
+from cotrain.federation.cross_fit import CrossFitTrust
 from learners import ClassAlignedClassifier
 from learners._deprecation import deprecated_names
 
@@ -36,6 +37,7 @@ from learners._deprecation import deprecated_names
 DEFAULT_TRUST: Any = "auto"
 
 __all__ = [
+    "CrossFitTrust",
     "FixedTrust",
     "PseudoLabelTrust",
     "TrustChoice",
@@ -385,15 +387,17 @@ def check_weight(weight: Any, name: str) -> float:
 
 def get_trust(
     trust: Any, random_state: int | None = None, estimator: Any = None
-) -> FixedTrust | PseudoLabelTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust:
     """The trust object for a ``trust`` parameter.
 
     Parameters
     ----------
-    trust : "auto", None, float or PseudoLabelTrust
-        ``"auto"``: :class:`PseudoLabelTrust` with its defaults — except for a learner
-        whose class sets ``cross_validated_trust = False`` (torch and language-model
-        learners: each cross-validation fit would be a full first training), which gets
+    trust : "auto", None, float, PseudoLabelTrust or CrossFitTrust
+        ``"auto"``: :class:`~cotrain.federation.cross_fit.CrossFitTrust` with its defaults
+        (cross-fitted
+        labels on the pool, a predictor that falls back toward the local model) — except for
+        a learner whose class sets ``cross_validated_trust = False`` (torch and
+        language-model learners: each extra fit would be a full training), which gets
         full weight;
         None: every pseudo-label at full weight (the paper's FedCT); a float: that fixed
         pool weight; an object: used as it is (its ``random_state`` filled in when None).
@@ -404,13 +408,15 @@ def get_trust(
 
     Returns
     -------
-    FixedTrust or PseudoLabelTrust
+    FixedTrust, PseudoLabelTrust or CrossFitTrust
 
     Examples
     --------
     >>> get_trust(None)
     FixedTrust(1.0)
-    >>> get_trust("auto", random_state=3)
+    >>> get_trust("auto", random_state=3).random_state
+    3
+    >>> get_trust(PseudoLabelTrust(), random_state=3)
     PseudoLabelTrust(weights=(0.0, 1.0), cv=3, z=2.0, random_state=3)
     """
     if trust is None:
@@ -418,25 +424,31 @@ def get_trust(
     if isinstance(trust, str):
         if trust != "auto":
             raise ValueError(
-                f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, "
-                f"got {trust!r}"
+                f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust or a "
+                f"CrossFitTrust, got {trust!r}"
             )
         if not getattr(estimator, "cross_validated_trust", True):
             return FixedTrust(1.0)
-        return PseudoLabelTrust(random_state=random_state)
+        return CrossFitTrust(random_state=random_state)
     if isinstance(trust, numbers.Real) and not isinstance(trust, bool):
         return FixedTrust(trust)
     if isinstance(trust, FixedTrust):
         return trust
-    if isinstance(trust, PseudoLabelTrust):
+    if isinstance(trust, PseudoLabelTrust | CrossFitTrust):
         trust.check()
         if trust.random_state is None:
-            return PseudoLabelTrust(trust.weights, trust.cv, trust.z, random_state)
+            return _with_seed(trust, random_state)
         return trust
     raise TypeError(
-        f"trust must be 'auto', None, a weight in [0, 1] or a PseudoLabelTrust, got "
-        f"{type(trust).__name__}"
+        f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust or a "
+        f"CrossFitTrust, got {type(trust).__name__}"
     )
+
+
+def _with_seed(trust: Any, random_state: int | None) -> Any:
+    """A copy of a trust object with ``random_state`` set."""
+    params = {k: v for k, v in vars(trust).items() if k != "random_state"}
+    return type(trust)(**params, random_state=random_state)
 
 
 def client_trust(
@@ -489,10 +501,18 @@ use trust=None
             )
         if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
+    if privacy is not None and isinstance(trust, CrossFitTrust):
+        raise ValueError(
+            f"trust: a CrossFitTrust cannot be combined with a privacy mechanism ({name}): "
+            "a private client releases its mechanism's labels, not cross-fitted ones; use "
+            "trust='auto' (a PseudoLabelTrust for a private client) or None"
+        )
     if seed is not None:  # the client's seed (an int, as a Flower site gets it) -> its own
         if isinstance(seed, np.random.SeedSequence):
             seed = int(seed.generate_state(1)[0])
         seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
+    if privacy is not None and isinstance(trust, str) and trust == "auto":
+        trust = PseudoLabelTrust()  # a private client's labels come from its mechanism
     chosen = get_trust(trust, seed, estimator)
     if private_training and not (isinstance(chosen, FixedTrust) and chosen.weight == 1.0):
         raise ValueError(

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from ._aligned import ClassAlignedClassifier, continues_training
     from ._alignment import align_proba
     from ._soft_targets import expand_soft_targets
+    from .blend import BlendedClassifier
     from .dp_torch import DPTorchClassifier
     from .lm.classifier import LMClassifier
     from .lm.gpt2 import GPT2Classifier
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 __all__ = [
     "MLP",
     "PACKAGED_MODELS",
+    "BlendedClassifier",
     "ClassAlignedClassifier",
     "DPTorchClassifier",
     "GPT2Classifier",
@@ -70,6 +72,7 @@ install(MOVED)  # old module paths (learners.lm_weights, ...) keep working, with
 #: public name -> module holding it, imported on first access: ``import learners`` loads
 #: neither scikit-learn nor torch, so a light process (a Flower relay) can import it
 _LAZY = {
+    "BlendedClassifier": "blend",
     "ClassAlignedClassifier": "_aligned",
     "continues_training": "_aligned",
     "align_proba": "_alignment",

@@ -210,6 +210,29 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         self.n_classes_ = int(classes.size)
         return self
 
+    @classmethod
+    def from_fitted(
+        cls, estimator: Any, classes: ArrayLike, fit_time: float = 0.0
+    ) -> ClassAlignedClassifier:
+        """A fitted wrapper around an already fitted ``estimator`` whose ``classes_`` are
+        ``classes`` (e.g. a :class:`~learners.BlendedClassifier` built by co-training).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.tree import DecisionTreeClassifier
+        >>> tree = DecisionTreeClassifier().fit([[0], [1]], [0, 1])
+        >>> ClassAlignedClassifier.from_fitted(tree, [0, 1]).predict([[1]])
+        array([1])
+        """
+        classes = check_classes(classes)
+        model = cls(estimator, classes=classes)
+        model.estimator_ = estimator
+        model.classes_ = classes
+        model.n_classes_ = int(classes.size)
+        model.fit_time_ = float(fit_time)
+        return model
+
     def _start_estimator(self, classes: NDArray[Any]) -> Any:
         """The unfitted clone, or a copy of the previous model to continue, for this fit."""
         prev = getattr(self, "estimator_", None)

@@ -375,7 +375,7 @@ def test_pate_keeps_string_labels(cancer):
 # ------------------------------------------------------------- distributed distillation
 def test_distributed_distillation_trains_on_the_soft_mean(cancer):
     estimators = [GaussianNB(), LogisticRegression(), GaussianNB()]
-    dd = DistributedDistillation(estimators, rounds=2, random_state=0)
+    dd = DistributedDistillation(estimators, rounds=2, random_state=0, trust=None)
     assert isinstance(dd, FederatedCoTrainer)
     assert dd.get_params()["consensus"] == "mean" and dd.get_params()["share"] == "soft"
     dd.fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])

@@ -169,7 +169,11 @@ def test_early_stopping_stops_once_stable_and_resuming_does_nothing(cancer, tmp_
     recording_tree = RecordingTree
     recording_tree.sizes = []
     model = trainer(
-        30, estimators=[recording_tree()] * 3, early_stopping=2, checkpoint_dir=tmp_path
+        30,
+        estimators=[recording_tree()] * 3,
+        early_stopping=2,
+        checkpoint_dir=tmp_path,
+        trust=None,  # plain FedCT: trees reproduce the consensus, which soon stops changing
     )
     fit(model, cancer)
     assert model.stopped_reason_ == "early stopping"
@@ -178,7 +182,13 @@ def test_early_stopping_stops_once_stable_and_resuming_does_nothing(cancer, tmp_
     assert all(r.changed != 0 for r in list(model.history_)[1:-2])  # settled only at the end
     fits = len(recording_tree.sizes)
     again = fit(
-        trainer(30, estimators=[recording_tree()] * 3, early_stopping=2, checkpoint_dir=tmp_path),
+        trainer(
+            30,
+            estimators=[recording_tree()] * 3,
+            early_stopping=2,
+            checkpoint_dir=tmp_path,
+            trust=None,
+        ),
         cancer,
         resume=True,
     )

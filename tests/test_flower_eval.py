@@ -45,7 +45,9 @@ def _both(cancer, tmp_path, **params):
 
 
 def test_consensus_accuracy_equals_in_process_hard_majority(cancer, tmp_path):
-    flower, local, _ = _both(cancer, tmp_path, rounds=3, participation=0.67, random_state=2)
+    flower, local, _ = _both(
+        cancer, tmp_path, rounds=3, participation=0.67, random_state=2, consensus="majority"
+    )
     assert flower._eval.sites == [0, 1, 2]
     for a, b in zip(flower.history_, local.history_, strict=True):
         assert a.consensus_accuracy is not None

@@ -414,9 +414,9 @@ def test_crashing_client_is_skipped_from_its_failing_round(cancer):
         CrashingClassifier(DecisionTreeClassifier(), after_fits=1),
         DecisionTreeClassifier(),
     ]
-    trainer = FederatedCoTrainer(ests, rounds=3, random_state=0, on_client_error="skip").fit(
-        cancer["X"], cancer["y"], X_public=cancer["X_public"]
-    )
+    trainer = FederatedCoTrainer(  # plain FedCT: one fit per round, so the second fit fails
+        ests, rounds=3, random_state=0, on_client_error="skip", trust=None
+    ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"])
     assert [sorted(r.failed) for r in trainer.history_] == [[], [1], [1]]
     assert "deliberate crash" in trainer.history_[1].failed[1]
 

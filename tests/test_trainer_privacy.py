@@ -8,6 +8,7 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
+from cotrain.trust import PseudoLabelTrust
 
 privacy = pytest.importorskip("cotrain.privacy")
 pytest.importorskip("dp_accounting")
@@ -23,7 +24,9 @@ def fit(cancer, mechanism, **params):
 
 
 def test_negligible_noise_gives_the_non_private_result(cancer):
-    plain = fit(cancer, None)
+    plain = fit(
+        cancer, None, consensus="majority", trust=PseudoLabelTrust()
+    )  # as "auto" with privacy
     # record level over all 300 released labels: ε' = 50000/300 per label, keep prob ~ 1
     private = fit(cancer, privacy.RandomizedResponse(epsilon=50_000.0))
     np.testing.assert_array_equal(plain.pseudo_label_codes_, private.pseudo_label_codes_)

@@ -14,6 +14,7 @@ from sklearn.tree import DecisionTreeClassifier
 from consensus import Consensus, MajorityVote
 from cotrain import FederatedCoTrainer
 from cotrain.federation.client import Client
+from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.trust import (
     FixedTrust,
@@ -170,21 +171,21 @@ def _fit(cancer, **params):
 
 
 def test_history_records_each_clients_trust_per_round(cancer):
-    trainer = _fit(cancer, trust="auto")
+    trainer = _fit(cancer, trust=PseudoLabelTrust())
     assert trainer.history_[0].trust == {}  # round 1: no consensus yet
     for record in trainer.history_[1:]:
         assert set(record.trust) == {0, 1, 2}
         assert all(w in (0.0, 1.0) for w in record.trust.values())
     frame = trainer.history_.to_frame()
     assert frame.loc[2, "trust_client_1"] == trainer.history_[2].trust[1]
-    again = _fit(cancer, trust="auto")  # seeded: the same choices and models
+    again = _fit(cancer, trust=PseudoLabelTrust())  # seeded: the same choices and models
     assert [r.trust for r in again.history_] == [r.trust for r in trainer.history_]
     X_test = cancer["X_test"]
     np.testing.assert_array_equal(again.predict(X_test), trainer.predict(X_test))
 
 
 def test_trust_none_and_full_weight_are_plain_fedct(cancer):
-    plain, full = _fit(cancer), _fit(cancer, trust=1.0)
+    plain, full = _fit(cancer, trust=None), _fit(cancer, trust=1.0)
     np.testing.assert_array_equal(plain.pseudo_label_codes_, full.pseudo_label_codes_)
     assert plain.history_[-1].trust == {0: 1.0, 1: 1.0, 2: 1.0}
 
@@ -215,9 +216,8 @@ def test_a_strong_client_does_not_follow_a_wrong_majority():
         t = FederatedCoTrainer(est, trust=trust, rounds=3, random_state=0)
         t.fit(Xs, ys, X_public=U)
         accuracy[trust] = np.mean(t.clients_[3].predict(X_test) == y_test)
-        if trust == "auto":
+        if trust == "auto":  # cross-fitted: client 3 keeps its own model (weight 0)
             assert t.history_[-1].trust[3] == 0.0
-            assert t.history_[-1].trust[0] == 1.0  # the flipped clients agree with the pool
     local = DecisionTreeClassifier(max_depth=3, random_state=0).fit(Xs[3], ys[3])
     assert accuracy[None] < 0.1  # it learned the flipped consensus
     assert accuracy["auto"] >= np.mean(local.predict(X_test) == y_test) - 0.02
@@ -349,7 +349,7 @@ def test_auto_gives_torch_and_gpt2_learners_full_weight():
 
     assert get_trust("auto", 0, TorchClassifier(MLP)).weight == 1.0
     assert GPT2Classifier.cross_validated_trust is False
-    assert isinstance(get_trust("auto", 0, DecisionTreeClassifier()), PseudoLabelTrust)
+    assert isinstance(get_trust("auto", 0, DecisionTreeClassifier()), CrossFitTrust)
 
 
 def test_private_only_fold_scores_are_computed_once_per_client():

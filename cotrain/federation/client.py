@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound
 from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
@@ -189,13 +190,15 @@ class Client:
         own_ledger: bool = True,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
-        trust: FixedTrust | PseudoLabelTrust | None = None,
+        trust: FixedTrust | PseudoLabelTrust | CrossFitTrust | None = None,
     ) -> None:
         self.client_id = client_id
         self.classes = classes
         privacy = as_mechanism(privacy)
         if privacy is not None:  # e.g. DP-SGD trains a private version of the estimator
             estimator = privacy.prepare(estimator)
+        #: the learner as given (after the privacy mechanism's ``prepare``): unfitted
+        self.estimator = estimator
         self.model = ClassAlignedClassifier(estimator, classes=classes)
         self.fitted = False
         self.X_public = X_public
@@ -360,6 +363,8 @@ class Client:
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
         sharing) and put the evaluation predictions and learner time in ``result``."""
+        if isinstance(self.trust, CrossFitTrust):
+            return self._cross_fit_and_label(pseudo, result)
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
@@ -387,6 +392,31 @@ class Client:
                 result.eval_proba = self.model.predict_proba(self.X_eval)
         result.learner_time_s = trust_time + self.model.fit_time_ + time.perf_counter() - start
         return on_public if soft else self.codes(on_public)
+
+    def _cross_fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
+        """:meth:`_fit_and_label` of a
+        :class:`~cotrain.federation.cross_fit.CrossFitTrust` client: the
+        labels on U come from models that did not see those rows' pseudo-labels, and the
+        client's predictor blends them with its local-only model."""
+        start = time.perf_counter()
+        if self.fitted and "local" not in self.trust_cache:  # restored from a checkpoint
+            self.trust.resume(self.model.estimator_, self.trust_cache)
+        out = self.trust.fit_round(
+            self.estimator, self._X, self._y, self.X_public, pseudo, self.classes,
+            self.trust_cache,
+        )  # fmt: skip
+        self.model = ClassAlignedClassifier.from_fitted(out.model, self.classes, out.fit_time)
+        self.fitted = True
+        result.trust, result.quality = out.alpha, out.quality
+        if self.X_eval is not None:
+            proba = self.model.predict_proba(self.X_eval)
+            result.eval_codes = proba.argmax(axis=1).astype(np.int64)
+            if self.eval_proba:
+                result.eval_proba = proba
+        result.learner_time_s = time.perf_counter() - start
+        if self.wire.share == "soft":
+            return out.on_public
+        return out.on_public.argmax(axis=1).astype(np.int64)
 
     def codes(self, labels: np.ndarray) -> np.ndarray:
         """Indices of global-class labels in ``classes``."""

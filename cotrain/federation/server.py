@@ -309,7 +309,8 @@ class CoTrainingServer:
         """The consensus rule on the answers ``ids`` (one cluster's, or everyone's),
         abstaining on the clustering's probe."""
         if quality is not None:
-            weights = self.consensus.weights_for(ids, self.wire.n_public, quality=quality)
+            extra = {"n_classes": self.wire.n_classes} if _needs_classes(self.consensus) else {}
+            weights = self.consensus.weights_for(ids, self.wire.n_public, quality=quality, **extra)
         else:
             weights = self.consensus.weights_for(ids, self.wire.n_public)
         pseudo = self.consensus(votes, n_classes=self.wire.n_classes, weights=weights)
@@ -507,3 +508,11 @@ def hard_codes(labels: np.ndarray) -> np.ndarray:
         return labels.astype(np.int64)
     absent = np.isnan(labels).any(axis=-1)
     return np.where(absent, -1, np.argmax(np.nan_to_num(labels, nan=-1.0), axis=-1))
+
+
+def _needs_classes(consensus: Any) -> bool:
+    """Whether the rule's ``weights_for`` takes ``n_classes=`` (a reliability vote)."""
+    rule = getattr(consensus, "base", consensus)
+    if isinstance(rule, str):
+        return rule.strip().lower() in ("reliability", "reliability_vote")
+    return bool(getattr(rule, "weights_need_n_classes", False))

@@ -34,7 +34,7 @@ from cotrain.federation.server import CoTrainingServer
 from cotrain.history import History, RoundRecord
 from cotrain.wire.format import WireFormat
 
-__all__ = ["ServerRun", "build_server"]
+__all__ = ["ServerRun", "auto_consensus", "build_server"]
 
 
 @dataclass
@@ -105,6 +105,21 @@ class ServerRun:
             self.ledger.load_state_dict(state["ledger"])
         for record in state["history"]:
             self.history.append(RoundRecord.from_json(record))
+
+
+def auto_consensus(consensus: Any, privacy: Any) -> Any:
+    """The consensus rule ``"auto"`` stands for: ``"reliability"`` (votes weighted by the
+    clients' out-of-fold accuracy) without a privacy mechanism, ``"majority"`` with one (a
+    private client sends no accuracy); any other value unchanged.
+
+    Examples
+    --------
+    >>> auto_consensus("auto", None), auto_consensus("auto", object()), auto_consensus("mean", None)
+    ('reliability', 'majority', 'mean')
+    """
+    if isinstance(consensus, str) and consensus.strip().lower() == "auto":
+        return "reliability" if privacy is None else "majority"
+    return consensus
 
 
 def build_server(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from consensus import majority_vote
+from consensus import ReliabilityVote, majority_vote
 from cotrain._validation import FitData
 from cotrain.federation.client import Client
 from cotrain.federation.sampling import ClientSampler
@@ -30,19 +30,34 @@ from cotrain.runtime.runtimes import Straggler
 __all__ = ["SimulatedFederation", "aggregate"]
 
 
-def aggregate(consensus: Any, codes: np.ndarray, probas: np.ndarray | None, n_classes: int):
+def aggregate(
+    consensus: Any,
+    codes: np.ndarray,
+    probas: np.ndarray | None,
+    n_classes: int,
+    quality: np.ndarray | None = None,
+):
     """The prediction rule of a federation: a soft consensus applies to probabilities; a
-    hard one (majority, qualified majority, certainty) is a plain majority vote that
-    never abstains.
+    :class:`~consensus.ReliabilityVote` weights each model's vote by its client's
+    reliability (``quality``, ``(m,)`` with NaN where unknown); any other hard rule
+    (majority, qualified majority, certainty) is a plain majority vote that never abstains.
 
     Examples
     --------
-    >>> from consensus import MajorityVote
-    >>> aggregate(MajorityVote(), np.array([[0, 1], [1, 1], [0, 1]]), None, 2).tolist()
+    >>> from consensus import MajorityVote, ReliabilityVote
+    >>> votes = np.array([[0, 1], [1, 1], [1, 0]])
+    >>> aggregate(MajorityVote(), votes, None, 2).tolist()
+    [1, 1]
+    >>> aggregate(ReliabilityVote(), votes, None, 2, quality=np.array([0.99, 0.6, 0.6])).tolist()
     [0, 1]
     """
     if consensus.output == "soft" and probas is not None:
         return np.argmax(consensus(probas, n_classes=n_classes), axis=1)
+    if isinstance(consensus, ReliabilityVote) and quality is not None:
+        weights = consensus.weights_for(
+            np.arange(len(codes)), codes.shape[1], quality=quality, n_classes=n_classes
+        )
+        return consensus(codes, n_classes=n_classes, weights=weights)
     return majority_vote(codes, n_classes)
 
 
@@ -79,6 +94,8 @@ class SimulatedFederation:
         self.local_warnings: Counter = Counter()
         #: client id -> its latest (codes, probabilities) on the evaluation data
         self.last_eval: dict[int, tuple[Any, Any]] = {}
+        #: each client's last released quality (its reliability for the prediction rule)
+        self.last_quality: dict[int, float | None] = {}
         #: client id -> the ε its own ledger reported with its latest upload (private clients)
         self.site_epsilon: dict[int, float] = {}
         self.pool: Any = None
@@ -130,9 +147,11 @@ class SimulatedFederation:
         local_time = sum(r.learner_time_s for r in private)
         released = {r.client_id: r.upload().trust for r in results}  # as a site reports it
         trust = {i: w for i, w in released.items() if w is not None}
+        quality = {r.client_id: r.upload().quality for r in results}
+        self.last_quality.update({i: q for i, q in quality.items() if i in answered})
         return replace(
             record, learner_time_s=record.learner_time_s + local_time, trust=trust,
-            **self.evaluate(),
+            quality={i: q for i, q in quality.items() if q is not None}, **self.evaluate(),
         )  # fmt: skip
 
     def privacy_report(self) -> dict[str, Any] | None:
@@ -173,9 +192,10 @@ class SimulatedFederation:
             i: float(np.mean(row == data.y_eval_codes)) for i, row in zip(ids, codes, strict=True)
         }
         probas = [self.last_eval[i][1] for i in ids]
+        quality = [self.last_quality.get(i) for i in ids]
         pred = aggregate(
             self.server.consensus, codes, None if probas[0] is None else np.stack(probas),
-            len(data.classes),
+            len(data.classes), np.array([np.nan if q is None else q for q in quality]),
         )  # fmt: skip
         out.update(
             client_accuracy=acc,

@@ -32,7 +32,7 @@ from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer, Upload
-from cotrain.federation.setup import ServerRun, build_server
+from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange, identity
@@ -154,7 +154,7 @@ class FlowerCoTraining:
         public_pool: Any,
         *,
         rounds: int = 20,
-        consensus: Any = "majority",
+        consensus: Any = "auto",
         share: str = "hard",
         soft_dtype: str = "float32",
         encoding: str = "packed",
@@ -267,7 +267,8 @@ class FlowerCoTraining:
         self.classes_ = self._global_classes(sites)
         self._eval = SharedEvaluation(sites, self.classes_)
         self._run: ServerRun = build_server(
-            consensus=self.consensus, X_public=X_public, n_classes=len(self.classes_),
+            consensus=auto_consensus(self.consensus, None), X_public=X_public,
+            n_classes=len(self.classes_),
             client_names=[f"site {i} (node {s['node']}, {s['learner']})"
                           for i, s in enumerate(sites)],
             share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,

@@ -1,0 +1,205 @@
+"""Cross-fitted co-training (the default ``trust="auto"``), the reliability-weighted vote
+(the default ``consensus="auto"``) and the blended site predictor (issue 28)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from consensus import ReliabilityVote, get_consensus, reliability_vote
+from cotrain import FederatedCoTrainer
+from cotrain.federation.cross_fit import CrossFitTrust, pick_alpha
+from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust, get_trust
+from learners import BlendedClassifier, ClassAlignedClassifier
+
+CLASSES = np.array([0, 1])
+
+
+def _task(seed: int = 0, n: int = 80, n_public: int = 300):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    U = rng.normal(size=(n_public, 2))
+    return X, (X[:, 0] > 0).astype(int), U, (U[:, 0] > 0).astype(int)
+
+
+# ------------------------------------------------------------------- pick_alpha
+def test_pick_alpha_hand_computed() -> None:
+    y = np.array([0, 1, 0, 1])
+    local = np.array([[0.6, 0.4], [0.4, 0.6], [0.6, 0.4], [0.6, 0.4]])  # 3 of 4 right
+    co = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.1], [0.1, 0.9]])  # all right
+    # Brier per row of a * co + (1 - a) * local; at a = 1: 0.02 each; a = 0: 0.32 x3, 0.72
+    assert pick_alpha(co, local, y, (0.0, 1.0), z=0.0) == 1.0
+    # the difference (0.30, 0.30, 0.30, 0.70) has mean 0.40 and se 0.10: within 5 se of
+    # the best, so the site keeps its own model
+    assert pick_alpha(co, local, y, (0.0, 1.0), z=5.0) == 0.0
+    assert pick_alpha(co, local, y, (0.0, 1.0), z=3.9) == 1.0
+
+
+def test_pick_alpha_prefers_local_on_ties() -> None:
+    y = np.array([0, 1])
+    same = np.array([[0.8, 0.2], [0.2, 0.8]])
+    assert pick_alpha(same, same, y, (0.0, 0.5, 1.0), z=0.0) == 0.0
+
+
+# ------------------------------------------------------------------- CrossFitTrust
+def test_round_one_sends_the_local_model_labels() -> None:
+    X, y, U, _ = _task()
+    state: dict = {}
+    out = CrossFitTrust(random_state=0).fit_round(
+        LogisticRegression(), X, y, U, None, CLASSES, state
+    )
+    expected = LogisticRegression().fit(X, y).predict_proba(U)
+    np.testing.assert_allclose(out.on_public, expected)
+    assert out.alpha == 0.0 and len(out.model.cotrained) == 0
+    assert 0.9 <= out.quality <= 1.0  # 5-fold out-of-fold accuracy of a separable task
+
+
+def test_labels_on_the_pool_are_not_fitted_to_themselves() -> None:
+    """A 1-nearest-neighbour model fitted on a row returns that row's label: a client
+    that sent labels from its own fit would echo random pseudo-labels back exactly."""
+    X, y, U, _ = _task(1)
+    noise = np.random.default_rng(5).integers(0, 2, size=len(U))
+    state: dict = {}
+    trust = CrossFitTrust(random_state=0)
+    knn = KNeighborsClassifier(n_neighbors=1)
+    out = trust.fit_round(knn, X, y, U, noise, CLASSES, state)
+    echoed = np.mean(out.on_public.argmax(axis=1) == noise)
+    in_sample = ClassAlignedClassifier(knn, classes=CLASSES).fit(np.r_[X, U], np.r_[y, noise])
+    assert np.mean(in_sample.predict(U) == noise) == 1.0
+    assert 0.35 < echoed < 0.65  # chance agreement with labels the models never saw
+    # each pool fold is labelled by the one model that did not see it
+    folds = state["u_fold"]
+    for k, model in enumerate(state["folds"]):
+        np.testing.assert_allclose(out.on_public[folds == k], model.predict_proba(U[folds == k]))
+
+
+def test_a_wrong_consensus_leaves_the_site_with_its_own_model() -> None:
+    X, y, U, truth = _task(2)
+    state: dict = {}
+    trust = CrossFitTrust(random_state=0)
+    trust.fit_round(LogisticRegression(), X, y, U, None, CLASSES, state)
+    out = trust.fit_round(LogisticRegression(), X, y, U, 1 - truth, CLASSES, state)
+    assert out.alpha == 0.0
+    np.testing.assert_array_equal(out.model.predict(U), state["local"].predict(U))
+    assert out.quality < 0.5  # the co-trained models learned the flipped pool
+    good = trust.fit_round(LogisticRegression(), X, y, U, truth, CLASSES, state)
+    assert good.alpha > 0.0 and good.quality > 0.9
+
+
+def test_soft_consensus_and_abstentions() -> None:
+    X, y, U, truth = _task(3)
+    soft = np.eye(2)[truth].astype(float)
+    soft[:10] = np.nan  # abstained rows carry no pseudo-label
+    state: dict = {}
+    out = CrossFitTrust(random_state=0).fit_round(
+        LogisticRegression(), X, y, U, soft, CLASSES, state
+    )
+    assert out.on_public.shape == (len(U), 2)
+    np.testing.assert_allclose(out.on_public.sum(axis=1), 1.0)
+
+
+def test_too_few_rows_is_plain_cotraining() -> None:
+    X, y, U, truth = _task(4, n=6)
+    out = CrossFitTrust(random_state=0).fit_round(
+        DecisionTreeClassifier(random_state=0), X, y, U, truth, CLASSES, {}
+    )
+    assert out.alpha == 1.0 and out.quality is None
+
+
+@pytest.mark.parametrize(
+    ("params", "word"),
+    [({"n_folds": 1}, "n_folds"), ({"alphas": (0.5, 2.0)}, "alphas"), ({"z": -1}, "z"),
+     ({"alphas": ()}, "alphas"), ({"local_folds": True}, "local_folds")],
+)  # fmt: skip
+def test_bad_parameters_name_themselves(params: dict, word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        CrossFitTrust(**params).check()
+    with pytest.raises(ValueError, match=word):
+        get_trust(CrossFitTrust(**params))
+
+
+def test_auto_trust_per_setting() -> None:
+    assert isinstance(get_trust("auto", 1, LogisticRegression()), CrossFitTrust)
+    from cotrain.privacy import RandomizedResponse
+
+    private = client_trust("auto", RandomizedResponse(epsilon=2.0), 1, LogisticRegression())
+    assert isinstance(private, PseudoLabelTrust)
+    with pytest.raises(ValueError, match="CrossFitTrust"):
+        client_trust(CrossFitTrust(), RandomizedResponse(epsilon=2.0), 1)
+    assert isinstance(get_trust(None), FixedTrust)
+
+
+# ------------------------------------------------------------------- reliability vote
+def test_reliability_vote_hand_computed() -> None:
+    votes = np.array([[0, 1, 2], [1, 1, 0], [1, 2, 0]])
+    # C = 3: w = log(2 q / (1 - q)): q 0.9 -> 2.890, q 0.6 -> 1.099 (two of them: 2.197)
+    got = reliability_vote(votes, 3, reliability=[0.9, 0.6, 0.6])
+    assert got.tolist() == [0, 1, 2]
+    assert reliability_vote(votes, 3).tolist() == [1, 1, 0]  # plain plurality
+    # at chance level (q = 1/3) a client's vote counts for nothing
+    assert reliability_vote(votes, 3, reliability=[1 / 3, 0.6, 0.6]).tolist() == [1, 1, 0]
+
+
+def test_reliability_vote_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="reliability"):
+        reliability_vote(np.array([[0, 1]]), 2, reliability=[1.5])
+    with pytest.raises(ValueError, match="shape"):
+        reliability_vote(np.array([[0, 1]]), 2, reliability=[0.5, 0.5])
+    rule = ReliabilityVote()
+    assert rule.weights_for([0], 2, quality=[0.9]) is None  # the server passes n_classes
+    with pytest.raises(ValueError, match=r"quality|reliability"):
+        rule.weights_for([0], 2, quality=[0.9, 0.8], n_classes=2)
+    assert isinstance(get_consensus("reliability"), ReliabilityVote)
+
+
+# ------------------------------------------------------------------- blend
+def test_blend_refuses_bad_alpha() -> None:
+    X, y, _, _ = _task()
+    local = ClassAlignedClassifier(LogisticRegression(), classes=CLASSES).fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        BlendedClassifier(local, (), 1.5).fit_blend()
+    with pytest.raises(TypeError, match="alpha"):
+        BlendedClassifier(local, (), "half").fit_blend()
+    refit = BlendedClassifier(local, [local], 0.5).fit(X[:40], y[:40])
+    assert refit.cotrained == () and refit.predict(X).shape == (len(X),)
+
+
+# ------------------------------------------------------------------- the trainer
+def test_trainer_defaults_protect_a_good_client_from_liars() -> None:
+    """One honest client among three that learned flipped labels: under the defaults it
+    keeps its own model (its predictions equal its local-only model's), while the paper's
+    FedCT drags it to the liars' side."""
+    X, y, U, _ = _task(6, n=240, n_public=400)
+    parts = np.array_split(np.arange(len(y)), 4)
+    Xs = [X[p] for p in parts]
+    ys = [y[parts[0]]] + [1 - y[p] for p in parts[1:]]
+    learners = [LogisticRegression() for _ in range(4)]
+    trainer = FederatedCoTrainer(learners, rounds=3, random_state=0).fit(Xs, ys, X_public=U)
+    assert isinstance(trainer.consensus_, ReliabilityVote)
+    local = LogisticRegression().fit(Xs[0], ys[0])
+    np.testing.assert_array_equal(trainer.clients_[0].predict(U), local.predict(U))
+    assert trainer.history_[-1].trust[0] == 0.0
+    # the liars' consensus wins the vote (each liar is consistent with its own rows, so
+    # its out-of-fold accuracy is high); the honest client's co-trained models learn it
+    # and score low on its rows, so its predictor stays its own
+    assert trainer.history_[-1].quality[0] < 0.1 < 0.9 < trainer.history_[-1].quality[1]
+    plain = FederatedCoTrainer(learners, rounds=3, trust=None, consensus="majority",
+                               random_state=0).fit(Xs, ys, X_public=U)  # fmt: skip
+    assert np.mean(plain.clients_[0].predict(U) == (U[:, 0] > 0)) < 0.2
+
+
+def test_trainer_records_quality_and_saves_the_blend(tmp_path) -> None:
+    X, y, U, truth = _task(7, n=160)
+    parts = np.array_split(np.arange(len(y)), 2)
+    trainer = FederatedCoTrainer(
+        [DecisionTreeClassifier(random_state=0), LogisticRegression()], rounds=2, random_state=0
+    ).fit([X[p] for p in parts], [y[p] for p in parts], X_public=U, y_public=truth)
+    assert set(trainer.history_[0].quality) == {0, 1}
+    assert isinstance(trainer.clients_[0], BlendedClassifier)
+    frame = trainer.history_.to_frame()
+    assert {"quality_client_0", "pseudo_label_accuracy"} <= set(frame.columns)
+    loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
+    np.testing.assert_array_equal(loaded.predict(U), trainer.predict(U))
