@@ -132,7 +132,7 @@ def reliability_vote(
     m = checked.votes.shape[0]
     weights = None if reliability is None else reliability_weights(reliability, checked.n_classes)
     if weights is not None and weights.shape != (m,):
-        raise ValueError(f"reliability must have shape ({m},), got {np.shape(reliability)}")
+        raise ValueError(f"reliability must have shape ({m},), got {weights.shape}")
     return plurality_winners(checked.votes, checked.n_classes, weights, None)
 
 

@@ -456,7 +456,7 @@ def client_trust(
     privacy: Any,
     seed: np.random.SeedSequence | int | None,
     estimator: Any = None,
-) -> FixedTrust | PseudoLabelTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust:
     """One client's trust object: :func:`get_trust` seeded from the client's seed (a
     seed sequence as the trainer holds it, or its int as a Flower site receives it: the
     same trust either way).
