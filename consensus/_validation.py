@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "Checked",
+    "check_client_accuracy",
     "check_inputs",
     "check_k",
     "check_n_classes",
@@ -246,3 +247,35 @@ def check_client_ids(client_ids: ArrayLike, n_clients: int | None = None) -> NDA
             f"got values in [{ids.min()}, {ids.max()}]"
         )
     return ids.astype(np.intp, copy=False)
+
+
+def check_client_accuracy(values: Any, m: int, name: str) -> NDArray[np.float64] | None:
+    """Each client's accuracy (``quality``, ``reliability``) as float64 ``(m,)``, NaN (not
+    sent) replaced by the mean of the sent values; None when ``values`` is None or nobody
+    sent one. Errors name ``name``.
+
+    Examples
+    --------
+    >>> check_client_accuracy([0.5, np.nan, 1.0], 3, "quality").tolist()
+    [0.5, 0.75, 1.0]
+    >>> check_client_accuracy([np.nan], 1, "quality") is None
+    True
+    """
+    if values is None:
+        return None
+    q = np.asarray(values)
+    if q.dtype == object or not (
+        np.issubdtype(q.dtype, np.floating) or np.issubdtype(q.dtype, np.integer)
+    ):
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {q.dtype}")
+    q = q.astype(np.float64)
+    if q.shape != (m,):
+        raise ValueError(f"{name} must have shape ({m},) (one value per client), got {q.shape}")
+    sent = ~np.isnan(q)
+    if np.any((q[sent] < 0) | (q[sent] > 1)):
+        raise ValueError(f"{name} must lie in [0, 1] (an accuracy) or be NaN (not sent)")
+    if not sent.any():
+        return None
+    # a client that sent nothing counts as the mean of those that did: neither trusted more
+    # nor less than the others
+    return np.where(sent, q, q[sent].mean())

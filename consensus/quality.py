@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import check_inputs, check_nonnegative_finite
+from ._validation import check_client_accuracy, check_inputs, check_nonnegative_finite
 from .certainty import CertaintyWeighted
 from .hard import plurality_winners
 
@@ -61,28 +61,6 @@ def _check_top_k(top_k: Any) -> int | None:
     if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
         raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
     return int(top_k)
-
-
-def _check_quality(quality: ArrayLike | None, m: int) -> NDArray[np.float64] | None:
-    """Quality as float64 ``(m,)`` with NaN for "not sent"; None when nobody sent one."""
-    if quality is None:
-        return None
-    q = np.asarray(quality)
-    if q.dtype == object or not (
-        np.issubdtype(q.dtype, np.floating) or np.issubdtype(q.dtype, np.integer)
-    ):
-        raise TypeError(f"quality must be an array of real numbers, got dtype {q.dtype}")
-    q = q.astype(np.float64)
-    if q.shape != (m,):
-        raise ValueError(f"quality must have shape ({m},) (one value per client), got {q.shape}")
-    sent = ~np.isnan(q)
-    if np.any((q[sent] < 0) | (q[sent] > 1)):
-        raise ValueError("quality must lie in [0, 1] (an accuracy) or be NaN (not sent)")
-    if not sent.any():
-        return None
-    # a client that sent nothing counts as the mean of those that did: neither trusted more
-    # nor less than the others
-    return np.where(sent, q, q[sent].mean())
 
 
 def quality_weights(
@@ -159,7 +137,7 @@ def quality_weights(
     top = s.max(axis=0, initial=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(top > 0, s / np.where(top > 0, top, 1.0), 0.0) ** power
-    q = _check_quality(quality, m)
+    q = check_client_accuracy(quality, m, "quality")
     if q is not None and quality_power > 0:
         w *= (q**quality_power)[:, None]
     if top_k is not None and top_k < m:
@@ -327,7 +305,7 @@ class QualityVote(CertaintyWeighted):
         """
         base = super().weights_for(client_ids, n_public)
         m = len(np.atleast_1d(np.asarray(client_ids)))
-        q = _check_quality(quality, m)
+        q = check_client_accuracy(quality, m, "quality")
         quality_power = _check_power(self.quality_power, "quality_power", positive=False)
         power = _check_power(self.power, "power", positive=True)
         if q is None or quality_power == 0:

@@ -34,34 +34,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._base import Consensus
-from ._validation import check_inputs, check_n_classes
+from ._validation import check_client_accuracy, check_inputs, check_n_classes
 from .hard import plurality_winners
 
 __all__ = ["ReliabilityVote", "reliability_vote", "reliability_weights"]
 
 #: reliabilities are clipped below this, so that one client cannot get an infinite weight
 MAX_RELIABILITY = 0.99
-
-
-def _check_reliability(reliability: ArrayLike, m: int) -> NDArray[np.float64] | None:
-    """Reliability as float64 ``(m,)``, NaN (not sent) replaced by the mean of the sent
-    values; None when no client sent one."""
-    r = np.asarray(reliability)
-    if r.dtype == object or not (
-        np.issubdtype(r.dtype, np.floating) or np.issubdtype(r.dtype, np.integer)
-    ):
-        raise TypeError(f"reliability must be an array of real numbers, got dtype {r.dtype}")
-    r = r.astype(np.float64)
-    if r.shape != (m,):
-        raise ValueError(
-            f"reliability must have shape ({m},) (one value per client), got {r.shape}"
-        )
-    sent = ~np.isnan(r)
-    if np.any((r[sent] < 0) | (r[sent] > 1)):
-        raise ValueError("reliability must lie in [0, 1] (an accuracy) or be NaN (not sent)")
-    if not sent.any():
-        return None
-    return np.where(sent, r, r[sent].mean())
 
 
 def reliability_weights(reliability: ArrayLike, n_classes: int) -> NDArray[np.float64]:
@@ -92,9 +71,10 @@ def reliability_weights(reliability: ArrayLike, n_classes: int) -> NDArray[np.fl
     [1.0, 1.0]
     """
     n_classes = check_n_classes(n_classes)
-    r = _check_reliability(reliability, len(np.atleast_1d(np.asarray(reliability))))
+    m = len(np.atleast_1d(np.asarray(reliability)))
+    r = check_client_accuracy(reliability, m, "reliability")
     if r is None or n_classes < 2:
-        return np.ones(len(np.atleast_1d(np.asarray(reliability))))
+        return np.ones(m)
     q = np.clip(r, 1.0 / n_classes, MAX_RELIABILITY)
     w = np.log((n_classes - 1) * q / (1.0 - q))
     w = np.maximum(w, 0.0)  # exactly 0 at chance level (rounding aside)
@@ -187,7 +167,7 @@ class ReliabilityVote(Consensus):
         if quality is None or n_classes is None:
             return None
         m = len(np.atleast_1d(np.asarray(client_ids)))
-        if _check_reliability(quality, m) is None:
+        if check_client_accuracy(quality, m, "quality") is None:
             return None
         return reliability_weights(quality, n_classes)
 

@@ -6,8 +6,9 @@ pseudo-labelled pool. :class:`BlendedClassifier` predicts with the mixture
 
 ``p(x) = alpha · mean_k p_k(x) + (1 - alpha) · p_local(x)``
 
-where ``alpha`` is chosen on the site's own rows (see
-:class:`cotrain.federation.cross_fit.CrossFitTrust`):
+over the classes the site holds rows of (see :func:`blend_proba` for the classes it does
+not: those only the co-trained models can predict), where ``alpha`` is chosen on the
+site's own rows (see :class:`cotrain.federation.cross_fit.CrossFitTrust`):
 0 keeps the site's model alone, 1 is plain co-training.
 """
 
@@ -24,7 +25,52 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._aligned import ClassAlignedClassifier
 
-__all__ = ["BlendedClassifier"]
+__all__ = ["BlendedClassifier", "blend_proba"]
+
+
+def blend_proba(
+    cotrained: NDArray[np.float64],
+    local: NDArray[np.float64],
+    alpha: float,
+    held: NDArray[np.bool_] | None = None,
+) -> NDArray[np.float64]:
+    """Mix co-trained and local-only probabilities, the local model only where it can speak.
+
+    A local model trained without any row of a class gives it probability 0, and the
+    site's own rows cannot tell whether the federation's view of that class helps (none
+    of them is of it). So the co-trained probability of every class the site does not
+    hold passes through unchanged, and ``alpha`` mixes only the rest: the co-trained mass
+    ``s`` on held classes is shared as ``alpha · co_c + (1 - alpha) · s · local_c``.
+    With every class held this is ``alpha · co + (1 - alpha) · local``.
+
+    Parameters
+    ----------
+    cotrained, local : ndarray of shape (n, C)
+        Probabilities (rows summing to one); ``local`` is 0 on classes not held.
+    alpha : float
+        Weight of the co-trained models on held classes, in ``[0, 1]``.
+    held : ndarray of bool, shape (C,), optional
+        The classes the site holds rows of (None: all).
+
+    Returns
+    -------
+    ndarray of shape (n, C)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> co, local = np.array([[0.2, 0.3, 0.5]]), np.array([[1.0, 0.0, 0.0]])
+    >>> blend_proba(co, local, 0.0, held=np.array([True, True, False])).tolist()
+    [[0.5, 0.0, 0.5]]
+    >>> blend_proba(co, local, 0.5).tolist()
+    [[0.6, 0.15, 0.25]]
+    """
+    if held is None or held.all():
+        return alpha * cotrained + (1.0 - alpha) * local
+    out = cotrained.copy()
+    mass = cotrained[:, held].sum(axis=1, keepdims=True)
+    out[:, held] = alpha * cotrained[:, held] + (1.0 - alpha) * mass * local[:, held]
+    return out
 
 
 class BlendedClassifier(ClassifierMixin, BaseEstimator):
@@ -38,7 +84,11 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         Fitted co-trained models over the same classes (e.g. the cross-fitted models of
         :class:`cotrain.federation.cross_fit.CrossFitTrust`); their probabilities are averaged.
     alpha : float, default=0.0
-        Weight in ``[0, 1]`` of the co-trained models (0: the local model alone).
+        Weight in ``[0, 1]`` of the co-trained models (0: the local model alone, on the
+        classes it holds).
+    held : array-like of bool, shape (n_classes,), optional
+        The classes the site holds rows of; the co-trained models alone predict the others
+        (see :func:`blend_proba`). None: every class.
 
     Attributes
     ----------
@@ -62,10 +112,17 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
     array([1])
     """
 
-    def __init__(self, local: Any, cotrained: Sequence[Any] = (), alpha: float = 0.0) -> None:
+    def __init__(
+        self,
+        local: Any,
+        cotrained: Sequence[Any] = (),
+        alpha: float = 0.0,
+        held: Any = None,
+    ) -> None:
         self.local = local
         self.cotrained = cotrained
         self.alpha = alpha
+        self.held = held
 
     def _check_alpha(self) -> float:
         alpha = self.alpha
@@ -107,14 +164,15 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
-        """``alpha`` times the mean co-trained probabilities plus ``1 - alpha`` times the
-        local model's, one column per class of ``classes_``."""
+        """The blend of the mean co-trained probabilities and the local model's
+        (:func:`blend_proba`), one column per class of ``classes_``."""
         check_is_fitted(self, "classes_")
         alpha = self._check_alpha()
         proba = self.local.predict_proba(X)
-        if alpha > 0 and len(self.cotrained):
+        held = None if self.held is None else np.asarray(self.held, dtype=bool)
+        if len(self.cotrained) and (alpha > 0 or (held is not None and not held.all())):
             co = np.mean([m.predict_proba(X) for m in self.cotrained], axis=0)
-            proba = alpha * co + (1.0 - alpha) * proba
+            proba = blend_proba(co, proba, alpha, held)
         return proba
 
     def predict(self, X: Any) -> NDArray[Any]:

@@ -14,6 +14,7 @@ from cotrain import FederatedCoTrainer
 from cotrain.federation.cross_fit import CrossFitTrust, pick_alpha
 from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust, get_trust
 from learners import BlendedClassifier, ClassAlignedClassifier
+from learners.blend import blend_proba
 
 CLASSES = np.array([0, 1])
 
@@ -203,3 +204,26 @@ def test_trainer_records_quality_and_saves_the_blend(tmp_path) -> None:
     assert {"quality_client_0", "pseudo_label_accuracy"} <= set(frame.columns)
     loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
     np.testing.assert_array_equal(loaded.predict(U), trainer.predict(U))
+
+
+def test_a_site_learns_the_classes_it_holds_no_row_of() -> None:
+    """Label skew: a site that holds only class 0 cannot judge the federation's class 1 on
+    its own rows, so the co-trained models predict it (its local model never could)."""
+    X, y, U, truth = _task(8, n=240, n_public=400)
+    zeros = np.flatnonzero(y == 0)[:60]
+    rest = np.setdiff1d(np.arange(len(y)), zeros)
+    Xs, ys = [X[zeros], X[rest[:90]], X[rest[90:]]], [y[zeros], y[rest[:90]], y[rest[90:]]]
+    learners = [LogisticRegression() for _ in range(3)]
+    trainer = FederatedCoTrainer(learners, rounds=3, random_state=0).fit(Xs, ys, X_public=U)
+    site = trainer.clients_[0]
+    assert site.held.tolist() == [True, False]
+    assert np.mean(site.predict(U) == truth) > 0.9  # alone it says 0 for everything
+
+
+def test_blend_passes_unheld_classes_through() -> None:
+    co = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
+    local = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    held = np.array([True, True, False])
+    # class 2 keeps its co-trained probability; the held mass 0.5 / 0.7 goes to the local
+    np.testing.assert_allclose(blend_proba(co, local, 0.0, held), [[0.5, 0, 0.5], [0, 0.7, 0.3]])
+    np.testing.assert_allclose(blend_proba(co, local, 1.0, held), co)

@@ -38,7 +38,7 @@ from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from learners import ClassAlignedClassifier
-from learners.blend import BlendedClassifier
+from learners.blend import BlendedClassifier, blend_proba
 
 __all__ = ["CrossFitRound", "CrossFitTrust", "pick_alpha"]
 
@@ -269,13 +269,15 @@ class CrossFitTrust:
             on_public[u_fold == k] = model.predict_proba(X_public[u_fold == k])
             if d_fold is not None:
                 oof[d_fold == k] = model.predict_proba(X[d_fold == k])
+        held = np.isin(classes, y)
         if not measurable:
-            blend = BlendedClassifier(local, folds, 1.0).fit_blend()
+            blend = BlendedClassifier(local, folds, 1.0, held).fit_blend()
             return CrossFitRound(on_public, blend, None, 1.0, spent)
         codes = _codes(y, classes)
-        alpha = pick_alpha(oof, state["local_oof"], codes, tuple(self.alphas), float(self.z))
+        alphas, z = tuple(self.alphas), float(self.z)
+        alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held)
         quality = float(np.mean(oof.argmax(axis=1) == codes))
-        blend = BlendedClassifier(local, folds, alpha).fit_blend()
+        blend = BlendedClassifier(local, folds, alpha, held).fit_blend()
         return CrossFitRound(on_public, blend, quality, alpha, spent)
 
 
@@ -289,6 +291,7 @@ def pick_alpha(
     y: np.ndarray,
     alphas: tuple[float, ...] = ALPHAS,
     z: float = 1.0,
+    held: np.ndarray | None = None,
 ) -> float:
     """The smallest co-trained weight whose out-of-fold Brier score is within ``z``
     standard errors of the best one's.
@@ -303,6 +306,8 @@ def pick_alpha(
         Candidates in ``[0, 1]``.
     z : float
         Standard errors of the paired per-row difference a smaller weight may lose by.
+    held : ndarray of bool, optional
+        The classes the site holds rows of (see :func:`learners.blend.blend_proba`).
 
     Returns
     -------
@@ -320,7 +325,7 @@ def pick_alpha(
     onehot = np.eye(local.shape[1])[y]
     grid = sorted(float(a) for a in alphas)
     losses = np.array(
-        [(((a * cotrained + (1 - a) * local) - onehot) ** 2).sum(axis=1) for a in grid]
+        [((blend_proba(cotrained, local, a, held) - onehot) ** 2).sum(axis=1) for a in grid]
     )
     best = int(np.argmin(losses.mean(axis=1)))
     for j in range(best + 1):
