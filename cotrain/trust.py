@@ -30,6 +30,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.validation import has_fit_parameter
 
 from cotrain.federation.cross_fit import CrossFitTrust
+from cotrain.federation.holdout import HoldoutTrust
 from learners import ClassAlignedClassifier
 from learners._deprecation import deprecated_names
 
@@ -39,6 +40,7 @@ DEFAULT_TRUST: Any = "auto"
 __all__ = [
     "CrossFitTrust",
     "FixedTrust",
+    "HoldoutTrust",
     "PseudoLabelTrust",
     "TrustChoice",
     "client_trust",
@@ -387,18 +389,19 @@ def check_weight(weight: Any, name: str) -> float:
 
 def get_trust(
     trust: Any, random_state: int | None = None, estimator: Any = None
-) -> FixedTrust | PseudoLabelTrust | CrossFitTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust:
     """The trust object for a ``trust`` parameter.
 
     Parameters
     ----------
-    trust : "auto", None, float, PseudoLabelTrust or CrossFitTrust
+    trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust or HoldoutTrust
         ``"auto"``: :class:`~cotrain.federation.cross_fit.CrossFitTrust` with its defaults
         (cross-fitted
         labels on the pool, a predictor that falls back toward the local model) — except for
         a learner whose class sets ``cross_validated_trust = False`` (torch and
         language-model learners: each extra fit would be a full training), which gets
-        full weight;
+        :class:`~cotrain.federation.holdout.HoldoutTrust` (one training a round, as FedCT,
+        checked on a fixed held-out share of the site's rows);
         None: every pseudo-label at full weight (the paper's FedCT); a float: that fixed
         pool weight; an object: used as it is (its ``random_state`` filled in when None).
     random_state : int, optional
@@ -408,7 +411,7 @@ def get_trust(
 
     Returns
     -------
-    FixedTrust, PseudoLabelTrust or CrossFitTrust
+    FixedTrust, PseudoLabelTrust, CrossFitTrust or HoldoutTrust
 
     Examples
     --------
@@ -424,24 +427,24 @@ def get_trust(
     if isinstance(trust, str):
         if trust != "auto":
             raise ValueError(
-                f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust or a "
-                f"CrossFitTrust, got {trust!r}"
+                f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
+                f"CrossFitTrust or a HoldoutTrust, got {trust!r}"
             )
         if not getattr(estimator, "cross_validated_trust", True):
-            return FixedTrust(1.0)
+            return HoldoutTrust(random_state=random_state)
         return CrossFitTrust(random_state=random_state)
     if isinstance(trust, numbers.Real) and not isinstance(trust, bool):
         return FixedTrust(trust)
     if isinstance(trust, FixedTrust):
         return trust
-    if isinstance(trust, PseudoLabelTrust | CrossFitTrust):
+    if isinstance(trust, PseudoLabelTrust | CrossFitTrust | HoldoutTrust):
         trust.check()
         if trust.random_state is None:
             return _with_seed(trust, random_state)
         return trust
     raise TypeError(
-        f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust or a "
-        f"CrossFitTrust, got {type(trust).__name__}"
+        f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
+        f"CrossFitTrust or a HoldoutTrust, got {type(trust).__name__}"
     )
 
 
@@ -456,7 +459,7 @@ def client_trust(
     privacy: Any,
     seed: np.random.SeedSequence | int | None,
     estimator: Any = None,
-) -> FixedTrust | PseudoLabelTrust | CrossFitTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust:
     """One client's trust object: :func:`get_trust` seeded from the client's seed (a
     seed sequence as the trainer holds it, or its int as a Flower site receives it: the
     same trust either way).
@@ -501,10 +504,11 @@ use trust=None
             )
         if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
-    if privacy is not None and isinstance(trust, CrossFitTrust):
+    if privacy is not None and isinstance(trust, CrossFitTrust | HoldoutTrust):
         raise ValueError(
-            f"trust: a CrossFitTrust cannot be combined with a privacy mechanism ({name}): "
-            "a private client releases its mechanism's labels, not cross-fitted ones; use "
+            f"trust: a {type(trust).__name__} cannot be combined with a privacy mechanism "
+            f"({name}): a private client releases its mechanism's labels, not its co-trained "
+            "model's; use "
             "trust='auto' (a PseudoLabelTrust for a private client) or None"
         )
     if seed is not None:  # the client's seed (an int, as a Flower site gets it) -> its own
