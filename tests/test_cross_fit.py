@@ -227,3 +227,25 @@ def test_blend_passes_unheld_classes_through() -> None:
     # class 2 keeps its co-trained probability; the held mass 0.5 / 0.7 goes to the local
     np.testing.assert_allclose(blend_proba(co, local, 0.0, held), [[0.5, 0, 0.5], [0, 0.7, 0.3]])
     np.testing.assert_allclose(blend_proba(co, local, 1.0, held), co)
+
+
+def test_a_forest_labels_the_pool_out_of_bag_in_one_fit() -> None:
+    """A bagged learner needs no cross-fits: each pool row's label comes from the trees
+    that did not see it (plain FedCT's forest echoes random pseudo-labels back)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y, U, _ = _task(9, n=100, n_public=300)
+    noise = np.random.default_rng(2).integers(0, 2, size=len(U))
+    forest = RandomForestClassifier(n_estimators=60, random_state=0)
+    state: dict = {}
+    trust = CrossFitTrust(random_state=0)
+    first = trust.fit_round(forest, X, y, U, None, CLASSES, state)
+    local = state["local"].estimator_
+    np.testing.assert_allclose(state["local_oof"], local.oob_decision_function_)
+    assert first.quality == np.mean(local.oob_decision_function_.argmax(axis=1) == y)
+    out = trust.fit_round(forest, X, y, U, noise, CLASSES, state)
+    (model,) = out.model.cotrained
+    np.testing.assert_allclose(out.on_public, model.estimator_.oob_decision_function_[len(y) :])
+    assert 0.35 < np.mean(out.on_public.argmax(axis=1) == noise) < 0.65
+    in_sample = model.predict(U)
+    assert np.mean(in_sample == noise) > 0.9

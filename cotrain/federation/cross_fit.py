@@ -7,7 +7,11 @@
    folds, and so are the client's private rows. Model ``k`` is fitted on the private rows
    outside fold ``k`` plus the pseudo-labelled pool rows outside fold ``k``, and it labels
    pool fold ``k``: a client never sends back a pseudo-label its model was fitted to, so the
-   consensus can still change (and improve) after round 1 instead of locking in.
+   consensus can still change (and improve) after round 1 instead of locking in. A bagged
+   learner (a random forest: :func:`out_of_bag`) needs no cross-fits: it is fitted once on
+   all its rows and the pseudo-labelled pool, and each row's label comes from the members
+   that did not draw it (its out-of-bag probabilities), which also serve as the out-of-fold
+   estimate on the private rows below.
 2. **An honest reliability.** Model ``k`` also predicts private fold ``k``, which it did not
    see: the out-of-fold accuracy is sent as the upload's ``quality``, and the default
    consensus (:class:`consensus.ReliabilityVote`) weights the client's votes by it.
@@ -23,8 +27,10 @@
 
 Cost per round: ``n_folds`` fits (default 2), each on half the private rows and half the
 pool, instead of FedCT's one fit on all of them — about the same work for learners whose
-cost grows linearly with the rows; plus, once, ``local_folds + 1`` fits on the private rows
-alone, and every prediction made by the ``n_folds + 1`` models of the blend.
+cost grows linearly with the rows, twice the fixed cost per fit; plus, once,
+``local_folds + 1`` fits on the private rows alone, and every prediction made by the
+``n_folds + 1`` models of the blend. A bagged learner makes one fit per round, as in
+FedCT, and one (out-of-bag) local fit.
 """
 
 from __future__ import annotations
@@ -37,10 +43,10 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from learners import ClassAlignedClassifier
+from learners import ClassAlignedClassifier, align_proba, continues_training
 from learners.blend import BlendedClassifier, blend_proba
 
-__all__ = ["CrossFitRound", "CrossFitTrust", "pick_alpha"]
+__all__ = ["CrossFitRound", "CrossFitTrust", "out_of_bag", "pick_alpha"]
 
 #: the default grid of co-trained weights a site chooses from
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -181,10 +187,14 @@ class CrossFitTrust:
             state["d_fold"] = self._folds(y, self.n_folds, 0) if measurable else None
             rng = np.random.default_rng(self.random_state)
             state["u_fold"] = rng.permutation(np.arange(n_public) % self.n_folds)
+        bagged = out_of_bag(estimator)
         if "local" not in state:
-            local = ClassAlignedClassifier(clone(estimator), classes=classes).fit(X, y)
+            local = ClassAlignedClassifier(_oob_clone(estimator) if bagged else clone(estimator),
+                                           classes=classes).fit(X, y)  # fmt: skip
             spent += local.fit_time_
             state["local"] = local
+            if bagged and state["measurable"]:  # its out-of-bag probabilities: no refits
+                state["local_oof"] = _oob_proba(local, X, classes)
         if "local_oof" not in state and state["measurable"]:
             oof = np.zeros((len(y), len(classes)))
             fold = self._folds(y, self.local_folds, 1)
@@ -246,6 +256,8 @@ class CrossFitTrust:
                 quality = float(np.mean(state["local_oof"].argmax(axis=1) == _codes(y, classes)))
             return CrossFitRound(local.predict_proba(X_public), model, quality, 0.0, spent)
         labelled = ~np.isnan(pseudo).any(axis=1) if pseudo.ndim == 2 else pseudo >= 0
+        if pseudo.ndim == 1 and out_of_bag(estimator):
+            return self._out_of_bag_round(estimator, X, y, X_public, pseudo, classes, state, spent)
         targets = pseudo if pseudo.ndim == 2 else None
         y_private = y
         if targets is not None:  # soft consensus: private rows one-hot
@@ -269,16 +281,99 @@ class CrossFitTrust:
             on_public[u_fold == k] = model.predict_proba(X_public[u_fold == k])
             if d_fold is not None:
                 oof[d_fold == k] = model.predict_proba(X[d_fold == k])
+        return self._finish(folds, on_public, oof if measurable else None, y, classes, state,
+                            spent)  # fmt: skip
+
+    def _out_of_bag_round(
+        self,
+        estimator: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        X_public: np.ndarray,
+        pseudo: np.ndarray,
+        classes: np.ndarray,
+        state: dict[str, Any],
+        spent: float,
+    ) -> CrossFitRound:
+        """A bagged learner's round: one fit on all private rows and pseudo-labelled pool
+        rows, whose out-of-bag probabilities (from the members that did not see a row) are
+        both the labels it sends and its out-of-fold estimate on its own rows."""
+        labelled = pseudo >= 0
+        model = ClassAlignedClassifier(_oob_clone(estimator), classes=classes)
+        model.fit(
+            np.concatenate([X, X_public[labelled]]),
+            np.concatenate([y, classes[pseudo[labelled]]]),
+        )
+        spent += model.fit_time_
+        train = np.concatenate([X, X_public[labelled]])
+        oob = _oob_proba(model, train, classes)
+        on_public = np.empty((len(X_public), len(classes)))
+        on_public[labelled] = oob[len(y) :]
+        if not labelled.all():  # abstained rows were not trained on: plain predictions
+            on_public[~labelled] = model.predict_proba(X_public[~labelled])
+        oof = oob[: len(y)] if state["measurable"] else None
+        return self._finish([model], on_public, oof, y, classes, state, spent)
+
+    def _finish(
+        self,
+        models: list[Any],
+        on_public: np.ndarray,
+        oof: np.ndarray | None,
+        y: np.ndarray,
+        classes: np.ndarray,
+        state: dict[str, Any],
+        spent: float,
+    ) -> CrossFitRound:
+        """The site's blend and quality from the co-trained models' out-of-fold
+        probabilities on its rows (None: too few rows to measure: plain co-training)."""
         held = np.isin(classes, y)
-        if not measurable:
-            blend = BlendedClassifier(local, folds, 1.0, held).fit_blend()
+        if oof is None:
+            blend = BlendedClassifier(state["local"], models, 1.0, held).fit_blend()
             return CrossFitRound(on_public, blend, None, 1.0, spent)
         codes = _codes(y, classes)
         alphas, z = tuple(self.alphas), float(self.z)
         alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held)
         quality = float(np.mean(oof.argmax(axis=1) == codes))
-        blend = BlendedClassifier(local, folds, alpha, held).fit_blend()
+        blend = BlendedClassifier(state["local"], models, alpha, held).fit_blend()
         return CrossFitRound(on_public, blend, quality, alpha, spent)
+
+
+def out_of_bag(estimator: Any) -> bool:
+    """Whether a learner gives out-of-bag probabilities instead of needing cross-fits: a
+    bagged ensemble (an ``oob_score`` parameter, ``bootstrap=True``: a random forest, extra
+    trees with bootstrap, bagging) that refits from scratch.
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+    >>> out_of_bag(RandomForestClassifier()), out_of_bag(ExtraTreesClassifier())
+    (True, False)
+    """
+    params = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
+    return (
+        "oob_score" in params
+        and params.get("bootstrap", True) is True
+        and not continues_training(estimator)
+    )
+
+
+def _oob_clone(estimator: Any) -> Any:
+    return clone(estimator).set_params(oob_score=True)
+
+
+def _oob_proba(model: Any, X: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Out-of-bag probabilities of a fitted bagged ``model`` (a ClassAlignedClassifier) on
+    its training rows ``X``, columns in ``classes``; a row no member left out (or a model
+    that could not bag, e.g. a single-class fit) gets its plain prediction."""
+    inner = model.estimator_
+    oob = getattr(inner, "oob_decision_function_", None)
+    if oob is None:
+        return model.predict_proba(X)
+    out = align_proba(np.asarray(oob, dtype=np.float64), inner.classes_, classes)
+    missing = ~np.isfinite(out).all(axis=1) | (out.sum(axis=1) == 0)
+    if missing.any():
+        out[missing] = model.predict_proba(X[missing])
+    return out
 
 
 def _codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
