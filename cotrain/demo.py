@@ -42,7 +42,7 @@ def run_seed(
     make_estimators: Callable[[], list[Any]],
     seed: int,
     rounds: int = 10,
-    consensus: str = "majority",
+    consensus: str = "auto",
     n_jobs: int | None = None,
     verbose: int = 0,
     trust: Any = DEFAULT_TRUST,
@@ -168,7 +168,8 @@ mean client acc   test accuracy of each site's own model, averaged over the 5 si
                   co-training is meant to raise). Centralised: each site's kind of learner
                   trained on all 85 labelled rows pooled (an upper reference a federation
                   cannot have), averaged over the 5 learners.
-consensus acc     test accuracy of the majority vote of all 5 sites' models: an ensemble that
+consensus acc     test accuracy of the vote of all 5 sites' models, each weighted by its
+                  site's out-of-fold accuracy (the default consensus): an ensemble that
                   needs every site's model at prediction time, which no single site holds.
                   Local-only models already vote well together; co-training trains each site
                   on that vote, so a site's own model catches up with the ensemble (the first

@@ -97,8 +97,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     trust : "auto", None, float, PseudoLabelTrust or CrossFitTrust, default="auto"
         How each client uses the pseudo-labelled pool. "auto" without a privacy mechanism:
         :class:`cotrain.federation.cross_fit.CrossFitTrust` — two models per client, each fitted on
-        half its rows and half the pool, label the other half of the pool (labels never
-        fitted to themselves, so the consensus can keep improving), their out-of-fold
+        half its rows and half the pool, label the other half of the pool (a random forest:
+        one fit, its out-of-bag labels; labels never fitted to themselves), their out-of-fold
         accuracy on the client's rows goes with its upload as ``quality`` (the reliability
         ``consensus="auto"`` weights its votes by), and the client's predictor blends them
         with its local-only model, moving toward the co-trained models only as far as its

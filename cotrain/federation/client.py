@@ -363,7 +363,7 @@ class Client:
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
         sharing) and put the evaluation predictions and learner time in ``result``."""
-        if isinstance(self.trust, CrossFitTrust):
+        if hasattr(self.trust, "fit_round"):  # it fits, labels and builds the predictor
             return self._cross_fit_and_label(pseudo, result)
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
