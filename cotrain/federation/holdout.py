@@ -236,10 +236,9 @@ class HoldoutTrust:
         """
         held_out = self._split(y, state)
         train = np.ones(len(y), bool) if held_out is None else ~held_out
-        co: ClassAlignedClassifier = state.get("co") or ClassAlignedClassifier(
-            clone(estimator), classes=classes
-        )
-        state["co"] = co
+        if state.get("co") is None:  # the one co-trained model, kept (and continued) all run
+            state["co"] = ClassAlignedClassifier(clone(estimator), classes=classes)
+        co: ClassAlignedClassifier = state["co"]
         spent = 0.0
         if pseudo is None or not hasattr(co, "estimator_"):  # round 1 (or a fresh restore)
             co.fit(X[train], y[train])
