@@ -399,11 +399,41 @@ def save_model(model: Any, folder: Path, name: str) -> list[str]:
     A learner with ``_checkpoint_tensors()`` keeps the attributes it names in
     ``_checkpoint_tensor_attrs`` out of the skops file: they go to ``<name>.pt`` for the
     fitted model, and to ``<name>.estimator.pt`` for the wrapper's unfitted template when
-    it holds any of them (e.g. a ``GPT2Config`` given as a parameter).
+    it holds any of them (e.g. a ``GPT2Config`` given as a parameter). A wrapper around a
+    :class:`learners.BlendedClassifier` (a site's blend of its local and co-trained models)
+    stores the tensors of each of those models the same way, under ``<name>.local`` and
+    ``<name>.co<k>``.
     """
     import skops.io as sio
 
-    files = [f"{name}.skops"]
+    from learners.blend import BlendedClassifier
+
+    model, files = _strip_tensors(model, folder, name)
+    blend = getattr(model, "estimator_", None)
+    if isinstance(blend, BlendedClassifier):
+        blend = copy.copy(blend)
+        parts = []
+        for stem, part in _blend_parts(blend, name):
+            stripped, written = _strip_tensors(part, folder, stem)
+            parts.append(stripped)
+            files += written
+        blend.local, blend.cotrained = parts[0], parts[1:]
+        model.estimator_ = model.estimator = blend
+    sio.dump(model, folder / f"{name}.skops")
+    return [f"{name}.skops", *files]
+
+
+def _blend_parts(blend: Any, name: str) -> list[tuple[str, Any]]:
+    """``(file stem, wrapper)`` of a blend's local model and each co-trained model."""
+    return [(f"{name}.local", blend.local)] + [
+        (f"{name}.co{k}", model) for k, model in enumerate(blend.cotrained)
+    ]
+
+
+def _strip_tensors(model: Any, folder: Path, stem: str) -> tuple[Any, list[str]]:
+    """A copy of the wrapper ``model`` without its learners' tensors, which go to
+    ``<stem>.pt`` / ``<stem>.estimator.pt``; returns it and the files written."""
+    files: list[str] = []
     model = copy.copy(model)
     for attr, suffix in _TENSOR_FILES:
         estimator = getattr(model, attr, None)
@@ -414,14 +444,13 @@ def save_model(model: Any, folder: Path, name: str) -> list[str]:
             continue
         import torch
 
-        torch.save(estimator._checkpoint_tensors(), folder / f"{name}{suffix}")
-        files.append(f"{name}{suffix}")
+        torch.save(estimator._checkpoint_tensors(), folder / f"{stem}{suffix}")
+        files.append(f"{stem}{suffix}")
         stripped = copy.copy(estimator)
         for a in held:
             del stripped.__dict__[a]
         setattr(model, attr, stripped)
-    sio.dump(model, folder / f"{name}.skops")
-    return files
+    return model, files
 
 
 #: (wrapper attribute, file suffix) of the estimators whose tensors :func:`save_model` stores
@@ -446,13 +475,25 @@ def load_model(folder: Path, name: str, trusted_types: set[str]) -> Any:
             "to load it"
         )
     model = sio.load(path, trusted=untrusted)
+    from learners.blend import BlendedClassifier
+
+    _restore_tensors(model, folder, name)
+    blend = getattr(model, "estimator_", None)
+    if isinstance(blend, BlendedClassifier):
+        model.estimator = blend  # one object, as saved
+        for stem, part in _blend_parts(blend, name):
+            _restore_tensors(part, folder, stem)
+    return model
+
+
+def _restore_tensors(model: Any, folder: Path, stem: str) -> None:
+    """Put the tensors :func:`_strip_tensors` wrote for ``stem`` back into ``model``."""
     for attr, suffix in _TENSOR_FILES:
-        tensors = folder / f"{name}{suffix}"
+        tensors = folder / f"{stem}{suffix}"
         if tensors.exists():
             import torch
 
             getattr(model, attr)._restore_tensors(torch.load(tensors, weights_only=True))
-    return model
 
 
 def untrusted_types(
