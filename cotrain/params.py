@@ -46,6 +46,8 @@ import numpy as np
 from consensus import Consensus
 from cotrain.callbacks import Callback
 from cotrain.clustering import AgreementClustering
+from cotrain.federation.cross_fit import CrossFitTrust
+from cotrain.federation.holdout import HoldoutTrust
 
 __all__ = [
     "CALLBACK_HOOKS",
@@ -304,13 +306,14 @@ PARAMS: Final[dict[str, Param]] = {
     "soft_bits": Param(None, types=(Integral,), none=True, interval=Interval(1, 16)),
     "trust": Param(
         "auto",
-        types=(Real,),
+        types=(Real, CrossFitTrust, HoldoutTrust),
         none=True,
         options=("auto",),
         interval=Interval(0, 1),
         methods=("choose",),
-        expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust or a "
-        "cotrain.federation.cross_fit.CrossFitTrust",
+        expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust, a "
+        "cotrain.federation.cross_fit.CrossFitTrust or a "
+        "cotrain.federation.holdout.HoldoutTrust",
     ),
     "clustering": Param(
         None,

@@ -178,9 +178,11 @@ def test_bad_parameters_name_themselves(params: dict, word: str) -> None:
 
 
 # ------------------------------------------------------------------ wiring
-def test_auto_picks_holdout_for_learners_that_train_on_every_fit() -> None:
+def test_holdout_is_an_explicit_option_auto_keeps_full_weight() -> None:
+    """Measured on MiniLM sites the held-out check cost more than it gained, so "auto"
+    keeps learners that train on every fit at full weight."""
     chosen = get_trust("auto", 5, WarmLR())
-    assert isinstance(chosen, HoldoutTrust) and chosen.random_state == 5
+    assert isinstance(chosen, FixedTrust) and chosen.weight == 1.0
     assert isinstance(get_trust("auto", 5, LogisticRegression()), CrossFitTrust)
     seeded = get_trust(HoldoutTrust(holdout=0.3), random_state=9)
     assert (seeded.holdout, seeded.random_state) == (0.3, 9)
@@ -199,18 +201,20 @@ def test_privacy_refuses_holdout_and_dpsgd_keeps_full_weight() -> None:
     assert isinstance(chosen, FixedTrust) and chosen.weight == 1.0
     with pytest.raises(ValueError, match="HoldoutTrust cannot be combined"):
         client_trust(HoldoutTrust(), dp, 1, WarmLR())
-    assert isinstance(client_trust("auto", None, 1, WarmLR()), HoldoutTrust)
+    assert isinstance(client_trust(HoldoutTrust(), None, 1, WarmLR()), HoldoutTrust)
     label_private = client_trust("auto", RandomizedResponse(epsilon=2.0), 1, WarmLR())
     assert isinstance(label_private, PseudoLabelTrust)
 
 
-def test_trainer_uses_holdout_for_such_learners_and_resumes(tmp_path) -> None:
+def test_trainer_with_holdout_trust_resumes_identically(tmp_path) -> None:
     X, y, U, truth = _task(7, n=200)
     parts = np.array_split(np.arange(len(y)), 2)
 
     def fit(rounds, resume=False, **kwargs):
         est = [WarmLR(warm_start=True), DecisionTreeClassifier(random_state=0)]
-        trainer = FederatedCoTrainer(est, rounds=rounds, random_state=0, **kwargs)
+        trainer = FederatedCoTrainer(
+            est, rounds=rounds, random_state=0, trust=HoldoutTrust(), **kwargs
+        )
         data = [X[p] for p in parts], [y[p] for p in parts]
         return trainer.fit(*data, X_public=U, y_public=truth, resume=resume)
 
@@ -221,7 +225,7 @@ def test_trainer_uses_holdout_for_such_learners_and_resumes(tmp_path) -> None:
     model = full.clients_[0]
     assert isinstance(model, BlendedClassifier) and len(model.cotrained) == 1
     assert isinstance(model.cotrained[0], ClassAlignedClassifier)
-    assert len(full.clients_[1].cotrained) == 2  # the tree site is cross-fitted
+    assert len(full.clients_[1].cotrained) == 1  # the tree site holds out rows too
     fit(2, checkpoint_dir=tmp_path)
     resumed = fit(3, checkpoint_dir=tmp_path, resume=True)
     np.testing.assert_array_equal(resumed.pseudo_label_codes_, full.pseudo_label_codes_)

@@ -32,8 +32,7 @@ def _task(seed: int = 0, n: int = 60, n_public: int = 120):
 def test_torch_client_gets_holdout_and_keeps_training_one_epoch_a_round() -> None:
     X, y, U, truth = _task()
     classes = np.array([0, 1])
-    trust = get_trust("auto", 0, _mlp())
-    assert isinstance(trust, HoldoutTrust)
+    trust = get_trust(HoldoutTrust(), 0, _mlp())
     state: dict = {}
     first = trust.fit_round(_mlp(), X, y, U, None, classes, state)
     co, local = state["co"], state["local"]
@@ -48,12 +47,12 @@ def test_torch_client_gets_holdout_and_keeps_training_one_epoch_a_round() -> Non
     np.testing.assert_allclose(out.model.predict_proba(U), local.predict_proba(U), rtol=1e-6)
 
 
-def test_trainer_default_for_torch_clients_is_the_held_out_blend() -> None:
+def test_trainer_with_holdout_trust_gives_torch_clients_the_held_out_blend() -> None:
     X, y, U, truth = _task(1, n=120)
     parts = np.array_split(np.arange(len(y)), 2)
-    trainer = FederatedCoTrainer([_mlp(), _mlp()], rounds=2, random_state=0).fit(
-        [X[p] for p in parts], [y[p] for p in parts], X_public=U, y_public=truth
-    )
+    trainer = FederatedCoTrainer(
+        [_mlp(), _mlp()], rounds=2, random_state=0, trust=HoldoutTrust()
+    ).fit([X[p] for p in parts], [y[p] for p in parts], X_public=U, y_public=truth)
     assert all(isinstance(m, BlendedClassifier) for m in trainer.clients_)
     assert all(len(m.cotrained) == 1 for m in trainer.clients_)
     assert set(trainer.history_[1].quality) == {0, 1}

@@ -343,14 +343,14 @@ def test_a_resumed_run_with_trust_equals_an_uninterrupted_one(cancer, tmp_path, 
         ).fit(cancer["X"], cancer["y"], X_public=cancer["X_public"], resume=True)  # fmt: skip
 
 
-def test_auto_gives_torch_and_gpt2_learners_the_held_out_check():
-    """One training a round, as FedCT (no K refits); DP-SGD still trains at weight 1."""
+def test_auto_gives_torch_and_gpt2_learners_full_weight():
+    """No extra training for them (the held-out check is an explicit option); DP-SGD
+    trains at weight 1 too."""
     pytest.importorskip("torch")
-    from cotrain.federation.holdout import HoldoutTrust
     from cotrain.privacy import DPSGD
     from learners import MLP, GPT2Classifier, TorchClassifier
 
-    assert isinstance(get_trust("auto", 0, TorchClassifier(MLP)), HoldoutTrust)
+    assert get_trust("auto", 0, TorchClassifier(MLP)).weight == 1.0
     assert GPT2Classifier.cross_validated_trust is False
     assert isinstance(get_trust("auto", 0, DecisionTreeClassifier()), CrossFitTrust)
     private = client_trust("auto", DPSGD(sampling_rate=0.1, steps=20), 0, TorchClassifier(MLP))
