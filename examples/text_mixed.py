@@ -24,12 +24,13 @@ has many 2-2 ties, which go to the first class ("neg"). The pipelines train on
 hard pseudo-labels either way (a soft consensus reaches a pipeline as its argmax, with
 one warning per client).
 
-The trust default ``trust="auto"`` is kept: every scikit-learn client chooses each
-round, by cross-validation on its own rows, whether to give the pseudo-labelled pool
-weight 1 or drop it (a pipeline's ``fit`` takes no ``sample_weight``, so it keeps or
-drops the pool rows), while the language-model clients (``cross_validated_trust =
-False``) always train on the pool at weight 1 (see :mod:`cotrain.trust`). The table's
-``pool weight`` column is each client's weight in the last round.
+The trust default ``trust="auto"`` is kept: every scikit-learn client labels the pool
+with two cross-fitted models and predicts with a blend of its local-only and co-trained
+models, weighted by what its own rows show
+(:class:`~cotrain.federation.cross_fit.CrossFitTrust`), while the language-model clients
+(``cross_validated_trust = False``) train on the pool at weight 1 (see
+:mod:`cotrain.trust`). The table's ``pool weight`` column is each client's weight of its
+co-trained models in the last round (1 for the language-model clients).
 
 The reviews are split as in ``examples/finetune_gpt2.py`` (one seeded permutation: test
 set, public pool, then the clients' labelled rows, disjoint). The table has, per client,
