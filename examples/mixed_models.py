@@ -186,6 +186,7 @@ def run_fedct(split: Any, learners: tuple[str, ...], seed: int, args: argparse.N
     trainer = FederatedCoTrainer(
         [make_learner(n) for n in learners],
         consensus="majority",
+        trust=None,  # the paper's FedCT: every pseudo-label at full weight
         rounds=args.rounds,
         random_state=seed,
         n_jobs=args.n_jobs,
