@@ -43,10 +43,12 @@ def test_quick_tfidf_federation_table(text_mixed, reviews_available, capsys):
     np.testing.assert_allclose(table["difference"], table["FedCT"] - table["local only"])
     assert table["pool weight"].between(0, 1).all()
     # seed 0, 4 clients x 60 reviews, |U| = 150, 200 test, 2 rounds (measured: local only
-    # 0.745 0.680 0.530 0.630 -> FedCT 0.650 0.640 0.685 0.715, mean 0.646 -> 0.673)
+    # 0.745 0.680 0.530 0.630 -> default 0.745 0.680 0.555 0.670, mean 0.646 -> 0.663; the
+    # paper's FedCT gave 0.650 0.640 0.685 0.715: the default never leaves a site below
+    # its own model, FedCT lifted the forest further but dropped the logreg site 0.095)
     assert table["local only"].mean() == pytest.approx(0.646, abs=0.04)
-    assert table["FedCT"].mean() >= 0.63
-    assert table["FedCT"].min() >= 0.58
+    assert table["FedCT"].mean() >= 0.65
+    assert (table["difference"] >= -0.005).all()
     out = capsys.readouterr().out
     assert "4 clients x 60 labelled, |U| = 150, 200 test" in out
     assert "scaled consensus, trust=auto" in out
