@@ -249,3 +249,24 @@ def test_a_forest_labels_the_pool_out_of_bag_in_one_fit() -> None:
     assert 0.35 < np.mean(out.on_public.argmax(axis=1) == noise) < 0.65
     in_sample = model.predict(U)
     assert np.mean(in_sample == noise) > 0.9
+
+
+def test_a_resumed_forest_site_continues_as_an_uninterrupted_one(tmp_path) -> None:
+    """A restored forest keeps its out-of-bag votes: the resumed run equals the whole one."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y, U, truth = _task(10, n=160)
+    parts = np.array_split(np.arange(len(y)), 2)
+
+    def fit(rounds, resume=False, **kwargs):
+        learners = [RandomForestClassifier(n_estimators=30, random_state=0), LogisticRegression()]
+        trainer = FederatedCoTrainer(learners, rounds=rounds, random_state=0, **kwargs)
+        data = [X[p] for p in parts], [y[p] for p in parts]
+        return trainer.fit(*data, X_public=U, y_public=truth, resume=resume)
+
+    whole = fit(3)
+    fit(1, checkpoint_dir=tmp_path)
+    resumed = fit(3, checkpoint_dir=tmp_path, resume=True)
+    assert [r.trust for r in resumed.history_] == [r.trust for r in whole.history_]
+    assert [r.quality for r in resumed.history_] == [r.quality for r in whole.history_]
+    np.testing.assert_array_equal(resumed.pseudo_label_codes_, whole.pseudo_label_codes_)

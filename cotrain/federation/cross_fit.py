@@ -193,8 +193,9 @@ class CrossFitTrust:
                                            classes=classes).fit(X, y)  # fmt: skip
             spent += local.fit_time_
             state["local"] = local
-            if bagged and state["measurable"]:  # its out-of-bag probabilities: no refits
-                state["local_oof"] = _oob_proba(local, X, classes)
+        if "local_oof" not in state and state["measurable"] and bagged:
+            # its out-of-bag probabilities (kept by a restored model too): no refits
+            state["local_oof"] = _oob_proba(state["local"], X, classes)
         if "local_oof" not in state and state["measurable"]:
             oof = np.zeros((len(y), len(classes)))
             fold = self._folds(y, self.local_folds, 1)
