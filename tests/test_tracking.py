@@ -238,7 +238,7 @@ def test_mlflow_logs_a_federation_exactly(cancer, mlflow_uri):
     assert "epsilon" not in run.data.metrics  # no privacy mechanism: no ε
     params = run.data.params
     assert params["rounds"] == "3" and params["random_state"] == "0"
-    assert params["consensus"] == "majority" and params["privacy"] == "None"
+    assert params["consensus"] == "auto" and params["privacy"] == "None"
     assert params["estimators"].startswith("[DecisionTreeClassifier(max_depth=3),")
     assert "callbacks" not in params  # how the run is observed, not what it computes
     assert run.data.tags["stopped_reason"] == "none"

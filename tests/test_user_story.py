@@ -38,10 +38,12 @@ def test_mixed_federation_with_dirichlet_clients():
     assert trainer.score(data.X_test, data.y_test) >= 0.88
     frame = trainer.history_.to_frame()
     assert len(frame) == 3 and frame["coverage"].eq(1.0).all()
-    rules = trainer.clients_[2].get_rules()
+    # each site's predictor blends its local model with its co-trained (cross-fitted) ones
+    rules = trainer.clients_[2].cotrained[0].estimator_.get_rules()
     assert {"rule", "coef"} <= set(rules.columns) and len(rules) > 0
-    assert isinstance(trainer.clients_[3], XGBoostClassifier)
-    # XGBoost continued boosting across the 3 rounds: 100 + 10 + 10 rounds of trees
-    assert trainer.clients_[3].booster_.num_boosted_rounds() == 120
+    booster = trainer.clients_[3].cotrained[0].estimator_
+    assert isinstance(booster, XGBoostClassifier)
+    # a co-trained XGBoost model continued boosting from round 2 on: 100 + 10 rounds of trees
+    assert booster.booster_.num_boosted_rounds() == 110
     student = trainer.distill(RandomForestClassifier(random_state=0))
     assert np.mean(student.predict(data.X_test) == data.y_test) >= 0.88
