@@ -24,6 +24,7 @@ Hooks run in the order the callbacks were given; the trainer's own callbacks
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -31,7 +32,14 @@ import numpy as np
 
 from cotrain.history import History, RoundRecord
 
-__all__ = ["Callback", "EarlyStopping", "PrivacyBudget", "ProgressBar", "loop_callbacks"]
+__all__ = [
+    "Callback",
+    "EarlyStopping",
+    "PrivacyBudget",
+    "ProgressBar",
+    "TimeBudget",
+    "loop_callbacks",
+]
 
 
 class RoundLoop(Protocol):
@@ -142,6 +150,63 @@ class PrivacyBudget(Callback):
     def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
         if self.ledger.would_exceed_budget(sampled):
             loop.stop(self.reason)
+
+
+class TimeBudget(Callback):
+    """Run as many rounds as fit in a wall-clock budget.
+
+    Before each round after the first that runs, the run stops if the seconds spent so far
+    plus the slowest round so far would pass ``seconds``: a round is never cut off, and the
+    run ends inside the budget unless one round is slower than every round before it.
+    ``rounds`` stays the upper limit. The first round always runs; a resumed run's budget
+    counts from the resume.
+
+    Parameters
+    ----------
+    seconds : float
+        The wall-clock budget of the run, in seconds (> 0).
+    clock : callable, default=time.perf_counter
+        Returns the current time in seconds (tests pass a fake clock).
+
+    Examples
+    --------
+    Ten minutes of rounds, at most 100:
+
+    >>> from cotrain import FederatedCoTrainer
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> trainer = FederatedCoTrainer(
+    ...     [DecisionTreeClassifier()] * 3, rounds=100, callbacks=[TimeBudget(600)]
+    ... )
+    >>> trainer.callbacks
+    [TimeBudget(seconds=600)]
+    """
+
+    reason = "time budget"
+
+    def __init__(self, seconds: float, clock: Any = time.perf_counter) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise ValueError(f"seconds must be a positive number of seconds, got {seconds!r}")
+        self.seconds = seconds
+        self.clock = clock
+        self._started = 0.0
+        self._round_started = 0.0
+        self._slowest = 0.0
+
+    def on_fit_start(self, loop: RoundLoop) -> None:
+        self._started = self.clock()
+        self._slowest = 0.0
+
+    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+        now = self.clock()
+        if self._slowest > 0 and now - self._started + self._slowest > self.seconds:
+            loop.stop(self.reason)
+        self._round_started = now
+
+    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+        self._slowest = max(self._slowest, self.clock() - self._round_started)
+
+    def __repr__(self) -> str:
+        return f"TimeBudget(seconds={self.seconds})"
 
 
 class ProgressBar(Callback):

@@ -61,6 +61,7 @@ import pandas as pd
 
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import FedAvg
+from cotrain.callbacks import TimeBudget
 from cotrain.datasets.text import load_movie_reviews
 
 TINY = "tiny-gpt2"
@@ -220,7 +221,36 @@ def parse_args(
         "rounds, 64 tokens, LoRA, 1 thread (under 2 minutes on 2 cores); options given "
         "with it still apply",
     )
-    add("--no-progress", action="store_true", help="no progress bars")
+    add(
+        "--time-budget",
+        type=float,
+        help="wall-clock seconds FedCT and FedAvg may each run: as many of --rounds as fit "
+        "(cotrain.callbacks.TimeBudget); local and central then train as many epochs as a "
+        "FedCT client did (FedAvg's rounds if FedCT did not run first) (default: no budget)",
+    )
+    add(
+        "--alone-epochs",
+        type=int,
+        help="epochs of the local and central models (default: as many as a FedCT client "
+        "trains over the run)",
+    )
+    add(
+        "--long-texts",
+        choices=("truncate", "windows"),
+        default="truncate",
+        help="truncate: a review keeps its last --max-length tokens; windows: it is read "
+        "whole, as overlapping windows of --max-length tokens with pooled probabilities "
+        "(default %(default)s)",
+    )
+    add(
+        "--max-windows",
+        type=int,
+        default=8,
+        help="with --long-texts windows, the most windows read per review (its last ones) "
+        "(default %(default)s)",
+    )
+    add("--verbose", type=int, default=1, help="0 quiet, 1 progress bars, 2 also a line per round")
+    add("--no-progress", action="store_true", help="no progress bars (--verbose 0)")
     parser.set_defaults(**preset)
     args = parser.parse_args(argv)
     if args.quick:
@@ -231,6 +261,8 @@ def parse_args(
     if unknown or not methods:
         parser.error(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}")
     args.methods = methods
+    if args.no_progress:
+        args.verbose = 0
     if args.lr is None:
         args.lr = 5e-4 if (args.lora or args.model == TINY) else 5e-5
     if args.model is None:
@@ -404,6 +436,8 @@ def make_learner(args: argparse.Namespace, tokenizer: Any, seed: int, **override
         tokenizer=tokenizer,
         max_length=args.max_length,
         lora=args.lora,
+        long_texts=args.long_texts,
+        max_windows=args.max_windows,
         max_epochs=args.max_epochs,
         epochs_per_fit=args.epochs_per_round,
         batch_size=args.batch_size,
@@ -442,8 +476,21 @@ def shared_tokenizer(args: argparse.Namespace, public_texts: np.ndarray) -> Any:
 
 # ---------------------------------------------------------------------------- methods
 def total_epochs(args: argparse.Namespace) -> int:
-    """Epochs a FedCT client trains over the run: the first fit, then b per later round."""
-    return args.max_epochs + (args.rounds - 1) * args.epochs_per_round
+    """Epochs a FedCT client trains over the run: the first fit, then b per later round.
+
+    The rounds are those FedCT ran when it ran first (fewer than ``--rounds`` when a
+    ``--time-budget`` stopped it), else those FedAvg ran when it ran first, else
+    ``--rounds``; ``--alone-epochs`` overrides.
+    """
+    if args.alone_epochs is not None:
+        return args.alone_epochs
+    rounds = getattr(args, "fedct_rounds_run", getattr(args, "fedavg_rounds_run", args.rounds))
+    return args.max_epochs + (rounds - 1) * args.epochs_per_round
+
+
+def budget(args: argparse.Namespace) -> list[Any]:
+    """``[TimeBudget(--time-budget)]``, or no callback without a budget."""
+    return [] if args.time_budget is None else [TimeBudget(args.time_budget)]
 
 
 def run_fedct(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple[dict, list]:
@@ -456,16 +503,19 @@ def run_fedct(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple
         rounds=args.rounds,
         n_jobs=args.n_jobs,
         random_state=args.seed,
-        verbose=0 if args.no_progress else 1,
+        verbose=args.verbose,
+        callbacks=budget(args),
     )
-    PROGRESS.open(args.clients, "clients", enabled=not args.no_progress)
+    PROGRESS.open(args.clients, "clients", enabled=args.verbose > 0)
     start = time.perf_counter()
     trainer.fit(data["X"], data["y"], X_public=data["U"], eval_set=(data["X_test"], data["y_test"]))
     wall = time.perf_counter() - start
     PROGRESS.close()
     history = trainer.history_
+    args.fedct_rounds_run = len(history)
     last = list(history[-1].client_accuracy.values())
-    row = _federated_row("FedCT", history, last, trainer.clients_, wall)
+    epochs = args.max_epochs + (len(history) - 1) * args.epochs_per_round
+    row = _federated_row("FedCT", history, last, trainer.clients_, wall, epochs)
     return row, [r.mean_accuracy for r in history]
 
 
@@ -477,25 +527,30 @@ def run_fedavg(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tupl
         local_epochs=args.epochs_per_round,
         n_jobs=args.n_jobs,
         random_state=args.seed,
-        verbose=0 if args.no_progress else 1,
+        verbose=args.verbose,
+        callbacks=budget(args),
     )
-    PROGRESS.open(args.clients, "clients", enabled=not args.no_progress)
+    PROGRESS.open(args.clients, "clients", enabled=args.verbose > 0)
     start = time.perf_counter()
     fedavg.fit(data["X"], data["y"], eval_set=(data["X_test"], data["y_test"]))
     wall = time.perf_counter() - start
     PROGRESS.close()
     history = fedavg.history_
+    args.fedavg_rounds_run = len(history)
     acc = history[-1].mean_accuracy
-    row = _federated_row("FedAvg", history, [acc], fedavg.clients_, wall)
+    epochs = len(history) * args.epochs_per_round
+    row = _federated_row("FedAvg", history, [acc], fedavg.clients_, wall, epochs)
     return row, [r.mean_accuracy for r in history]
 
 
 def _federated_row(
-    name: str, history: Any, accs: list[float], models: list[Any], wall: float
+    name: str, history: Any, accs: list[float], models: list[Any], wall: float, epochs: int
 ) -> dict[str, Any]:
     answered = [len(r.clients) - len(r.failed) - len(r.timed_out) for r in history]
     return {
         "method": name,
+        "rounds": len(history),
+        "epochs": epochs,
         "mean client acc": float(np.mean(accs)),
         "min client acc": float(np.min(accs)),
         "max client acc": float(np.max(accs)),
@@ -511,7 +566,7 @@ def _federated_row(
 def _fit_alone(args: argparse.Namespace, name: str, parts: list, tok: Any, data: dict) -> dict:
     """Each (X, y) of ``parts`` trained alone for ``total_epochs``; accuracy on the test set."""
     epochs = total_epochs(args)
-    PROGRESS.open(len(parts), name, enabled=not args.no_progress)
+    PROGRESS.open(len(parts), name, enabled=args.verbose > 0)
     start = time.perf_counter()
     models, accs = [], []
     for i, (X, y) in enumerate(parts):
@@ -524,6 +579,8 @@ def _fit_alone(args: argparse.Namespace, name: str, parts: list, tok: Any, data:
     PROGRESS.close()
     return {
         "method": name,
+        "rounds": float("nan"),
+        "epochs": epochs,
         "mean client acc": float(np.mean(accs)),
         "min client acc": float(np.min(accs)),
         "max client acc": float(np.max(accs)),

@@ -24,6 +24,8 @@ TINY += ["--test", "10", "--rounds", "2", "--max-length", "32", "--batch-size", 
 TINY += ["--threads", "1", "--no-progress"]  # threads thrash on a busy machine
 COLUMNS = [
     "method",
+    "rounds",
+    "epochs",
     "mean client acc",
     "min client acc",
     "max client acc",
@@ -134,3 +136,27 @@ def test_soft_labels_cost_float32_per_class(finetune_lm):
     table = finetune_lm.main([*TINY, "--rounds", "1", "--methods", "fedct", "--soft"])
     assert table["method"].tolist() == ["FedCT"]
     assert table["up bytes/round/client"].iloc[0] == 10 + 12 * 2 * 4
+
+
+def test_a_time_budget_stops_fedct_and_local_trains_as_long(finetune_lm):
+    # a budget far below one round: the first round runs, no second; local then trains the
+    # epochs of a client's first fit (--max-epochs 2), not those of 3 rounds (2 + 2 * 1)
+    table = finetune_lm.main(
+        [*TINY, "--rounds", "3", "--methods", "fedct,local", "--time-budget", "1e-6"]
+    ).set_index("method")
+    assert table.loc["FedCT", "rounds"] == 1
+    assert table.loc["FedCT", "epochs"] == 2
+    assert table.loc["local", "epochs"] == 2
+    again = finetune_lm.main([*TINY, "--methods", "local", "--alone-epochs", "1"])
+    assert again["epochs"].tolist() == [1]
+
+
+def test_long_texts_and_windows_reach_the_learner(finetune_lm):
+    args = finetune_lm.parse_args(["--model", "tiny-gpt2", "--long-texts", "windows",
+                                   "--max-windows", "3", "--verbose", "2"])  # fmt: skip
+    model = finetune_lm.make_learner(args, None, 0)
+    assert (model.long_texts, model.max_windows) == ("windows", 3)
+    assert args.verbose == 2
+    assert finetune_lm.parse_args(["--model", "tiny-gpt2", "--no-progress"]).verbose == 0
+    with pytest.raises(SystemExit):
+        finetune_lm.parse_args(["--model", "tiny-gpt2", "--long-texts", "all"])
