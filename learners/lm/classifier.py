@@ -106,8 +106,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
     weight_decay : float, default=0.0
         AdamW weight decay.
     device : str, default="cpu"
-        Torch device of the model ("cpu", "cuda", "cuda:1", ...). Only the CPU is
-        tested; the CUDA paths move the model and each batch and seed the device.
+        Torch device of the model ("cpu", "cuda", "cuda:1", ...). The CUDA paths move
+        the model and each batch and seed the device; CI tests the CPU only, and
+        ``tests/test_cuda_paths.py`` checks CUDA where a GPU is present.
     warm_start : bool, default=True
         Continue training across fits; ``False`` rebuilds the model at every fit.
     random_state : int, RandomState or None, default=None
