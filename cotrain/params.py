@@ -48,6 +48,7 @@ from cotrain.callbacks import Callback
 from cotrain.clustering import AgreementClustering
 from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.federation.holdout import HoldoutTrust
+from cotrain.federation.pool_halves import PoolHalvesTrust
 
 __all__ = [
     "CALLBACK_HOOKS",
@@ -306,14 +307,15 @@ PARAMS: Final[dict[str, Param]] = {
     "soft_bits": Param(None, types=(Integral,), none=True, interval=Interval(1, 16)),
     "trust": Param(
         "auto",
-        types=(Real, CrossFitTrust, HoldoutTrust),
+        types=(Real, CrossFitTrust, HoldoutTrust, PoolHalvesTrust),
         none=True,
         options=("auto",),
         interval=Interval(0, 1),
         methods=("choose",),
         expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust, a "
-        "cotrain.federation.cross_fit.CrossFitTrust or a "
-        "cotrain.federation.holdout.HoldoutTrust",
+        "cotrain.federation.cross_fit.CrossFitTrust, a "
+        "cotrain.federation.holdout.HoldoutTrust or a "
+        "cotrain.federation.pool_halves.PoolHalvesTrust",
     ),
     "clustering": Param(
         None,

@@ -31,6 +31,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.federation.holdout import HoldoutTrust
+from cotrain.federation.pool_halves import PoolHalvesTrust
 from learners import ClassAlignedClassifier
 from learners._deprecation import deprecated_names
 
@@ -41,6 +42,7 @@ __all__ = [
     "CrossFitTrust",
     "FixedTrust",
     "HoldoutTrust",
+    "PoolHalvesTrust",
     "PseudoLabelTrust",
     "TrustChoice",
     "client_trust",
@@ -389,12 +391,12 @@ def check_weight(weight: Any, name: str) -> float:
 
 def get_trust(
     trust: Any, random_state: int | None = None, estimator: Any = None
-) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust | PoolHalvesTrust:
     """The trust object for a ``trust`` parameter.
 
     Parameters
     ----------
-    trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust or HoldoutTrust
+    trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust, HoldoutTrust or PoolHalvesTrust
         ``"auto"``: :class:`~cotrain.federation.cross_fit.CrossFitTrust` with its defaults
         (cross-fitted labels on the pool, a predictor that falls back toward the local
         model) — except for a learner whose class sets ``cross_validated_trust = False``
@@ -411,7 +413,7 @@ def get_trust(
 
     Returns
     -------
-    FixedTrust, PseudoLabelTrust, CrossFitTrust or HoldoutTrust
+    FixedTrust, PseudoLabelTrust, CrossFitTrust, HoldoutTrust or PoolHalvesTrust
 
     Examples
     --------
@@ -428,7 +430,7 @@ def get_trust(
         if trust != "auto":
             raise ValueError(
                 f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
-                f"CrossFitTrust or a HoldoutTrust, got {trust!r}"
+                f"CrossFitTrust, a HoldoutTrust or a PoolHalvesTrust, got {trust!r}"
             )
         if not getattr(estimator, "cross_validated_trust", True):
             return FixedTrust(1.0)
@@ -437,14 +439,14 @@ def get_trust(
         return FixedTrust(trust)
     if isinstance(trust, FixedTrust):
         return trust
-    if isinstance(trust, PseudoLabelTrust | CrossFitTrust | HoldoutTrust):
+    if isinstance(trust, PseudoLabelTrust | CrossFitTrust | HoldoutTrust | PoolHalvesTrust):
         trust.check()
         if trust.random_state is None:
             return _with_seed(trust, random_state)
         return trust
     raise TypeError(
         f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
-        f"CrossFitTrust or a HoldoutTrust, got {type(trust).__name__}"
+        f"CrossFitTrust, a HoldoutTrust or a PoolHalvesTrust, got {type(trust).__name__}"
     )
 
 
@@ -459,7 +461,7 @@ def client_trust(
     privacy: Any,
     seed: np.random.SeedSequence | int | None,
     estimator: Any = None,
-) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust:
+) -> FixedTrust | PseudoLabelTrust | CrossFitTrust | HoldoutTrust | PoolHalvesTrust:
     """One client's trust object: :func:`get_trust` seeded from the client's seed (a
     seed sequence as the trainer holds it, or its int as a Flower site receives it: the
     same trust either way).
@@ -504,7 +506,7 @@ use trust=None
             )
         if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
-    if privacy is not None and isinstance(trust, CrossFitTrust | HoldoutTrust):
+    if privacy is not None and isinstance(trust, CrossFitTrust | HoldoutTrust | PoolHalvesTrust):
         raise ValueError(
             f"trust: a {type(trust).__name__} cannot be combined with a privacy mechanism "
             f"({name}): a private client releases its mechanism's labels, not its co-trained "

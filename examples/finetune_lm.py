@@ -67,6 +67,7 @@ from cotrain.datasets.text import load_movie_reviews
 TINY = "tiny-gpt2"
 LEARNERS = ("LMClassifier", "GPT2Classifier")
 METHODS = ("fedct", "fedavg", "local", "central")
+TRUSTS = ("auto", "holdout", "halves")
 NAMES = {"fedct": "FedCT", "fedavg": "FedAvg", "local": "local", "central": "central"}
 #: what --quick changes (options given explicitly still win)
 QUICK = dict(
@@ -220,6 +221,15 @@ def parse_args(
         help="small run of the chosen methods: 3 clients x 16 reviews, |U| = 16, 40 test, 2 "
         "rounds, 64 tokens, LoRA, 1 thread (under 2 minutes on 2 cores); options given "
         "with it still apply",
+    )
+    add(
+        "--trust",
+        choices=TRUSTS,
+        default="auto",
+        help="FedCT's trust: auto (a language model trains on the pool at full weight, the "
+        "paper's FedCT), holdout (cotrain.federation.holdout.HoldoutTrust: a held-out check "
+        "and fallback), halves (cotrain.federation.pool_halves.PoolHalvesTrust: two models "
+        "on halves of U, each labelling the other half) (default %(default)s)",
     )
     add(
         "--time-budget",
@@ -420,9 +430,22 @@ def __getattr__(name: str) -> type:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _trained(models: list[Any]) -> list[Any]:
+    """The learners inside clients' predictors: a blend's models, a wrapper's estimator."""
+    found = []
+    for model in models:
+        if hasattr(model, "cotrained"):  # learners.BlendedClassifier
+            found += _trained([model.local, *model.cotrained])
+        elif hasattr(model, "estimator_"):  # learners.ClassAlignedClassifier
+            found += _trained([model.estimator_])
+        else:
+            found.append(model)
+    return found
+
+
 def seconds_per_client_epoch(models: list[Any]) -> float:
     """Mean over all fits of all ``models`` of the fit's seconds per epoch."""
-    rates = [s / e for m in models for s, e, _ in getattr(m, "fit_log_", []) if e > 0]
+    rates = [s / e for m in _trained(models) for s, e, _ in getattr(m, "fit_log_", []) if e > 0]
     return float(np.mean(rates)) if rates else float("nan")
 
 
@@ -488,6 +511,20 @@ def total_epochs(args: argparse.Namespace) -> int:
     return args.max_epochs + (rounds - 1) * args.epochs_per_round
 
 
+def fedct_trust(name: str) -> Any:
+    """The trainer's ``trust`` for ``--trust``.
+
+    Examples
+    --------
+    >>> fedct_trust("halves")
+    PoolHalvesTrust(random_state=None)
+    """
+    from cotrain.federation.holdout import HoldoutTrust
+    from cotrain.federation.pool_halves import PoolHalvesTrust
+
+    return {"auto": "auto", "holdout": HoldoutTrust(), "halves": PoolHalvesTrust()}[name]
+
+
 def budget(args: argparse.Namespace) -> list[Any]:
     """``[TimeBudget(--time-budget)]``, or no callback without a budget."""
     return [] if args.time_budget is None else [TimeBudget(args.time_budget)]
@@ -499,6 +536,7 @@ def run_fedct(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple
     trainer = FederatedCoTrainer(
         learners,
         consensus="mean" if args.soft else "majority",
+        trust=fedct_trust(args.trust),
         share="soft" if args.soft else "hard",
         rounds=args.rounds,
         n_jobs=args.n_jobs,

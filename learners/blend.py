@@ -168,6 +168,8 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         (:func:`blend_proba`), one column per class of ``classes_``."""
         check_is_fitted(self, "classes_")
         alpha = self._check_alpha()
+        if alpha == 1.0 and len(self.cotrained):  # the local model has no say: not run
+            return np.mean([m.predict_proba(X) for m in self.cotrained], axis=0)
         proba = self.local.predict_proba(X)
         held = None if self.held is None else np.asarray(self.held, dtype=bool)
         if len(self.cotrained) and (alpha > 0 or (held is not None and not held.all())):

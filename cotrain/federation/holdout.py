@@ -52,7 +52,7 @@ from cotrain.federation.cross_fit import ALPHAS, CrossFitRound, pick_alpha
 from learners import ClassAlignedClassifier
 from learners.blend import BlendedClassifier
 
-__all__ = ["HoldoutTrust", "holdout_split"]
+__all__ = ["HoldoutTrust", "holdout_split", "pool_targets"]
 
 
 def holdout_split(y: np.ndarray, holdout: float, random_state: int | None) -> np.ndarray:
@@ -87,6 +87,48 @@ def holdout_split(y: np.ndarray, holdout: float, random_state: int | None) -> np
         n_hold = min(int(np.floor(holdout * len(rows) + 0.5)), len(rows) - 1)
         held[rng.permutation(rows)[:n_hold]] = True
     return held
+
+
+def pool_targets(
+    y: np.ndarray, pseudo: np.ndarray, classes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The training targets of a site's rows and of the labelled pool rows.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n,)
+        The site's labels (values from ``classes``).
+    pseudo : ndarray
+        The consensus: codes ``(n_public,)`` with -1 for abstain, or soft targets
+        ``(n_public, C)`` with NaN rows for abstain.
+    classes : ndarray
+        The global classes.
+
+    Returns
+    -------
+    labelled : ndarray of bool, shape (n_public,)
+        The pool rows the consensus labelled.
+    y_private : ndarray
+        ``y``, or one-hot rows ``(n, C)`` under a soft consensus.
+    y_pool : ndarray
+        The labelled pool rows' targets: class values, or soft rows ``(m, C)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labelled, mine, pool = pool_targets(
+    ...     np.array(["a", "b"]), np.array([1, -1, 0]), np.array(["a", "b"]))
+    >>> labelled.tolist(), mine.tolist(), pool.tolist()
+    ([True, False, True], ['a', 'b'], ['b', 'a'])
+    >>> pool_targets(np.array(["b"]), np.array([[0.2, 0.8]]), np.array(["a", "b"]))[1]
+    array([[0., 1.]])
+    """
+    if pseudo.ndim == 2:  # soft consensus: private rows one-hot
+        labelled = ~np.isnan(pseudo).any(axis=1)
+        one_hot = (y[:, None] == classes[None, :]).astype(np.float64)
+        return labelled, one_hot, pseudo[labelled]
+    labelled = pseudo >= 0
+    return labelled, y, classes[pseudo[labelled]]
 
 
 class HoldoutTrust:
@@ -251,13 +293,7 @@ class HoldoutTrust:
             spent += state["local"].fit_time_
         local: ClassAlignedClassifier = state["local"]
         if pseudo is not None:
-            labelled = ~np.isnan(pseudo).any(axis=1) if pseudo.ndim == 2 else pseudo >= 0
-            y_private: np.ndarray = y[train]
-            if pseudo.ndim == 2:  # soft consensus: private rows one-hot
-                y_private = (y_private[:, None] == classes[None, :]).astype(np.float64)
-                y_pool = pseudo[labelled]
-            else:
-                y_pool = classes[pseudo[labelled]]
+            labelled, y_private, y_pool = pool_targets(y[train], pseudo, classes)
             co.fit(
                 np.concatenate([X[train], X_public[labelled]]),
                 np.concatenate([y_private, y_pool]),
