@@ -78,6 +78,19 @@ def check_delta(value: Any) -> float:
     return float(value)
 
 
+def check_count(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int if it is an integer >= ``minimum``.
+
+    Examples
+    --------
+    >>> check_count(3, "n_teachers", 1)
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def check_n_classes(n_classes: Any) -> int:
     """``n_classes`` as an int if it is an integer >= 1."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 1:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from numbers import Integral
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -54,7 +53,7 @@ from cotrain.privacy.mechanisms import (
     RandomizedResponse,
     Release,
 )
-from cotrain.privacy.param_checks import check_positive
+from cotrain.privacy.param_checks import check_count, check_positive
 from cotrain.privacy.shards import teacher_shards
 from learners import ClassAlignedClassifier
 
@@ -64,12 +63,6 @@ __all__ = ["SubsampleAndAggregate", "teacher_shards", "teacher_votes"]
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _rows(X: Any) -> int:
@@ -203,7 +196,7 @@ def teacher_votes(
             )
         if y_extra.size == 0:
             X_extra = y_extra = None
-    k = _count(n_teachers, "n_teachers", 1)
+    k = check_count(n_teachers, "n_teachers", 1)
     shards = teacher_shards(X, y, k, rng.bytes(32))
     if not isinstance(estimator, ClassAlignedClassifier):
         estimator = ClassAlignedClassifier(estimator, classes=classes)
@@ -390,7 +383,7 @@ class SubsampleAndAggregate(LabelMechanism):
                 "Confident-GNMax (threshold=...) is not implemented: uploads cannot abstain "
                 "yet (the wire format rejects -1 codes); leave threshold=None"
             )
-        _count(self.n_teachers, "n_teachers", 1)
+        check_count(self.n_teachers, "n_teachers", 1)
         if self.aggregate not in ("gnmax", "rr"):
             raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
         check_positive(self.sigma, "sigma", allow_none=True)
@@ -421,7 +414,7 @@ class SubsampleAndAggregate(LabelMechanism):
         8.0
         """
         twice = check_relation(relation) == "replace_one"
-        return (2.0 if twice else 1.0) * math.sqrt(2.0 * _count(n_labels, "n_labels", 0))
+        return (2.0 if twice else 1.0) * math.sqrt(2.0 * check_count(n_labels, "n_labels", 0))
 
     def noise_std(self, n_labels: int) -> float:
         """σ on each vote count ("gnmax"): ``sigma``, or ``z(ε, δ)·sqrt(2·n_labels)``.
@@ -602,8 +595,8 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         (4, 10)
         """
         self._check_params()
-        k = _count(n_classes, "n_classes", 1)
-        n = _count(n_labels, "n_labels", 0)
+        k = check_count(n_classes, "n_classes", 1)
+        n = check_count(n_labels, "n_labels", 0)
         if n == 0 or k == 1:
             return noop_event()
         if self.aggregate == "rr":
