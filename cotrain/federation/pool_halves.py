@@ -131,27 +131,11 @@ class PoolHalvesTrust:
     ) -> CrossFitRound:
         """One round at a client: continue both models, each labels the other half.
 
-        Parameters
-        ----------
-        estimator : classifier
-            The client's learner (unfitted prototype).
-        X, y : ndarray
-            The private rows and their labels (values from ``classes``).
-        X_public : ndarray
-            The public pool U.
-        pseudo : ndarray or None
-            The consensus: codes ``(n_public,)`` with -1 for abstain, or soft targets
-            ``(n_public, C)`` with NaN rows for abstain; None before the first consensus.
-        classes : ndarray
-            The global classes.
-        state : dict
-            What the client keeps between rounds (its ``trust_cache``).
-
-        Returns
-        -------
-        CrossFitRound
-            ``on_public``: each half labelled by the model that never trained on it;
-            ``quality`` None; ``alpha`` 1.
+        The parameters are those of :meth:`CrossFitTrust.fit_round
+        <cotrain.federation.cross_fit.CrossFitTrust.fit_round>` (the trust protocol).
+        The returned :class:`~cotrain.federation.cross_fit.CrossFitRound` has
+        ``on_public`` with each half labelled by the model that never trained on it,
+        ``quality`` None and ``alpha`` 1.
         """
         if "half" not in state or len(state["half"]) != len(X_public):
             state["half"] = pool_halves(len(X_public), self.random_state)
