@@ -24,6 +24,7 @@ Hooks run in the order the callbacks were given; the trainer's own callbacks
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -184,7 +185,7 @@ class TimeBudget(Callback):
     reason = "time budget"
 
     def __init__(self, seconds: float, clock: Any = time.perf_counter) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not seconds > 0:
             raise ValueError(f"seconds must be a positive number of seconds, got {seconds!r}")
         self.seconds = seconds
         self.clock = clock

@@ -93,3 +93,8 @@ def test_fedavg_takes_it_too() -> None:
 def test_refuses_a_budget_that_is_not_a_positive_number(bad: object) -> None:
     with pytest.raises(ValueError, match="seconds must be a positive number"):
         TimeBudget(bad)  # type: ignore[arg-type]
+
+
+def test_numpy_numbers_are_budgets_too() -> None:
+    assert TimeBudget(np.int64(60)).seconds == 60
+    assert TimeBudget(np.float32(1.5)).seconds == 1.5
