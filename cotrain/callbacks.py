@@ -185,8 +185,9 @@ class TimeBudget(Callback):
     reason = "time budget"
 
     def __init__(self, seconds: float, clock: Any = time.perf_counter) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not seconds > 0:
-            raise ValueError(f"seconds must be a positive number of seconds, got {seconds!r}")
+        given: Any = seconds  # checked at run time: numpy numbers are real numbers too
+        if isinstance(given, bool) or not isinstance(given, numbers.Real) or not given > 0:
+            raise ValueError(f"seconds must be a positive number of seconds, got {given!r}")
         self.seconds = seconds
         self.clock = clock
         self._started = 0.0
