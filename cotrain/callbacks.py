@@ -186,7 +186,7 @@ class TimeBudget(Callback):
 
     def __init__(self, seconds: float, clock: Any = time.perf_counter) -> None:
         given: Any = seconds  # checked at run time: numpy numbers are real numbers too
-        if isinstance(given, bool) or not isinstance(given, numbers.Real) or not given > 0:
+        if isinstance(given, bool) or not isinstance(given, numbers.Real) or not float(given) > 0:
             raise ValueError(f"seconds must be a positive number of seconds, got {given!r}")
         self.seconds = seconds
         self.clock = clock
