@@ -256,8 +256,8 @@ def parse_args(
         "--max-windows",
         type=int,
         default=8,
-        help="with --long-texts windows, the most windows read per review (its last ones) "
-        "(default %(default)s)",
+        help="with --long-texts windows, the most windows read per review (a longer review "
+        "gets this many, spread evenly from its start to its end) (default %(default)s)",
     )
     add("--verbose", type=int, default=1, help="0 quiet, 1 progress bars, 2 also a line per round")
     add("--no-progress", action="store_true", help="no progress bars (--verbose 0)")
