@@ -46,9 +46,7 @@ import numpy as np
 from consensus import Consensus
 from cotrain.callbacks import Callback
 from cotrain.clustering import AgreementClustering
-from cotrain.federation.cross_fit import CrossFitTrust
-from cotrain.federation.holdout import HoldoutTrust
-from cotrain.federation.pool_halves import PoolHalvesTrust
+from cotrain.trust import MODEL_TRUSTS
 
 __all__ = [
     "CALLBACK_HOOKS",
@@ -307,15 +305,13 @@ PARAMS: Final[dict[str, Param]] = {
     "soft_bits": Param(None, types=(Integral,), none=True, interval=Interval(1, 16)),
     "trust": Param(
         "auto",
-        types=(Real, CrossFitTrust, HoldoutTrust, PoolHalvesTrust),
+        types=(Real, *MODEL_TRUSTS),
         none=True,
         options=("auto",),
         interval=Interval(0, 1),
         methods=("choose",),
-        expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust, a "
-        "cotrain.federation.cross_fit.CrossFitTrust, a "
-        "cotrain.federation.holdout.HoldoutTrust or a "
-        "cotrain.federation.pool_halves.PoolHalvesTrust",
+        expected="'auto', None, a weight in [0, 1], a cotrain.trust.PseudoLabelTrust, "
+        + ", ".join(f"a {t.__module__}.{t.__name__}" for t in MODEL_TRUSTS),
     ),
     "clustering": Param(
         None,

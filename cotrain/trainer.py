@@ -94,7 +94,8 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         Quantise soft labels (uploads and a soft consensus broadcast) to this many bits
         per class, rows kept summing to one (largest-remainder rounding); None sends
         ``soft_dtype`` floats.
-    trust : "auto", None, float, PseudoLabelTrust or CrossFitTrust, default="auto"
+    trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust, HoldoutTrust or \
+PoolHalvesTrust, default="auto"
         How each client uses the pseudo-labelled pool. "auto" without a privacy mechanism:
         :class:`cotrain.federation.cross_fit.CrossFitTrust` — two models per client, each fitted on
         half its rows and half the pool, label the other half of the pool (a random forest:
@@ -108,7 +109,11 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         and language-model learners, and a client whose model is trained privately
         (DP-SGD: the choice would look at its data outside the ε), get weight 1 under
         "auto". None: every pseudo-label at full weight (the paper's FedCT); a float in
-        [0, 1]: that fixed weight. What a client sends is always its own honest prediction.
+        [0, 1]: that fixed weight. Explicit options for torch and language-model sites:
+        :class:`~cotrain.federation.holdout.HoldoutTrust` (a held-out check and fallback)
+        and :class:`~cotrain.federation.pool_halves.PoolHalvesTrust` (two models on halves
+        of the pool, each labelling the other half). What a client sends is always its own
+        honest prediction.
     clustering : None, "agreement" or cotrain.clustering.AgreementClustering, default=None
         Clustered co-training (the thesis's clustered FL in label space): clients whose
         labels on U disagree beyond chance (another label map, concept shift) are split

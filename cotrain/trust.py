@@ -35,10 +35,18 @@ from cotrain.federation.pool_halves import PoolHalvesTrust
 from learners import ClassAlignedClassifier
 from learners._deprecation import deprecated_names
 
+#: the trusts that fit a site's models, label the pool and build its predictor themselves
+#: (their ``fit_round``; :meth:`cotrain.federation.client.Client._fit_and_label`)
+MODEL_TRUSTS = (CrossFitTrust, HoldoutTrust, PoolHalvesTrust)
+_EXPECTED = "'auto', None, a weight in [0, 1], a PseudoLabelTrust, " + ", ".join(
+    f"a {t.__name__}" for t in MODEL_TRUSTS
+)
+
 #: the trainer's (and a deployment site's) default ``trust``
 DEFAULT_TRUST: Any = "auto"
 
 __all__ = [
+    "MODEL_TRUSTS",
     "CrossFitTrust",
     "FixedTrust",
     "HoldoutTrust",
@@ -428,10 +436,7 @@ def get_trust(
         return FixedTrust(1.0)
     if isinstance(trust, str):
         if trust != "auto":
-            raise ValueError(
-                f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
-                f"CrossFitTrust, a HoldoutTrust or a PoolHalvesTrust, got {trust!r}"
-            )
+            raise ValueError(f"trust must be {_EXPECTED}, got {trust!r}")
         if not getattr(estimator, "cross_validated_trust", True):
             return FixedTrust(1.0)
         return CrossFitTrust(random_state=random_state)
@@ -439,15 +444,12 @@ def get_trust(
         return FixedTrust(trust)
     if isinstance(trust, FixedTrust):
         return trust
-    if isinstance(trust, PseudoLabelTrust | CrossFitTrust | HoldoutTrust | PoolHalvesTrust):
+    if isinstance(trust, (PseudoLabelTrust, *MODEL_TRUSTS)):
         trust.check()
         if trust.random_state is None:
             return _with_seed(trust, random_state)
         return trust
-    raise TypeError(
-        f"trust must be 'auto', None, a weight in [0, 1], a PseudoLabelTrust, a "
-        f"CrossFitTrust, a HoldoutTrust or a PoolHalvesTrust, got {type(trust).__name__}"
-    )
+    raise TypeError(f"trust must be {_EXPECTED}, got {type(trust).__name__}")
 
 
 def _with_seed(trust: Any, random_state: int | None) -> Any:
@@ -506,7 +508,7 @@ use trust=None
             )
         if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
-    if privacy is not None and isinstance(trust, CrossFitTrust | HoldoutTrust | PoolHalvesTrust):
+    if privacy is not None and isinstance(trust, MODEL_TRUSTS):
         raise ValueError(
             f"trust: a {type(trust).__name__} cannot be combined with a privacy mechanism "
             f"({name}): a private client releases its mechanism's labels, not its co-trained "

@@ -29,48 +29,36 @@ def federation(seed: int = 0) -> tuple[list, list, np.ndarray]:
     return [X[p] for p in parts], [y[p] for p in parts], X[120:]
 
 
+def cotrain_with(budget: float, rounds: int) -> FederatedCoTrainer:
+    """A FedCT run of at most ``rounds`` under ``TimeBudget(budget)`` on a 1-second clock."""
+    Xs, ys, U = federation()
+    trainer = FederatedCoTrainer(
+        [DecisionTreeClassifier(random_state=0)] * 3,
+        rounds=rounds,
+        trust=None,
+        random_state=0,
+        callbacks=[TimeBudget(budget, clock=StepClock(1.0))],
+    )
+    return trainer.fit(Xs, ys, X_public=U)
+
+
 def test_stops_before_a_round_that_would_pass_the_budget() -> None:
     # the clock is read at fit start (1), and at each round's start and end: round 1 runs
     # from 2 to 3 (slowest 1 s); round 2 starts at 4: 4 - 1 + 1 = 4 <= 5, runs to 5;
     # round 3 would start at 6: 6 - 1 + 1 = 6 > 5, so the run stops after 2 rounds
-    Xs, ys, U = federation()
-    trainer = FederatedCoTrainer(
-        [DecisionTreeClassifier(random_state=0)] * 3,
-        rounds=10,
-        trust=None,
-        random_state=0,
-        callbacks=[TimeBudget(5, clock=StepClock(1.0))],
-    )
-    trainer.fit(Xs, ys, X_public=U)
+    trainer = cotrain_with(5, rounds=10)
     assert len(trainer.history_) == 2
     assert trainer.stopped_reason_ == "time budget"
 
 
 def test_a_generous_budget_leaves_the_rounds_alone() -> None:
-    Xs, ys, U = federation()
-    trainer = FederatedCoTrainer(
-        [DecisionTreeClassifier(random_state=0)] * 3,
-        rounds=3,
-        trust=None,
-        random_state=0,
-        callbacks=[TimeBudget(1e6, clock=StepClock(1.0))],
-    )
-    trainer.fit(Xs, ys, X_public=U)
+    trainer = cotrain_with(1e6, rounds=3)
     assert len(trainer.history_) == 3
     assert trainer.stopped_reason_ is None
 
 
 def test_the_first_round_runs_whatever_the_budget() -> None:
-    Xs, ys, U = federation()
-    trainer = FederatedCoTrainer(
-        [DecisionTreeClassifier(random_state=0)] * 3,
-        rounds=4,
-        trust=None,
-        random_state=0,
-        callbacks=[TimeBudget(1e-9, clock=StepClock(1.0))],
-    )
-    trainer.fit(Xs, ys, X_public=U)
-    assert len(trainer.history_) == 1
+    assert len(cotrain_with(1e-9, rounds=4).history_) == 1
 
 
 def test_fedavg_takes_it_too() -> None:
