@@ -59,39 +59,20 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.flower.flwr_cli import app_pyproject
+
 HERE = Path(__file__).resolve().parent
 N_PUBLIC, N_PRIVATE, SIGMA, N_TEACHERS = 60, 300, 20.0, 5
 CLASSES = [0, 1]
 MAX_NEW_RUN_ROUNDS = 20
 
-PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "curious-app"
-version = "1.0.0"
-description = "A ServerApp that deviates: it re-asks a private site, replays and drops."
-license = "MIT"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "cotrain"
-
-[tool.flwr.app.components]
-serverapp = "curious_app.server_app:app"
-clientapp = "curious_app.client_app:app"
-
-[tool.flwr.app.config]
-out = ""
-public-pool = ""
-repeats = 200
-nodes = 1
-"""
+PYPROJECT = app_pyproject(
+    "curious-app",
+    "A ServerApp that deviates: it re-asks a private site, replays and drops.",
+    "curious_app.server_app:app",
+    "curious_app.client_app:app",
+    {"out": "", "public-pool": "", "repeats": 200, "nodes": 1},
+)
 
 
 # ---------------------------------------------------------------------------- the ServerApp

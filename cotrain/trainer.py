@@ -30,9 +30,9 @@ from cotrain._validation import (
     require_public_classes,
 )
 from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
-from cotrain.federation.client import Client
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
+from cotrain.federation.secure_federation import client_class, make_federation
 from cotrain.federation.seeding import client_seed, seeded_clone
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import auto_consensus, build_server
@@ -399,15 +399,26 @@ PoolHalvesTrust, default="auto"
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         eval_proba = self.consensus_.output == "soft" and data.X_eval is not None
+        make_client = client_class(
+            self.privacy, len(estimators), len(data.X_public), len(data.classes), self.rounds
+        )
         clients = [
-            Client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
+            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
                    wire=run.wire, privacy=self.privacy, X_eval=data.X_eval,
                    eval_proba=eval_proba, trust=client_trust(self.trust, self.privacy, s, est))
             for i, (est, s, Xi, yi) in enumerate(
                 zip(estimators, run.client_seeds, data.X_clients, data.y_clients, strict=True)
             )
         ]  # fmt: skip
-        self._federation = SimulatedFederation(clients, run, data, self.reproducible_noise)
+        self._federation = make_federation(
+            clients,
+            run,
+            data,
+            self.reproducible_noise,
+            self.privacy,
+            self.participation,
+            self.random_state,
+        )
         self.history_ = self._federation.history
         self.stopped_reason_ = None
 

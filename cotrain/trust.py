@@ -508,7 +508,10 @@ use trust=None
             )
         if isinstance(trust, str) and trust == "auto":
             return FixedTrust(1.0)
-    if privacy is not None and isinstance(trust, MODEL_TRUSTS):
+    # a mechanism whose uploads never come from the client's own model (its sites' models
+    # stay home, e.g. SecureTeacherVotes) lets the site build its predictor as it likes
+    model_trusts = bool(getattr(privacy, "model_trusts", False))
+    if privacy is not None and not model_trusts and isinstance(trust, MODEL_TRUSTS):
         raise ValueError(
             f"trust: a {type(trust).__name__} cannot be combined with a privacy mechanism "
             f"({name}): a private client releases its mechanism's labels, not its co-trained "
@@ -519,7 +522,7 @@ use trust=None
         if isinstance(seed, np.random.SeedSequence):
             seed = int(seed.generate_state(1)[0])
         seed = int(np.random.SeedSequence([int(seed), 0x7275_7374]).generate_state(1)[0])
-    if privacy is not None and isinstance(trust, str) and trust == "auto":
+    if privacy is not None and not model_trusts and isinstance(trust, str) and trust == "auto":
         trust = PseudoLabelTrust()  # a private client's labels come from its mechanism
     chosen = get_trust(trust, seed, estimator)
     if private_training and not (isinstance(chosen, FixedTrust) and chosen.weight == 1.0):

@@ -304,6 +304,43 @@ class CoTrainingServer:
         )
         return record, [int(i) for i in ids]
 
+    def publish_round(
+        self,
+        t: int,
+        sampled: np.ndarray,
+        codes: np.ndarray,
+        failed: dict[int, str],
+        timed_out: tuple[int, ...] = (),
+        *,
+        started: float,
+        bytes_up: int,
+        bytes_down: int,
+        acknowledged: dict[int, Any],
+        epsilon: float | None,
+    ) -> RoundRecord:
+        """Publish a consensus the server formed from summed votes (a secure-sum round,
+        :mod:`cotrain.federation.secure_federation`) and record the round.
+
+        The server saw no client's own labels, so the record's ``agreement`` is NaN;
+        ``coverage`` is the share of U that carries a label.
+        """
+        previous = self.hard_consensus
+        now = np.asarray(codes, dtype=np.int64).copy()
+        self.cluster_consensus = [now]
+        for i, version in acknowledged.items():
+            if version is not None:
+                self.encoder.acknowledge(int(i), version)
+        self.encoder.publish(t, now)
+        return RoundRecord(
+            round=t, clients=tuple(int(i) for i in sampled), failed=dict(failed),
+            timed_out=tuple(timed_out), coverage=float(np.mean(now >= 0)),
+            agreement=float("nan"),
+            changed=None if previous is None else int(np.sum(previous != now)),
+            bytes_up=int(bytes_up), bytes_down=int(bytes_down),
+            time_s=time.perf_counter() - started, epsilon=epsilon, epsilon_unit="record",
+            epsilon_adversary="server",
+        )  # fmt: skip
+
     # ------------------------------------------------------------- clusters
     def _vote(self, ids: np.ndarray, votes: np.ndarray, quality: np.ndarray | None) -> np.ndarray:
         """The consensus rule on the answers ``ids`` (one cluster's, or everyone's),

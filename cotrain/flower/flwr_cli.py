@@ -21,6 +21,7 @@ from typing import Any
 from cotrain.flower.logs import strip_ansi
 
 __all__ = [
+    "app_pyproject",
     "flower_environment",
     "flower_executable",
     "format_config",
@@ -30,6 +31,43 @@ __all__ = [
 ]
 
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
+
+
+def app_pyproject(
+    name: str, description: str, serverapp: str, clientapp: str, config: dict[str, Any]
+) -> str:
+    """The ``pyproject.toml`` of a small Flower app folder (what ``flwr run`` reads).
+
+    Parameters
+    ----------
+    name : str
+        The project name.
+    description : str
+        One line.
+    serverapp, clientapp : str
+        ``module:attribute`` of the ServerApp and ClientApp.
+    config : dict
+        The run config's defaults (``str``, ``bool``, ``int`` or ``float`` values).
+
+    Examples
+    --------
+    >>> text = app_pyproject("demo", "A demo.", "demo.app:server", "demo.app:client", {"n": 2})
+    >>> text.splitlines()[-1], 'serverapp = "demo.app:server"' in text
+    ('n = 2', True)
+    """
+    values = {k: json.dumps(v) if not isinstance(v, bool) else str(v).lower()
+              for k, v in config.items()}  # fmt: skip
+    lines = [
+        "[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', "",
+        "[project]", f"name = {json.dumps(name)}", 'version = "1.0.0"',
+        f"description = {json.dumps(description)}", 'license = "MIT"', "dependencies = []", "",
+        "[tool.hatch.build.targets.wheel]", 'packages = ["."]', "",
+        "[tool.flwr.app]", 'publisher = "cotrain"', "",
+        "[tool.flwr.app.components]", f"serverapp = {json.dumps(serverapp)}",
+        f"clientapp = {json.dumps(clientapp)}", "",
+        "[tool.flwr.app.config]", *(f"{k} = {v}" for k, v in values.items()),
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def format_config(config: dict[str, Any]) -> str:

@@ -74,6 +74,7 @@ from cotrain.privacy.fedaux import (
 from cotrain.privacy.ledger import PrivacyLedger
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, RandomizedResponse, Release
+from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.privacy.sensitivity import (
     SensitivityBound,
     SensitivityLowerBound,
@@ -98,6 +99,8 @@ __all__ = [
     "RandomizedResponse",
     "Release",
     "RunningComposition",
+    "SecurePlan",
+    "SecureTeacherVotes",
     "SensitivityBound",
     "SensitivityLowerBound",
     "SubsampleAndAggregate",

@@ -380,8 +380,10 @@ class SubsampleAndAggregate(LabelMechanism):
     def _check_params(self) -> None:
         if self.threshold is not None:
             raise NotImplementedError(
-                "Confident-GNMax (threshold=...) is not implemented: uploads cannot abstain "
-                "yet (the wire format rejects -1 codes); leave threshold=None"
+                "Confident-GNMax (threshold=...) is not implemented for one site's own votes: "
+                "its uploads cannot abstain yet; leave threshold=None, or sum the teachers' "
+                "votes across sites with SecureTeacherVotes(threshold=...), which answers only "
+                "the confident queries"
             )
         check_count(self.n_teachers, "n_teachers", 1)
         if self.aggregate not in ("gnmax", "rr"):
