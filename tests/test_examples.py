@@ -117,6 +117,26 @@ def test_flower_prepare_sites_writes_three_loadable_sites(monkeypatch, tmp_path,
 
 
 @pytest.mark.slow
+def test_private_federation_quick_prints_every_site_and_the_guarantee(examples_on_path, capsys):
+    pytest.importorskip("dp_accounting")
+    from cotrain.datasets.paths import data_home
+
+    try:
+        found = (data_home() / "adult").is_dir()
+    except FileNotFoundError:
+        found = False
+    if not found:
+        pytest.skip("the shared data folder with adult/ is not here")
+    import private_federation
+
+    out = private_federation.main(["--quick"])
+    text = capsys.readouterr().out
+    assert len(out["alone"]) == 20 and text.count("logistic regression") == 7
+    assert out["epsilon"] <= 4.0 and out["answered"] == 1.0
+    assert "per private record of any one site" in text and "add/remove" in text
+    assert "secure aggregation reveals to the server only the sum" in text
+
+
 def test_robustness_quick_prints_the_table(examples_on_path, capsys):
     import robustness
 
@@ -138,6 +158,7 @@ SCRIPTS = {
     "finetune_lm": [],
     "mixed_models": [],
     "privacy_utility": ["torch"],
+    "private_federation": ["dp_accounting"],
     "robustness": [],
     "text_mixed": [],
 }

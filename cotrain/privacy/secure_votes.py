@@ -180,7 +180,9 @@ class SecurePlan:
         return [
             "secure aggregation reveals to the server only the sum of the sites' vectors, "
             f"never one site's; at least {self.min_sites} of the {self.n_sites} sites "
-            "contribute to every sum (a sum with fewer is not revealed)",
+            "contribute to every sum (a sum with fewer is not revealed); on Flower, SecAgg+ "
+            "(flwr 1.41) relays the sites' public keys without authenticating them, so this "
+            "holds against a server that follows the SecAgg+ protocol",
             f"at most {self.colluders} site(s) reveal their own noise to the server",
             "every site draws its Skellam share honestly from fresh randomness",
             "the server is curious; it may choose the queries, but every site enforces the "
