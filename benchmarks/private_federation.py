@@ -53,6 +53,8 @@ from untuned_mixed import load
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import LocalOnly
 from cotrain.datasets.loaders import load_wine_quality
+from cotrain.federation import secure_federation
+from cotrain.federation.secure_client import SecureClient
 from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate
 from cotrain.privacy.accounting import gaussian_noise_multiplier
 
@@ -111,6 +113,49 @@ def per_site_sigma(epsilon: float, rounds: int, n_public: int) -> float:
     return gaussian_noise_multiplier(epsilon, DELTA) * np.sqrt(rounds) * np.sqrt(2.0 * n_public)
 
 
+class Stopwatch:
+    """Times, in round 1 of an in-process secure-sum run (sequential runtime), the sites'
+    work (own fit, teachers, noise: ``vote_round`` and ``answer_round``) and the secure sum;
+    the rest of the round is the server's (queries, threshold, consensus, broadcast)."""
+
+    def __enter__(self) -> Stopwatch:
+        self.seconds = {"vote_round": [], "answer_round": [], "secure_sum": []}
+        self.saved = [
+            (SecureClient, "vote_round"), (SecureClient, "answer_round"),
+            (secure_federation, "secure_sum"),
+        ]  # fmt: skip
+        self.originals = [getattr(owner, name) for owner, name in self.saved]
+        for (owner, name), original in zip(self.saved, self.originals, strict=True):
+            setattr(owner, name, self._timed(name, original))
+        return self
+
+    def _timed(self, name: str, original: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[name].append(time.perf_counter() - start)
+
+        return timed
+
+    def __exit__(self, *exc: Any) -> None:
+        for (owner, name), original in zip(self.saved, self.originals, strict=True):
+            setattr(owner, name, original)
+
+    def breakdown(self, round_s: float) -> dict[str, float]:
+        """Round 1's seconds: the sites' work, the sums, the server's rest."""
+        n_sites = len(self.seconds["vote_round"]) // 2  # round 1, then the training round
+        sites = sum(self.seconds["vote_round"][:n_sites]) + sum(
+            self.seconds["answer_round"][:n_sites]
+        )
+        sums = sum(self.seconds["secure_sum"][: 2 if self.seconds["answer_round"] else 1])
+        return {
+            "round": round(round_s, 3), "sites": round(sites, 3), "secure_sum": round(sums, 5),
+            "server": round(round_s - sites - sums, 3),
+        }  # fmt: skip
+
+
 def run(name: str, seed: int, epsilon: float, confident: bool, n_jobs: int) -> dict[str, Any]:
     """Every method on one split; returns accuracies (mean and per site) and the ε report."""
     cfg, data = CONFIGS[name], split(name, seed)
@@ -150,8 +195,10 @@ def run(name: str, seed: int, epsilon: float, confident: bool, n_jobs: int) -> d
         mech = SecureTeacherVotes(
             n_teachers=cfg["teachers"], epsilon=epsilon, threshold=threshold, delta=DELTA
         )
-        trainer = fedct(mech)
+        with Stopwatch() as watch:
+            trainer = fedct(mech)
         record(key, trainer, t0)
+        out[f"{key}_round1_s"] = watch.breakdown(trainer.history_[0].time_s)
         report = trainer.privacy_report()
         out[f"{key}_epsilon"] = report["max_epsilon"]
         out[f"{key}_answered"] = trainer.history_[-1].coverage  # share of U labelled
@@ -182,6 +229,7 @@ def summarise(name: str, epsilon: float, runs: list[dict[str, Any]]) -> dict[str
         "fedct_confident": mean("fedct_confident"),
         "confident_answered": mean("fedct_confident_answered"),
         "fedct_per_site": mean("fedct_per_site"),
+        "round1_seconds": runs[0].get("fedct_private_round1_s"),
         "gain_kept": None if not gain or gain <= 0 else round((private - local) / gain, 3),  # type: ignore[operator]
         "config": CONFIGS[name], "seeds": runs,
     }  # fmt: skip

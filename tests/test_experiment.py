@@ -357,6 +357,19 @@ def test_record_level_teachers_and_label_level_columns_stay_apart(tmp_path):
     assert "ε per released label (no record guarantee)" in table
 
 
+def test_teachers_summed_across_sites_spend_the_run_epsilon(tmp_path):
+    pytest.importorskip("dp_accounting")
+    text = TINY.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        'method = { name = "local" }',
+        'method = { name = "dp-fedct", privacy = { mechanism = "secure_votes", '
+        "n_teachers = 3, epsilon = 4.0 } }",
+    )
+    out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert 3.9 <= summary.loc["local", "epsilon"] <= 4.0  # one release of |U| labels
+    assert "label_epsilon" not in summary  # no label-level column: the ε is per record
+
+
 def test_teachers_cannot_be_audited_through_the_client_model(tmp_path):
     text = TINY.replace("seeds = [0, 1]", "seeds = [0]").replace(
         'method = { name = "local" }',

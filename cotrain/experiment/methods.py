@@ -242,6 +242,7 @@ PRIVACY_MECHANISMS = {
     "randomized_response": "RandomizedResponse",
     "xor": "XORMechanism",
     "subsample_aggregate": "SubsampleAndAggregate",
+    "secure_votes": "SecureTeacherVotes",
     "dpsgd": "DPSGD",
 }
 
@@ -365,14 +366,17 @@ def _randomised_labels(model: Any, seed: int) -> dict[str, Any]:
     from sklearn.base import clone
 
     from cotrain.audit import label_privatizer
-    from cotrain.privacy import DPSGD, SubsampleAndAggregate
+    from cotrain.privacy import DPSGD, SecureTeacherVotes, SubsampleAndAggregate
 
     mechanism = model.privacy
     if isinstance(mechanism, DPSGD) or getattr(mechanism, "reports_events", False):
         return {}  # a DP-trained model: its labels are post-processing
-    if isinstance(mechanism, SubsampleAndAggregate):
+    if isinstance(mechanism, (SubsampleAndAggregate, SecureTeacherVotes)):
+        kind = (
+            "secure_votes" if isinstance(mechanism, SecureTeacherVotes) else "subsample_aggregate"
+        )
         raise ExperimentError(
-            "audit = true is not available for subsample_aggregate: the released labels come "
+            f"audit = true is not available for {kind}: the released labels come "
             "from teachers, not from the client's model; audit the release with "
             "cotrain.audit.lira_attack (see benchmarks/privacy_audit.py)"
         )
