@@ -198,6 +198,8 @@ def test_a_site_enforces_the_plan_whatever_the_server_asks():
     assert first.error is None and len(first.message) == 4 * 2 * 4
     assert site.vote_round(1, None, 1, queries).message == first.message  # no fresh noise
     assert isinstance(site.vote_round(1, None, 1, np.array([0, 1, 2])).error, PrivacyBudgetSpent)
+    for bad in ([0, 0, 1, 2], [0, 1, 2, 4]):  # a query twice (twice the cost), or outside U
+        assert isinstance(site.vote_round(2, None, 1, np.array(bad)).error, PrivacyBudgetSpent)
     too_many = site.answer_round(1, np.array([0, 1, 2]))  # 2 slots
     assert isinstance(too_many.error, PrivacyBudgetSpent)
     answer = site.answer_round(1, np.array([0, 3]))

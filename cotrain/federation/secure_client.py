@@ -94,7 +94,11 @@ class SecureClient(Client):
                 result.error = PrivacyBudgetSpent("round already answered for other queries")
             return result
         if queries.size and (
-            len(self.sent) >= self.plan.rounds or queries.size != self.plan.n_queries
+            len(self.sent) >= self.plan.rounds
+            or queries.size != self.plan.n_queries
+            or np.unique(queries).size != queries.size  # a repeated query would cost twice
+            or queries.min() < 0
+            or queries.max() >= len(self.X_public)
         ):
             result.error = PrivacyBudgetSpent()
             return result
