@@ -25,7 +25,7 @@ from cotrain.callbacks import Callback
 from cotrain.federation import secure_federation
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import confident_answers, decode_share
-from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate
+from cotrain.privacy import SecureTeacherVotes
 from cotrain.privacy.secure_votes import SecurePlan, plan_epsilon
 from cotrain.privacy.site_ledger import PrivacyBudgetSpent
 
@@ -315,8 +315,3 @@ def test_bad_configurations_are_refused_before_training(kwargs, fit_kw, match):
     X, y, U, _, _ = blobs()
     with pytest.raises(ValueError, match=match):
         trainer(SecureTeacherVotes(n_teachers=2, **kwargs), **fit_kw).fit(X, y, X_public=U)
-
-
-def test_the_per_site_threshold_points_to_the_secure_sum():
-    with pytest.raises(NotImplementedError, match="SecureTeacherVotes"):
-        SubsampleAndAggregate(sigma=1.0, threshold=10.0).validate()

@@ -197,7 +197,9 @@ min_clients, privacy, random_state, reproducible_noise :
     else:
         replayable_noise_warning(rule, reproducible_noise)
     ledger = make_ledger([privacy, rule], n, n_classes, n_public)
-    wire = WireFormat(n_classes, n_public, share, encoding, soft_dtype, soft_bits)
+    # a mechanism whose uploads may abstain (per-site Confident-GNMax) needs a wire that lets them
+    abstain = share == "hard" and bool(getattr(privacy, "abstains", False))
+    wire = WireFormat(n_classes, n_public, share, encoding, soft_dtype, soft_bits, abstain)
     server = CoTrainingServer(
         rule, wire, n, on_client_error=on_client_error, min_clients=min_clients,
         ledger=ledger, client_names=list(client_names), clustering=clustering,

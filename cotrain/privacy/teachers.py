@@ -299,9 +299,20 @@ class SubsampleAndAggregate(LabelMechanism):
     the rounds a client takes part in (adaptive composition: teachers of a later round train
     on pseudo-labels that depend on earlier releases, which are already accounted).
 
-    Confident-GNMax (release only the examples whose noisy top vote clears a threshold) is
-    not available: uploads cannot abstain yet (the wire format rejects -1 codes), so
-    ``threshold`` must stay None.
+    **Confident-GNMax** (``threshold``, "gnmax" only; Papernot et al. 2018): the client adds
+    ``N(0, σ_check²)`` to each example's *top* vote count and answers only the examples whose
+    noisy top count reaches ``threshold · n_teachers`` — at most ``max_answered`` of them
+    (the answer slots), the largest noisy top counts first — with the GNMax argmax at σ; the
+    other examples are sent as abstentions (code -1, which the wire then carries), and the
+    consensus and the clients' training use the answered ones. One record moves each top
+    count by at most one (L2 ≤ sqrt(n_labels) over the round) and each answered example's
+    counts as above (L2 ≤ sqrt(2·slots), slots accounted whether used or not: which examples
+    are answered depends only on the check's output). Two Gaussian mechanisms compose to one
+    exactly: the round's event is ``gaussian_event(z)`` with ``1/z² = n_labels/σ_check² +
+    2·slots/σ²``, read under replace-one at twice both sensitivities. With ``epsilon=`` the
+    noise is calibrated so that the round is (ε, δ)-DP: ``σ = z(ε, δ)·sqrt(n_labels /
+    check_noise² + 2·slots)`` and ``σ_check = check_noise · σ``. The accounting is
+    data-independent (PATE's data-dependent analysis is not implemented).
 
     Parameters
     ----------
@@ -322,8 +333,14 @@ class SubsampleAndAggregate(LabelMechanism):
         round that would exceed it.
     delta : float, default=1e-5
         δ for calibration and reporting.
-    threshold : None
-        Reserved for Confident-GNMax; any other value raises ``NotImplementedError``.
+    threshold : float, optional
+        Confident-GNMax: answer an example only where its noisy top count reaches
+        ``threshold · n_teachers``, in (0, 1]; None: answer every example.
+    check_noise : float, default=2.0
+        With ``threshold``: σ_check / σ (>= 1: a noisier check is cheaper).
+    max_answered : float, default=1.0
+        With ``threshold``: the share of a round's examples that may be answered (the answer
+        slots, accounted whether used or not), in (0, 1].
 
     Attributes
     ----------
@@ -367,6 +384,8 @@ class SubsampleAndAggregate(LabelMechanism):
         budget: float | None = None,
         delta: float = 1e-5,
         threshold: float | None = None,
+        check_noise: float = 2.0,
+        max_answered: float = 1.0,
     ) -> None:
         self.n_teachers = n_teachers
         self.sigma = sigma
@@ -375,16 +394,27 @@ class SubsampleAndAggregate(LabelMechanism):
         self.budget = budget
         self.delta = delta
         self.threshold = threshold
+        self.check_noise = check_noise
+        self.max_answered = max_answered
 
     # ------------------------------------------------------------------ parameters
     def _check_params(self) -> None:
         if self.threshold is not None:
-            raise NotImplementedError(
-                "Confident-GNMax (threshold=...) is not implemented for one site's own votes: "
-                "its uploads cannot abstain yet; leave threshold=None, or sum the teachers' "
-                "votes across sites with SecureTeacherVotes(threshold=...), which answers only "
-                "the confident queries"
-            )
+            threshold = check_positive(self.threshold, "threshold")
+            if threshold is None or threshold > 1 or self.aggregate != "gnmax":
+                raise ValueError(
+                    "threshold (Confident-GNMax) must be a number in (0, 1] with "
+                    f"aggregate='gnmax', got threshold={self.threshold!r}, "
+                    f"aggregate={self.aggregate!r}"
+                )
+            ratio = check_positive(self.check_noise, "check_noise")
+            if ratio is None or ratio < 1:
+                raise ValueError(f"check_noise must be a number >= 1, got {self.check_noise!r}")
+            share = check_positive(self.max_answered, "max_answered")
+            if share is None or share > 1:
+                raise ValueError(
+                    f"max_answered must be a number in (0, 1], got {self.max_answered!r}"
+                )
         check_count(self.n_teachers, "n_teachers", 1)
         if self.aggregate not in ("gnmax", "rr"):
             raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
@@ -432,7 +462,34 @@ class SubsampleAndAggregate(LabelMechanism):
         if self.sigma is not None:
             return float(self.sigma)
         z = gaussian_noise_multiplier(float(self.epsilon), float(self.delta))
-        return z * self.l2_sensitivity(n_labels)
+        if self.threshold is None:
+            return z * self.l2_sensitivity(n_labels)
+        ratio = float(self.check_noise)
+        return z * math.sqrt(n_labels / ratio**2 + 2.0 * self.slots(n_labels))
+
+    @property
+    def abstains(self) -> bool:
+        """Whether its uploads may abstain (Confident-GNMax: ``threshold`` is set)."""
+        return self.threshold is not None
+
+    def slots(self, n_labels: int) -> int:
+        """How many of a round's ``n_labels`` examples may be answered: all of them without
+        a threshold, else ``ceil(max_answered · n_labels)``.
+
+        Examples
+        --------
+        >>> SubsampleAndAggregate(sigma=1.0, threshold=0.6, max_answered=0.3).slots(10)
+        3
+        """
+        self._check_params()
+        n = check_count(n_labels, "n_labels", 0)
+        if self.threshold is None:
+            return n
+        return min(n, math.ceil(float(self.max_answered) * n))
+
+    def check_std(self, n_labels: int) -> float:
+        """σ_check on each example's top count (Confident-GNMax): ``check_noise · σ``."""
+        return float(self.check_noise) * self.noise_std(n_labels)
 
     def _rr(self, n_labels: int) -> RandomizedResponse:
         """The randomized response of "rr": ε per round, s* = n_labels labels."""
@@ -505,11 +562,27 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         if counts.ndim != 2 or counts.shape[1] < 1:
             raise ValueError(f"counts must have shape (n_labels, C), got {counts.shape}")
         n, k = counts.shape
+        if self.aggregate == "gnmax" and self.threshold is not None:
+            return self._confident(counts, rng)
         if self.aggregate == "gnmax":
             noisy = counts + rng.normal(0.0, self.noise_std(n), size=counts.shape)
             return noisy.argmax(axis=1).astype(np.int64)
         clean = counts.argmax(axis=1).astype(np.int64)
         return self._rr(n).randomize(clean, k, rng)
+
+    def _confident(self, counts: NDArray[Any], rng: np.random.Generator) -> NDArray[np.int64]:
+        """Confident-GNMax: -1 where the noisy top count misses the threshold (or no slot
+        is left), the GNMax argmax elsewhere."""
+        n = counts.shape[0]
+        top = counts.max(axis=1) + rng.normal(0.0, self.check_std(n), size=n)
+        keep = np.flatnonzero(top >= float(self.threshold) * int(self.n_teachers))
+        slots = self.slots(n)
+        if keep.size > slots:  # the largest noisy top counts (post-processing of the check)
+            keep = np.sort(keep[np.argsort(-top[keep], kind="stable")[:slots]])
+        codes = np.full(n, -1, dtype=np.int64)
+        noisy = counts[keep] + rng.normal(0.0, self.noise_std(n), size=(keep.size, counts.shape[1]))
+        codes[keep] = noisy.argmax(axis=1)
+        return codes
 
     def release(
         self,
@@ -603,6 +676,9 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
             return noop_event()
         if self.aggregate == "rr":
             return self._rr(n).dp_event(k, n)
+        if self.threshold is not None:  # the check and the answers: one Gaussian, exactly
+            inverse = n / self.check_std(n) ** 2 + 2.0 * self.slots(n) / self.noise_std(n) ** 2
+            return gaussian_event(1.0 / math.sqrt(inverse))
         return gaussian_event(self.noise_std(n) / self.l2_sensitivity(n))
 
     def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:

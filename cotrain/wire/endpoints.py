@@ -78,7 +78,7 @@ class UploadFormat(Protocol):
         """The format in a few words, for error messages."""
         ...
 
-    def check_codes(self, value: Any, name: str) -> NDArray[np.int64]:
+    def check_codes(self, value: Any, name: str, *, abstain: bool = False) -> NDArray[np.int64]:
         """``value`` as the format's class codes (or a ``TypeError``/``ValueError``)."""
         ...
 
@@ -109,7 +109,8 @@ def _check_state(wire: UploadFormat, state: Any, keeps_codes: bool, side: str) -
         )
     if round_ == 0:
         raise ValueError("state['codes'] must be None when state['round'] is 0 (no upload yet)")
-    return round_, wire.check_codes(codes, "state['codes']").copy()
+    abstain = bool(getattr(wire, "abstain", False))
+    return round_, wire.check_codes(codes, "state['codes']", abstain=abstain).copy()
 
 
 class _LastUpload:

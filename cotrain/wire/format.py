@@ -78,6 +78,7 @@ _CONFIG_KEYS = {
     "encoding": "encoding",
     "soft_dtype": "soft-dtype",
     "soft_bits": "soft-bits",
+    "abstain": "abstain",
 }
 
 
@@ -119,6 +120,9 @@ class WireFormat:
     soft_bits : int or None, default=None
         Quantise soft labels (uploads and soft broadcasts) to this many bits per class,
         1..16, instead of sending floats.
+    abstain : bool, default=False
+        Hard uploads may abstain on an example (code -1: the client releases no label for
+        it, e.g. per-site Confident-GNMax); otherwise an upload labels every example.
 
     Raises
     ------
@@ -155,6 +159,7 @@ class WireFormat:
     encoding: str = "packed"
     soft_dtype: str = "float32"
     soft_bits: int | None = None
+    abstain: bool = False
 
     def __post_init__(self) -> None:
         # a hard broadcast reserves one symbol for abstain: n_classes + 1 must fit the header
@@ -166,6 +171,11 @@ class WireFormat:
         check_choice(self.soft_dtype, "soft_dtype", _SOFT_DTYPES)
         if self.soft_bits is not None:
             set_field(self, "soft_bits", check_int(self.soft_bits, "soft_bits", 1, 16))
+        if not isinstance(self.abstain, (bool, np.bool_)):
+            raise TypeError(f"abstain must be True or False, got {self.abstain!r}")
+        set_field(self, "abstain", bool(self.abstain))
+        if self.abstain and self.share != "hard":
+            raise ValueError("abstain=True needs share='hard' (a soft upload labels every row)")
 
     # -- what travels ----------------------------------------------------------------------
 
@@ -243,12 +253,14 @@ class WireFormat:
         22
         """
         if self.share == "hard":
-            codes = self.check_codes(labels, "labels")
+            codes = self.check_codes(labels, "labels", abstain=self.abstain)
             if self.encoding == "delta":
                 if reference is not None:
-                    reference = self.check_codes(reference, "reference")
-                return DeltaHardLabels.encode(codes, reference, self.n_classes)
-            return HardLabels(codes, self.n_classes).to_bytes()
+                    reference = self.check_codes(reference, "reference", abstain=self.abstain)
+                return DeltaHardLabels.encode(
+                    codes, reference, self.n_classes, allow_abstain=self.abstain
+                )
+            return HardLabels(codes, self.n_classes, allow_abstain=self.abstain).to_bytes()
         probs = np.asarray(labels)
         if probs.ndim != 2 or probs.shape != (self.n_public, self.n_classes):
             raise ValueError(
@@ -316,7 +328,7 @@ class WireFormat:
         upload has 3 labels, expected n_public=2
         """
         if self.delta and reference is not None:
-            reference = self.check_codes(reference, "reference")
+            reference = self.check_codes(reference, "reference", abstain=self.abstain)
         message = self._parse(data, "upload", (self.upload_type,))
         if isinstance(message, DeltaHardLabels):
             try:
@@ -343,7 +355,7 @@ class WireFormat:
             if problem:
                 raise MalformedMessage(f"upload probabilities {problem}")
             return probs
-        if labels.size and int(labels.min()) < 0:
+        if labels.size and int(labels.min()) < 0 and not self.abstain:
             where = int(np.flatnonzero(labels < 0)[0])
             raise MalformedMessage(
                 f"upload abstains (code -1 at position {where}); an upload labels every example"
@@ -474,7 +486,7 @@ class WireFormat:
         --------
         >>> from cotrain.wire.format import WireFormat
         >>> WireFormat(n_classes=10, n_public=500, share="soft").to_config()
-        {'n-classes': 10, 'n-public': 500, 'share': 'soft', 'encoding': 'packed', 'soft-dtype': 'float32', 'soft-bits': 0}
+        {'n-classes': 10, 'n-public': 500, 'share': 'soft', 'encoding': 'packed', 'soft-dtype': 'float32', 'soft-bits': 0, 'abstain': False}
         """  # noqa: E501
         return {
             "n-classes": self.n_classes,
@@ -483,6 +495,7 @@ class WireFormat:
             "encoding": self.encoding,
             "soft-dtype": self.soft_dtype,
             "soft-bits": 0 if self.soft_bits is None else self.soft_bits,
+            "abstain": self.abstain,
         }
 
     @classmethod
@@ -512,7 +525,7 @@ class WireFormat:
         --------
         >>> from cotrain.wire.format import WireFormat
         >>> WireFormat.from_config({"n-classes": 3, "n-public": 8, "soft-bits": 0, "seed": 1})
-        WireFormat(n_classes=3, n_public=8, share='hard', encoding='packed', soft_dtype='float32', soft_bits=None)
+        WireFormat(n_classes=3, n_public=8, share='hard', encoding='packed', soft_dtype='float32', soft_bits=None, abstain=False)
         """  # noqa: E501
         if not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, got {type(config).__name__}")
@@ -531,8 +544,9 @@ class WireFormat:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def check_codes(self, value: Any, name: str) -> NDArray[np.int64]:
-        """``value`` as ``(n_public,)`` int64 class codes in ``0 .. n_classes - 1``.
+    def check_codes(self, value: Any, name: str, *, abstain: bool = False) -> NDArray[np.int64]:
+        """``value`` as ``(n_public,)`` int64 class codes in ``0 .. n_classes - 1`` (and -1
+        with ``abstain``).
 
         Parameters
         ----------
@@ -569,10 +583,10 @@ class WireFormat:
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must be integer class codes, got dtype {arr.dtype}")
         low, high = int(arr.min()), int(arr.max())
-        if low < 0 or high >= self.n_classes:
+        if low < (-1 if abstain else 0) or high >= self.n_classes:
+            allowed = f"{'-1 or ' if abstain else ''}0..{self.n_classes - 1}"
             raise ValueError(
-                f"{name} must be class codes in 0..{self.n_classes - 1}, got values in "
-                f"[{low}, {high}]"
+                f"{name} must be class codes in {allowed}, got values in [{low}, {high}]"
             )
         return arr.astype(np.int64, copy=False)
 
@@ -624,7 +638,8 @@ class WireFormat:
         "share='soft', soft_bits=4"
         """
         if self.share == "hard":
-            return f"share='hard', encoding={self.encoding!r}"
+            abstains = ", abstain=True" if self.abstain else ""
+            return f"share='hard', encoding={self.encoding!r}{abstains}"
         if self.soft_bits is not None:
             return f"share='soft', soft_bits={self.soft_bits}"
         return f"share='soft', soft_dtype={self.soft_dtype!r}"
