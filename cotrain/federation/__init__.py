@@ -9,6 +9,10 @@
 - :mod:`~cotrain.federation.loop`: :class:`~cotrain.federation.loop.RoundLoop`, the loop
   every method runs on, with the callbacks around each round;
 - :mod:`~cotrain.federation.simulation`: an in-process federation (clients on a runtime);
+- :mod:`~cotrain.federation.secure_federation`, :mod:`~cotrain.federation.secure_client`,
+  :mod:`~cotrain.federation.secure_sum`: the round of teacher votes summed across sites
+  (``privacy=SecureTeacherVotes``): the sites' shares, the sum the server receives, the
+  consensus it forms from sums;
 - :mod:`~cotrain.federation.privacy_setup`: the checks and the ledger of a private run;
 - :mod:`~cotrain.federation.sampling`, :mod:`~cotrain.federation.seeding`: who takes part
   in a round, and the seeds every part draws from.
