@@ -15,7 +15,11 @@ anything leaves it:
 
 * :class:`SubsampleAndAggregate` — record-level DP **by construction, for any learner**:
   teachers on disjoint shards of the client's data, a noisy argmax of their votes (GNMax) or
-  randomized response on the winner;
+  randomized response on the winner; with ``threshold``, Confident-GNMax (a site answers only
+  its confident examples and abstains on the rest);
+* :class:`SecureTeacherVotes` — the same teachers, their vote histograms summed across sites
+  under secure aggregation with each site's share of Skellam noise, so the noise is paid once
+  for the federation (:class:`SecurePlan`: the public noise plan and its exact ε);
 * :class:`DPSGD` — DP-SGD training of a torch client with Opacus; its labels are
   post-processing of a DP model;
 * :class:`RandomizedResponse`, :class:`XORMechanism` (DP-FedCT), :class:`GaussianSoftLabels`
