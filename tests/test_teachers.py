@@ -266,8 +266,8 @@ def test_more_teachers_than_rows_abstain_or_train_on_the_pool_alone():
 
 
 def test_threshold_randomize_and_bad_inputs():
-    with pytest.raises(NotImplementedError, match="uploads cannot abstain"):
-        SubsampleAndAggregate(sigma=1.0, threshold=20.0).validate()
+    with pytest.raises(ValueError, match=r"threshold \(Confident-GNMax\) must be a number"):
+        SubsampleAndAggregate(sigma=1.0, threshold=20.0).validate()  # a share of the teachers
     with pytest.raises(TypeError, match="use release"):
         SubsampleAndAggregate(sigma=1.0).randomize(np.array([0, 1]), 2, np.random.default_rng(0))
     X, y = blobs(30)

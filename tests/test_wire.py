@@ -719,8 +719,10 @@ def test_fields_are_normalised_frozen_and_hashable():
 def test_config_round_trip(fmt):
     wire = WireFormat(7, 123, **fmt)
     config = wire.to_config()
-    assert set(config) == {"n-classes", "n-public", "share", "encoding", "soft-dtype", "soft-bits"}
-    assert all(isinstance(v, int | str) for v in config.values())
+    assert set(config) == {
+        "n-classes", "n-public", "share", "encoding", "soft-dtype", "soft-bits", "abstain",
+    }  # fmt: skip
+    assert all(isinstance(v, int | str) for v in config.values())  # abstain: a bool
     assert config["soft-bits"] == (0 if fmt["soft_bits"] is None else fmt["soft_bits"])
     assert WireFormat.from_config(config) == wire
     assert WireFormat.from_config({**config, "seed": 3, "pool-hash": "x"}) == wire

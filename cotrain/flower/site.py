@@ -397,8 +397,8 @@ def mechanism_from_spec(spec: Any, where: str) -> Any:
     --------
     >>> mechanism_from_spec({"class": "cotrain.privacy.SubsampleAndAggregate",
     ...                      "params": {"n_teachers": 4, "sigma": 2.0}}, "here")
-    SubsampleAndAggregate(aggregate='gnmax', budget=None, delta=1e-05, epsilon=None, \
-n_teachers=4, sigma=2.0, threshold=None)
+    SubsampleAndAggregate(aggregate='gnmax', budget=None, check_noise=2.0, delta=1e-05, \
+epsilon=None, max_answered=1.0, n_teachers=4, sigma=2.0, threshold=None)
     >>> mechanism_from_spec({"class": "cotrain.privacy.SubsampleAndAggregate",
     ...                      "params": {"sigma": 2.0}, "budget": 8.0}, "here").budget
     8.0

@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 from cotrain.privacy.mechanisms import ClientRound, LabelMechanism
 from cotrain.privacy.param_checks import check_count, check_delta, check_positive
 from cotrain.privacy.skellam import site_share, skellam_noise, skellam_pld
-from cotrain.privacy.teachers import teacher_votes
+from cotrain.privacy.teacher_counts import teacher_votes
 
 __all__ = ["SecurePlan", "SecureTeacherVotes", "plan_epsilon"]
 
