@@ -471,7 +471,7 @@ def check_params(params: Mapping[str, Any], n_clients: int | None = None) -> Non
     Traceback (most recent call last):
     ...
     ValueError: share must be 'hard' or 'soft', got 'logits'
-    >>> check_params({"callbacks": [print]})
+    >>> check_params({"callbacks": [len]})
     Traceback (most recent call last):
     ...
     TypeError: callbacks[0] must be a cotrain.callbacks.Callback or an object with \
