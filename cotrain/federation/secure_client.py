@@ -172,10 +172,20 @@ class SecureClient(Client):
         result.broadcast_version = None if self.broadcasts is None else self.broadcasts.version
         return result
 
-    def state_dict(self) -> dict[str, Any]:
-        """The client's state plus what it sent (its enforcement of the plan)."""
-        state = super().state_dict()
-        state["secure_sent"] = {
+    @property
+    def answer_share(self) -> tuple[int, np.ndarray] | None:
+        """``(round, share)``: the answer share kept for the second step of that round
+        (None once sent or without a check). A deployed site keeps it on its own disk
+        between its two steps (:mod:`cotrain.flower.secure_site`); it never leaves whole."""
+        return self._answer_share
+
+    @answer_share.setter
+    def answer_share(self, value: tuple[int, np.ndarray] | None) -> None:
+        self._answer_share = None if value is None else (int(value[0]), np.asarray(value[1]))
+
+    def sent_state(self) -> dict[str, Any]:
+        """What this site sent, per round, as JSON values (its enforcement of the plan)."""
+        return {
             str(t): {
                 "queries": s["queries"].tolist(), "first": s["first"].hex(),
                 "selected": None if s["selected"] is None else s["selected"].tolist(),
@@ -183,11 +193,9 @@ class SecureClient(Client):
             }
             for t, s in self.sent.items()
         }  # fmt: skip
-        return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Put a :meth:`state_dict` back."""
-        super().load_state_dict(state)
+    def load_sent_state(self, sent: dict[str, Any]) -> None:
+        """Put a :meth:`sent_state` back."""
         self.sent = {
             int(t): {
                 "queries": np.asarray(s["queries"], dtype=np.intp),
@@ -195,5 +203,16 @@ class SecureClient(Client):
                 "selected": None if s["selected"] is None else np.asarray(s["selected"]),
                 "answer": None if s["answer"] is None else bytes.fromhex(s["answer"]),
             }
-            for t, s in state.get("secure_sent", {}).items()
+            for t, s in sent.items()
         }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The client's state plus what it sent (its enforcement of the plan)."""
+        state = super().state_dict()
+        state["secure_sent"] = self.sent_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        super().load_state_dict(state)
+        self.load_sent_state(state.get("secure_sent", {}))

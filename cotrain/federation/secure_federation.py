@@ -11,7 +11,7 @@ any run. The server's code below only ever holds sums.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +32,7 @@ from cotrain.privacy.secure_ledger import SecureVotesLedger
 from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.runtime.runtimes import Straggler
 
-__all__ = ["SecureSumFederation", "is_secure_sum"]
+__all__ = ["SecureRound", "SecureSumFederation", "check_secure_run", "is_secure_sum"]
 
 
 def is_secure_sum(privacy: Any) -> bool:
@@ -44,6 +44,140 @@ def is_secure_sum(privacy: Any) -> bool:
     (True, False)
     """
     return isinstance(privacy, SecureTeacherVotes)
+
+
+#: what one step of a round yields: (the sum or None, failures, timed out, bytes up)
+Collected = tuple[SummedShares | None, dict[int, str], list[int], int]
+
+
+def check_secure_run(run: Any, participation: float) -> None:
+    """Refuse a run the secure sum cannot serve (sampled clients, clusters, soft labels).
+
+    Raises
+    ------
+    ValueError
+        If ``participation`` is not 1, or the run clusters or shares soft labels.
+    """
+    if participation != 1.0:
+        raise ValueError(
+            "privacy=SecureTeacherVotes needs participation=1.0: the noise plan assumes "
+            f"every site contributes to every sum, got participation={participation!r}"
+        )
+    if run.server.clustering is not None or run.wire.share != "hard":
+        raise ValueError(
+            "privacy=SecureTeacherVotes forms one consensus of hard labels: use "
+            "clustering=None and share='hard'"
+        )
+
+
+def secure_seed(run: Any, random_state: Any) -> int | None:
+    """The public seed of the query order: from the run's ``noise_seed`` when seeded."""
+    return int(run.noise_seed.generate_state(1)[0]) if random_state is not None else None
+
+
+class SecureRound:
+    """The server's side of one secure-sum round, whatever carries the sums.
+
+    The round logic is written once here: the in-process federation
+    (:class:`SecureSumFederation`) and the Flower ServerApp
+    (:mod:`cotrain.flower.secure_server`, sums through SecAgg+) give it two steps,
+    ``first(queries)`` (the sites fit and send their first share; the step returns only
+    the sum) and ``answer(positions, sites)`` (the answer shares of the selected
+    positions, summed), each returning :data:`Collected`.
+
+    Parameters
+    ----------
+    server : CoTrainingServer
+    plan : SecurePlan
+    n_teachers : int
+    threshold : float or None
+    n_public : int
+    seed : int, optional
+        Seeds the public order of the first queries.
+
+    Examples
+    --------
+    >>> from cotrain.federation.setup import build_server
+    >>> run = build_server(consensus="majority", X_public=np.zeros((2, 1)), n_classes=2,
+    ...                    client_names=["a", "b", "c"], random_state=0)
+    >>> plan = SecureTeacherVotes(n_teachers=1, mu=1e-9).plan(3, 2, 2, rounds=2)
+    >>> rnd = SecureRound(run.server, plan, 1, None, 2)
+    >>> total = SummedShares(np.array([[3, 0], [1, 2]]), (0, 1, 2))
+    >>> record = rnd.run(1, np.arange(3), {}, lambda q: (total, {}, [], 48),
+    ...                  lambda a, s: (None, {}, [], 0), started=0.0)
+    >>> rnd.sums.codes.tolist(), record.coverage
+    ([0, 1], 1.0)
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        plan: SecurePlan,
+        n_teachers: int,
+        threshold: float | None,
+        n_public: int,
+        seed: int | None = None,
+    ) -> None:
+        self.server = server
+        self.plan = plan
+        self.n_teachers = n_teachers
+        self.threshold = threshold
+        self.sums = VoteSums(n_public, seed)
+        self.ledger = SecureVotesLedger(plan)
+        #: client id -> the consensus version its last reply says it holds
+        self.acknowledged: dict[int, int | None] = {}
+
+    def run(
+        self,
+        t: int,
+        sampled: np.ndarray,
+        links: Mapping[int, Any],
+        first: Callable[[np.ndarray], Collected],
+        answer: Callable[[np.ndarray, tuple[int, ...]], Collected],
+        *,
+        started: float,
+    ) -> RoundRecord:
+        """Round ``t``: queries, the first sum, the confident positions and their answer
+        sum, the consensus (:meth:`CoTrainingServer.publish_round`) and its record."""
+        plan = self.plan
+        spent = self.ledger.spent  # then the sites train on the last consensus only
+        queries = np.zeros(0, dtype=np.intp) if spent else self.sums.queries(plan.n_queries)
+        summed, failed, timed_out, up = first(queries)
+        answered = np.zeros(0, dtype=np.intp)
+        if spent:
+            self.ledger.fit_rounds += 1
+            summed = None
+        else:
+            self.ledger.record(asked=queries.size, answered=0)  # shares sent: counted
+        if summed is not None:
+            final: SummedShares | None = summed
+            if plan.mu_check is not None:
+                votes = len(summed.sites) * self.n_teachers
+                answered = confident_answers(summed.total, self.threshold, votes, plan.answers)
+                final, late_fail, late_out, late_up = answer(answered, summed.sites)
+                failed.update(late_fail)
+                timed_out += late_out
+                up += late_up
+            else:
+                answered = np.arange(queries.size)
+            if final is not None:
+                self.sums.answer(queries[answered], final.total)
+                self.ledger.answered += int(answered.size)
+        return self.server.publish_round(
+            t, sampled, self.sums.codes, failed, tuple(sorted(set(timed_out))),
+            started=started, bytes_up=up,
+            bytes_down=sum(link.nbytes for link in links.values()),
+            acknowledged=self.acknowledged, epsilon=self.ledger.max_epsilon(),
+        )  # fmt: skip
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sums' and the ledger's state."""
+        return {"secure_sums": self.sums.state_dict(), "secure_ledger": self.ledger.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back."""
+        self.sums.load_state_dict(state["secure_sums"])
+        self.ledger.load_state_dict(state["secure_ledger"])
 
 
 class SecureSumFederation(SimulatedFederation):
@@ -85,24 +219,16 @@ class SecureSumFederation(SimulatedFederation):
         participation: float = 1.0,
         seed: int | None = None,
     ) -> None:
-        if participation != 1.0:
-            raise ValueError(
-                "privacy=SecureTeacherVotes needs participation=1.0: the noise plan assumes "
-                f"every site contributes to every sum, got participation={participation!r}"
-            )
-        if run.server.clustering is not None or run.wire.share != "hard":
-            raise ValueError(
-                "privacy=SecureTeacherVotes forms one consensus of hard labels: use "
-                "clustering=None and share='hard'"
-            )
+        check_secure_run(run, participation)
         super().__init__(list(clients), run, data, reproducible_noise)
         self.plan = plan
         self.n_teachers = n_teachers
         self.threshold = threshold
-        self.sums = VoteSums(len(data.X_public), seed)
-        self.secure_ledger = SecureVotesLedger(plan)
+        self.round = SecureRound(run.server, plan, n_teachers, threshold, len(data.X_public), seed)
+        self.sums = self.round.sums
+        self.secure_ledger = self.round.ledger
         #: client id -> the consensus version its last reply says it holds
-        self.acknowledged: dict[int, int | None] = {}
+        self.acknowledged = self.round.acknowledged
 
     @property
     def ledger(self) -> SecureVotesLedger:
@@ -110,43 +236,20 @@ class SecureSumFederation(SimulatedFederation):
         return self.secure_ledger
 
     def run_round(self, t: int, sampled: np.ndarray, timeout: float | None) -> RoundRecord:
-        """One round of the protocol (see the module docstring)."""
+        """One round of the protocol (see the module docstring), its sums in-process."""
         start = time.perf_counter()
-        server, plan = self.server, self.plan
-        spent = self.secure_ledger.spent  # then the sites train on the last consensus only
-        queries = np.zeros(0, dtype=np.intp) if spent else self.sums.queries(plan.n_queries)
-        links = server.configure_round(t, sampled)
+        links = self.server.configure_round(t, sampled)
         seed = self.noise_seed
-        args = {i: (t, link, noise_seed_for(seed, t, i), queries) for i, link in links.items()}
-        first, failed, timed_out, up = self._collect("vote_round", args, queries.size, timeout)
-        answered = np.zeros(0, dtype=np.intp)
-        if spent:
-            self.secure_ledger.fit_rounds += 1
-            first = None
-        else:
-            self.secure_ledger.record(asked=queries.size, answered=0)  # shares sent: counted
-        if first is not None:
-            answer: SummedShares | None = first
-            if plan.mu_check is not None:
-                votes = len(first.sites) * self.n_teachers
-                answered = confident_answers(first.total, self.threshold, votes, plan.answers)
-                ask = {i: (t, answered) for i in first.sites}
-                answer, late_fail, late_out, late_up = self._collect(
-                    "answer_round", ask, answered.size, timeout
-                )
-                failed.update(late_fail)
-                timed_out += late_out
-                up += late_up
-            else:
-                answered = np.arange(queries.size)
-            if answer is not None:
-                self.sums.answer(queries[answered], answer.total)
-                self.secure_ledger.answered += int(answered.size)
-        record = server.publish_round(
-            t, sampled, self.sums.codes, failed, tuple(sorted(set(timed_out))), started=start,
-            bytes_up=up, bytes_down=sum(link.nbytes for link in links.values()),
-            acknowledged=self.acknowledged, epsilon=self.secure_ledger.max_epsilon(),
-        )  # fmt: skip
+
+        def first(queries: np.ndarray) -> Collected:
+            args = {i: (t, link, noise_seed_for(seed, t, i), queries) for i, link in links.items()}
+            return self._collect("vote_round", args, queries.size, timeout)
+
+        def answer(answered: np.ndarray, sites: tuple[int, ...]) -> Collected:
+            ask = {i: (t, answered) for i in sites}
+            return self._collect("answer_round", ask, answered.size, timeout)
+
+        record = self.round.run(t, sampled, links, first, answer, started=start)
         return replace(record, **self.evaluate())
 
     def _collect(
@@ -199,9 +302,7 @@ class SecureSumFederation(SimulatedFederation):
     def state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
         """As :meth:`SimulatedFederation.state_dict`, with the sums and the ledger."""
         state, broadcast, models = super().state_dict()
-        state.update(
-            secure_sums=self.sums.state_dict(), secure_ledger=self.secure_ledger.state_dict()
-        )
+        state.update(self.round.state_dict())
         return state, broadcast, models
 
     def load_state_dict(
@@ -209,8 +310,7 @@ class SecureSumFederation(SimulatedFederation):
     ) -> None:
         """Put a :meth:`state_dict` back."""
         super().load_state_dict(state, broadcast, models)
-        self.sums.load_state_dict(state["secure_sums"])
-        self.secure_ledger.load_state_dict(state["secure_ledger"])
+        self.round.load_state_dict(state)
 
 
 def client_class(privacy: Any, n_sites: int, n_public: int, n_classes: int, rounds: int) -> Any:
@@ -246,7 +346,7 @@ def make_federation(
     run, else a :class:`~cotrain.federation.simulation.SimulatedFederation`."""
     if not is_secure_sum(privacy):
         return SimulatedFederation(clients, run, data, reproducible_noise)
-    seed = int(run.noise_seed.generate_state(1)[0]) if random_state is not None else None
+    seed = secure_seed(run, random_state)
     return SecureSumFederation(
         clients, run, data, reproducible_noise, plan=clients[0].plan,
         n_teachers=int(privacy.n_teachers), threshold=privacy.threshold,

@@ -8,7 +8,10 @@ The site's private data, public pool and learner come from its ``site.toml`` (se
   (Flower's simulation engine, which numbers its virtual SuperNodes).
 
 Each ``train`` message runs exactly :meth:`cotrain.federation.client.Client.run_round`, the code an
-in-process federation runs. Between rounds the site keeps its state — its model (so
+in-process federation runs (a secure-vote site, ``SecureTeacherVotes``, runs
+:class:`~cotrain.federation.secure_client.SecureClient`'s step, and a ``train`` message that
+is a stage of a SecAgg+ sum goes to :func:`cotrain.flower.secure_sum.secure_sum_handler`).
+Between rounds the site keeps its state — its model (so
 learners that continue training, e.g. XGBoost's boosting or torch clients, continue as
 in-process) and its last upload (the reference of delta coding) — on disk under its own
 folder, per run (:class:`cotrain.flower.site_state.SiteState`); the server never holds
@@ -31,6 +34,9 @@ from cotrain.federation.client import Client, StepResult
 from cotrain.federation.seeding import seeded_clone
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
+from cotrain.flower.secure_share import share_request, share_vector
+from cotrain.flower.secure_site import is_secure_site, site_share, site_vote
+from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
 from cotrain.flower.site import Site, declares_privacy, load_site
 from cotrain.flower.site_state import SiteState, decode_reply, encode_reply, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
@@ -73,9 +79,17 @@ def handle_train(msg: Any, context: Any) -> Any:
     """One round at this site (:func:`site_train` on the message's records)."""
     from flwr.app import Message
 
+    if is_secure_sum_message(msg):  # a SecAgg+ stage of a secure-vote round
+        return secure_sum_handler(local_secure_vector, bound=DEFAULT_BOUND)(msg, context)
     content = protocol.to_plain(msg.content)
     reply = site_reply(context, "train", lambda site: site_train(site, content))
     return Message(content=protocol.from_plain(reply), reply_to=msg)
+
+
+def local_secure_vector(config: dict[str, Any], context: Any) -> np.ndarray:
+    """This site's vector for a SecAgg+ sum, computed in this process
+    (:func:`cotrain.flower.secure_site.site_share`; any error refuses the sum)."""
+    return share_vector(site_share(site_for(context), share_request(config, context)))
 
 
 def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
@@ -156,6 +170,11 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     Each reply of a private site carries ``site-epsilon`` (in ``stats``): its ledger's ε
     after that reply, a function of public configuration and of how many releases it made.
 
+    A site whose mechanism is :class:`~cotrain.privacy.SecureTeacherVotes` runs
+    :func:`cotrain.flower.secure_site.site_vote` instead: it keeps its noisy shares on its
+    own disk for the round's SecAgg+ sums and replies with no share (see
+    :mod:`cotrain.flower.secure_server`).
+
     Parameters
     ----------
     site : Site
@@ -178,6 +197,8 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         )
     if site.privacy is None:
         return _round_reply(site, content, started, None)[0]
+    if is_secure_site(site):  # SecureTeacherVotes: its shares go to SecAgg+ sums
+        return site_vote(site, content)
     ledger = open_site_ledger(site, len(config["classes"]))
     request = (str(config["run-token"]), int(config["round"]))
     with ledger.transaction():  # one message at a time: Flower's processes may overlap

@@ -30,9 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.flower import protocol
+from cotrain.flower.secure_share import share_request, share_vector
+from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
 from cotrain.flower.worker import WorkerError, WorkerUnavailable, call_worker, default_socket
 
-__all__ = ["DEFAULT_TIMEOUT", "make_relay_app", "relay_query", "relay_train", "worker_socket"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "make_relay_app",
+    "relay_query",
+    "relay_train",
+    "secure_vector",
+    "worker_socket",
+]
 
 #: seconds one request to the worker may take by default (training included)
 DEFAULT_TIMEOUT = 3600.0
@@ -151,12 +160,38 @@ def relay_query(msg: Any, context: Any) -> Any:
 
 
 def relay_train(msg: Any, context: Any) -> Any:
-    """One round, run by the site's worker (or here if it has none)."""
+    """One round, run by the site's worker (or here if it has none); a stage of a SecAgg+
+    sum goes to :func:`cotrain.flower.secure_sum.secure_sum_handler` here, in the relay,
+    where Flower keeps the site's SecAgg+ state (:func:`secure_vector` fetches the share)."""
     from flwr.app import Message
 
+    if is_secure_sum_message(msg):
+        return secure_sum_handler(secure_vector, bound=DEFAULT_BOUND)(msg, context)
     reply = _ask("train", msg, context)
     if reply is None:
         from cotrain.flower.client_app import handle_train
 
         return handle_train(msg, context)
     return Message(content=protocol.from_plain(reply), reply_to=msg)
+
+
+def secure_vector(config: dict[str, Any], context: Any) -> Any:
+    """This site's vector for a SecAgg+ sum (a secure-vote round), from its worker (or
+    computed here if it has none): :func:`cotrain.flower.secure_site.site_share`."""
+    node, run = context.node_config, context.run_config
+    request, path = share_request(config, context), worker_socket(node, run)
+    if path is not None:
+        try:
+            return share_vector(
+                call_worker(
+                    path, "secure-share", request, site=site_path(node, run),
+                    timeout=_timeout(node),
+                )
+            )  # fmt: skip
+        except WorkerUnavailable as err:
+            _LOG.warning("%s; computing the share here", err)
+        except WorkerError as err:
+            raise _reraise(err) from None
+    from cotrain.flower.client_app import local_secure_vector
+
+    return local_secure_vector(config, context)

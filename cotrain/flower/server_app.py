@@ -30,12 +30,14 @@ import numpy as np
 from cotrain._validation import check_params, require_public_classes
 from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.loop import RoundLoop
+from cotrain.federation.secure_federation import is_secure_sum
 from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
 from cotrain.flower.handshake import Roster, error_text, exchange, identity
+from cotrain.flower.secure_server import FlowerSecureRound
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
@@ -47,25 +49,14 @@ _LOG = logging.getLogger("cotrain.flower")
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
-    "rounds": "rounds",
-    "consensus": "consensus",
-    "share": "share",
-    "soft-dtype": "soft_dtype",
-    "encoding": "encoding",
-    "soft-bits": "soft_bits",
-    "participation": "participation",
-    "early-stopping": "early_stopping",
-    "on-client-error": "on_client_error",
-    "min-clients": "min_clients",
-    "min-nodes": "min_nodes",
-    "round-timeout": "round_timeout",
-    "node-timeout": "node_timeout",
-    "random-state": "random_state",
-    "public-pool": "public_pool",
-    "classes": "classes",
-    "checkpoint-dir": "checkpoint_dir",
+    "rounds": "rounds", "consensus": "consensus", "share": "share", "soft-dtype": "soft_dtype",
+    "encoding": "encoding", "soft-bits": "soft_bits", "participation": "participation",
+    "early-stopping": "early_stopping", "on-client-error": "on_client_error",
+    "min-clients": "min_clients", "min-nodes": "min_nodes", "round-timeout": "round_timeout",
+    "node-timeout": "node_timeout", "random-state": "random_state",
+    "public-pool": "public_pool", "classes": "classes", "checkpoint-dir": "checkpoint_dir",
     "clustering": "clustering",
-}
+}  # fmt: skip
 _ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout"}
 #: parameters a resumed run may change (they do not change its result)
 _NOT_IN_FINGERPRINT = {
@@ -266,8 +257,9 @@ class FlowerCoTraining:
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
         self._eval = SharedEvaluation(sites, self.classes_)
+        secure = self.privacy if is_secure_sum(self.privacy) else None  # votes in SecAgg+
         self._run: ServerRun = build_server(
-            consensus=auto_consensus(self.consensus, None), X_public=X_public,
+            consensus=auto_consensus(self.consensus, secure), X_public=X_public,
             n_classes=len(self.classes_),
             client_names=[f"site {i} (node {s['node']}, {s['learner']})"
                           for i, s in enumerate(sites)],
@@ -278,6 +270,10 @@ class FlowerCoTraining:
             deployment=True,
         )  # fmt: skip
         self.consensus_ = self._run.consensus
+        self._secure: FlowerSecureRound | None = None if secure is None else FlowerSecureRound(
+            self._run, secure, self._n_public, len(self.classes_), self.rounds,
+            self.participation, self.random_state, self.round_timeout, self.poll_interval,
+        )  # fmt: skip
         self._seeds = [client_seed(s) for s in self._run.client_seeds]
         self.history_ = self._run.history
         self.timings_: list[dict[str, float]] = []
@@ -332,6 +328,7 @@ class FlowerCoTraining:
             site_accuracy={str(i): a for i, a in self._site_accuracy.items()},
             site_epsilon={str(i): e for i, e in self._site_epsilon.items()},
             shared_eval=self._eval.state_dict(),
+            secure=None if self._secure is None else self._secure.state_dict(),
         )
         return state, broadcast, {}
 
@@ -345,6 +342,8 @@ class FlowerCoTraining:
         self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
         self._site_epsilon = {int(i): float(e) for i, e in state.get("site_epsilon", {}).items()}
         self._eval.load_state_dict(state.get("shared_eval", {}))
+        if self._secure is not None:
+            self._secure.load_state_dict(state["secure"])
         return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
@@ -352,6 +351,12 @@ class FlowerCoTraining:
         start = time.perf_counter()
         for i in self._roster.rejoin(grid, t):  # a restarted SuperNode, under a new node id
             _LOG.warning("round %s: site %s rejoined on node %s", t, i, self.node_ids_[i])
+        if self._secure is not None:  # SecureTeacherVotes: every sum through SecAgg+
+            sites = (self.node_ids_, self.run_token_, self._train_message)
+            record = self._secure.run_round(t, sampled, grid, *sites)
+            self._codes.append(self._secure.round.sums.codes.copy())
+            self.timings_.append(self._secure.timings[-1])
+            return record
         links = self._server.configure_round(t, sampled)
         messages = {i: self._train_message(t, i, link) for i, link in links.items()}
         pushed = time.time()

@@ -11,7 +11,9 @@ serves the light relay ClientApp (:mod:`cotrain.flower.relay`) on a Unix domain 
 by default ``<site folder>/worker.sock``, created with mode 0600 (only the site's own
 user can connect). Requests are served one at a time: ``query`` runs
 :func:`cotrain.flower.client_app.site_query`, ``train`` runs
-:func:`cotrain.flower.client_app.site_train`, ``ping`` answers ``{"ok": true}``.
+:func:`cotrain.flower.client_app.site_train`, ``secure-share`` runs
+:func:`cotrain.flower.secure_site.site_share` (a secure-vote site's share for a SecAgg+
+sum), ``ping`` answers ``{"ok": true}``.
 
 Framing: every frame is a 4-byte big-endian length followed by that many bytes of UTF-8
 JSON; ``bytes`` values travel as ``{"$b64": "<base64>"}``. Never pickle: what the
@@ -339,7 +341,13 @@ class SiteWorker:
                 return {"ok": True, "content": client_app.site_query(self.site)}
             if op == "train":
                 return {"ok": True, "content": client_app.site_train(self.site, content)}
-            raise ValueError(f"unknown op {op!r}: expected 'ping', 'query' or 'train'")
+            if op == "secure-share":  # a SecAgg+ stage asks for this site's share
+                from cotrain.flower.secure_site import site_share
+
+                return {"ok": True, "content": site_share(self.site, content)}
+            raise ValueError(
+                f"unknown op {op!r}: expected 'ping', 'query', 'train' or 'secure-share'"
+            )
         except Exception as err:  # every failure: an error reply
             _LOG.warning("request failed: %s: %s", type(err).__name__, err, exc_info=True)
             if self.site.privacy is not None:  # its text can quote private values
