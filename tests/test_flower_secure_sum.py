@@ -29,7 +29,6 @@ pytest.importorskip("flwr")
 
 from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
 from flwr.common.serde import message_from_proto, message_to_proto
-from flwr.supercore.task_identity import TaskIdentity
 
 from cotrain.flower import secure_sum as ss
 from cotrain.flower.flwr_cli import app_pyproject
@@ -40,6 +39,7 @@ from cotrain.flower.secure_sum import (
     secure_sum,
     secure_sum_handler,
 )
+from tests.test_flower_strategy import task_identity  # noqa: F401 (autouse fixture)
 
 B = 2**20
 
@@ -128,14 +128,6 @@ class WireGrid:
 
     def seen_arrays(self):
         return [a for reply in self.replies for a in arrays_in(reply)]
-
-
-@pytest.fixture(autouse=True)
-def task_identity():
-    """Messages need a run id, as they would have inside a Flower app process."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
-    yield
-    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
 
 
 def nodes(n, shape=(40, 3), bound=B):

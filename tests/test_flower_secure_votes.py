@@ -35,7 +35,6 @@ pytest.importorskip("dp_accounting")
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.serde import message_from_proto, message_to_proto
-from flwr.supercore.task_identity import TaskIdentity
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
@@ -46,6 +45,8 @@ from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import write_site
 from cotrain.flower.transcript import check_transcript
 from cotrain.privacy import SecureTeacherVotes
+from tests.test_flower_secure_sum import arrays_in
+from tests.test_flower_strategy import task_identity  # noqa: F401 (autouse fixture)
 
 TINY = 1e-9
 CLASSES = [0, 1]
@@ -114,23 +115,6 @@ def site_shares(paths):
     return shares
 
 
-def arrays_in(message):
-    """Every array a reply carries: array records, and ``.npy`` bytes in config records."""
-    from flwr.common import bytes_to_ndarray
-
-    found = []
-    if not message.has_content():
-        return found
-    for record in message.content.array_records.values():
-        found += [array.numpy() for array in record.values()]
-    for record in message.content.config_records.values():
-        for value in record.values():
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, bytes) and item.startswith(b"\x93NUMPY"):
-                    found.append(bytes_to_ndarray(item))
-    return found
-
-
 def holds_a_share(arrays, shares, bound=2**20):
     for a in arrays:
         flat = np.asarray(a).ravel()
@@ -190,14 +174,6 @@ class WireGrid:
 
     def send_and_receive(self, messages, *, timeout=None):
         return [self._deliver(msg)[1] for msg in messages]
-
-
-@pytest.fixture(autouse=True)
-def task_identity():
-    """Messages need a run id, as they would have inside a Flower app process."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
-    yield
-    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
 
 
 def check_equal(codes, history, report, local, local_codes):
