@@ -10,6 +10,8 @@
 - :class:`TorchClassifier` makes any torch module an estimator that keeps training, with
   ready-made :class:`MLP` and :class:`SmallCNN` modules (:mod:`learners.modules`);
   :class:`DPTorchClassifier` trains it with DP-SGD (Opacus);
+- :func:`expected_failed_checks` gives the scikit-learn estimator checks an adapter is
+  known to fail, each with its reason (:mod:`learners.sklearn_checks`);
 - :class:`LMClassifier` fine-tunes a pretrained language model's sequence-classification
   head (GPT-2, Llama, BERT, ...; optionally LoRA) on raw text, and :class:`GPT2Classifier`
   is its GPT-2 preset; :func:`packaged_model_path` finds pretrained weights installed from
@@ -45,6 +47,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from .lm.weights import PACKAGED_MODELS, packaged_model_path, packaged_models
     from .modules import MLP, SmallCNN
     from .rulefit import RuleFitClassifier
+    from .sklearn_checks import expected_failed_checks
     from .torch import TorchClassifier
     from .xgboost import XGBoostClassifier
 
@@ -63,6 +66,7 @@ __all__ = [
     "align_proba",
     "continues_training",
     "expand_soft_targets",
+    "expected_failed_checks",
     "packaged_model_path",
     "packaged_models",
 ]
@@ -77,6 +81,7 @@ _LAZY = {
     "continues_training": "_aligned",
     "align_proba": "_alignment",
     "expand_soft_targets": "_soft_targets",
+    "expected_failed_checks": "sklearn_checks",
     "PACKAGED_MODELS": "lm.weights",
     "packaged_model_path": "lm.weights",
     "packaged_models": "lm.weights",

@@ -11,10 +11,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.dummy import DummyClassifier
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from ._alignment import align_proba, check_classes, label_indices
 from ._soft_targets import check_soft_targets, expand_soft_targets, n_rows
+from .sklearn_checks import WARM_START_REFIT, expected_failed_checks
 
 __all__ = ["ClassAlignedClassifier", "continues_training"]
 
@@ -131,7 +134,9 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         X : array-like, sparse matrix, DataFrame or list of shape (n_samples, ...)
             Training inputs, passed to the inner estimator as they are.
         y : array-like of shape (n_samples,) or (n_samples, n_classes)
-            Labels (values from `classes`), or soft targets with one column per class.
+            Labels (values from `classes`), or soft targets with one column per class. A
+            column vector ``(n_samples, 1)`` is read as labels, with a
+            ``DataConversionWarning`` (as scikit-learn's classifiers do).
         sample_weight : array-like of shape (n_samples,), optional
             Per-sample weights; the inner estimator's ``fit`` must accept them.
 
@@ -141,7 +146,21 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
             The fitted wrapper. If the inner fit raises, the previous ``estimator_``
             (if any) is left in place.
         """
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        if not hasattr(X, "shape") and not hasattr(X, "__len__"):
+            X = np.asarray(X)  # an array-like known only by its __array__
         y_arr = np.asarray(y)
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; it is read as "
+                "labels. Please change the shape of y to (n_samples,).",
+                DataConversionWarning,
+                stacklevel=2,
+            )
+            y_arr = y_arr.ravel()
         n = n_rows(X)
         if y_arr.shape[:1] != (n,):
             raise ValueError(f"y has {y_arr.shape[:1]} rows but X has {n}")
@@ -151,6 +170,8 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"sample_weight must have shape ({n},), got {sample_weight.shape}")
 
         if y_arr.ndim == 1:
+            if y_arr.dtype.kind in "fc" and not np.all(np.isfinite(y_arr)):
+                raise ValueError("Input y contains NaN or infinity: labels must be finite")
             classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
         elif y_arr.ndim == 2:
             if self.classes is None:
@@ -192,7 +213,9 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
                 UserWarning,
                 stacklevel=2,
             )
-            est = DummyClassifier(strategy="constant", constant=label)
+            # "most_frequent" of one label: a "constant" must be an int, str or array-like,
+            # which a float label such as np.float64(1.0) is not
+            est = DummyClassifier(strategy="most_frequent")
             fit_y = classes[np.full(n_rows(fit_X), present[0])]
         else:
             if fit_w is not None and not has_fit_parameter(proto, "sample_weight"):
@@ -292,3 +315,37 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         pred = np.asarray(self.estimator_.predict(X))
         return self.classes_[label_indices(pred.ravel(), self.classes_, name="predictions")]
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of features the inner model saw in ``fit`` (when it records them).
+
+        Raises ``AttributeError`` before ``fit``, and for an inner model that does not
+        record it (e.g. a text classifier), as scikit-learn's meta-estimators do.
+        """
+        check_is_fitted(self)
+        return int(self.estimator_.n_features_in_)
+
+    def __sklearn_tags__(self) -> Any:
+        """The inner estimator's input tags (what ``X`` may be: sparse, NaN, text, ...)."""
+        tags = super().__sklearn_tags__()
+        try:
+            inner = get_tags(self.estimator)
+        except (AttributeError, TypeError):  # not a scikit-learn estimator: the defaults
+            return tags
+        tags.input_tags = copy.deepcopy(inner.input_tags)
+        tags.non_deterministic = inner.non_deterministic
+        return tags
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn checks the wrapper fails: those its inner estimator fails, and a
+        refit that continues when the inner estimator continues training (see
+        :func:`learners.sklearn_checks.expected_failed_checks`)."""
+        failed = expected_failed_checks(self.estimator)
+        if continues_training(self.estimator):
+            failed.update(WARM_START_REFIT)
+            failed["check_fit_idempotent"] = (
+                "the inner model continues training across fits (the check turns "
+                "warm_start off on the wrapper's own parameters only)"
+            )
+        return failed

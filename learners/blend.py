@@ -14,6 +14,7 @@ site's own rows (see :class:`cotrain.federation.cross_fit.CrossFitTrust`):
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -21,9 +22,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from ._aligned import ClassAlignedClassifier
+from .sklearn_checks import WARM_START_REFIT, expected_failed_checks
 
 __all__ = ["BlendedClassifier", "blend_proba"]
 
@@ -179,4 +182,36 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> NDArray[Any]:
         """The most probable class of each row (ties to the first class)."""
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(axis=1)]
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of features the local model saw in ``fit`` (when it records them)."""
+        check_is_fitted(self, "classes_")
+        return int(self.local.n_features_in_)
+
+    def __sklearn_tags__(self) -> Any:
+        """The local model's input tags (what ``X`` may be: sparse, NaN, text, ...)."""
+        tags = super().__sklearn_tags__()
+        try:
+            local = get_tags(self.local)
+        except (AttributeError, TypeError):  # not a scikit-learn estimator: the defaults
+            return tags
+        tags.input_tags = copy.deepcopy(local.input_tags)
+        tags.non_deterministic = local.non_deterministic
+        return tags
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn checks a blend fails, and why (see
+        :func:`learners.sklearn_checks.expected_failed_checks`)."""
+        reason = (
+            "a blend of fitted models held as parameters (as checkpoints store them): fit "
+            "puts the fitted local model in `local` and empties `cotrained`"
+        )
+        failed = expected_failed_checks(self.local)
+        for check in (*WARM_START_REFIT, "check_fit_idempotent"):
+            failed.pop(check, None)  # fit starts from a clone of `local`: nothing continues
+        failed["check_dont_overwrite_parameters"] = reason
+        failed["check_estimators_overwrite_params"] = reason
+        return failed

@@ -435,6 +435,16 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
         optimizer.step()
         return float(loss.detach())
 
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn checks this classifier fails, and why (see
+        :func:`learners.sklearn_checks.expected_failed_checks`)."""
+        failed = super()._expected_failed_checks()
+        failed["check_sample_weight_equivalence_on_dense_data"] = (
+            "DP-SGD: Poisson-sampled batches and noise; a row of weight 2 is not the row "
+            "repeated twice"
+        )
+        return failed
+
     # -------------------------------------------------------------- checkpoints
     #: the privacy record travels with the tensors (plain numbers, ``weights_only``-safe)
     _checkpoint_tensor_attrs = (

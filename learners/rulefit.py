@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._alignment import check_classes, label_indices
 
@@ -185,20 +185,14 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.classes = classes
 
-    def _check_X(self, X: Any) -> NDArray[np.float64]:
-        arr = X.toarray() if sp.issparse(X) else X
-        arr = np.asarray(arr, dtype=np.float64)
-        if arr.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {arr.shape}")
-        return arr
-
     def fit(self, X: Any, y: ArrayLike) -> RuleFitClassifier:
         """Fit one binary RuleFit (two classes) or one per class (one-vs-rest).
 
         Parameters
         ----------
         X : array-like, sparse matrix or DataFrame of shape (n_samples, n_features)
-            Training inputs; a DataFrame's column names appear in the rules.
+            Training inputs (a sparse matrix is made dense); a DataFrame's column names
+            appear in the rules.
         y : array-like of shape (n_samples,)
             Labels, each one of `classes`.
 
@@ -207,14 +201,17 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self : RuleFitClassifier
             The fitted classifier.
         """
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
         columns = getattr(X, "columns", None)
         names = None if columns is None else [str(c) for c in columns]
-        Xa = self._check_X(X)
-        y_arr = np.asarray(y)
+        Xa, y_arr = validate_data(self, X, y, accept_sparse=True, dtype=np.float64)
+        Xa = Xa.toarray() if hasattr(Xa, "toarray") else Xa
+        check_classification_targets(y_arr)
         classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
         codes = label_indices(y_arr, classes, name="y")
-        if codes.size != Xa.shape[0]:
-            raise ValueError(f"X has {Xa.shape[0]} rows but y has {codes.size}")
         present = np.unique(codes)
         if present.size == 0:
             raise ValueError("y is empty")
@@ -252,9 +249,6 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self.fitted_classes_ = classes[present]
         self.classes_ = classes
         self.n_classes_ = int(classes.size)
-        self.n_features_in_ = int(Xa.shape[1])
-        if names is not None:
-            self.feature_names_in_ = np.asarray(names, dtype=object)
         return self
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
@@ -271,9 +265,8 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
             Rows sum to 1; classes absent from the training labels get 0.
         """
         check_is_fitted(self)
-        Xa = self._check_X(X)
-        if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {Xa.shape[1]} features, expected {self.n_features_in_}")
+        Xa = validate_data(self, X, reset=False, accept_sparse=True, dtype=np.float64)
+        Xa = Xa.toarray() if hasattr(Xa, "toarray") else Xa
         cols = label_indices(self.fitted_classes_, self.classes_, name="fitted_classes_")
         out = np.zeros((Xa.shape[0], self.n_classes_), dtype=np.float64)
         if not self.estimators_:
@@ -302,7 +295,13 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(axis=1)]
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # made dense
+        return tags
 
     def get_rules(self, exclude_zero_coef: bool = True) -> pd.DataFrame:
         """The rules and linear terms of the fitted model(s), one row each.

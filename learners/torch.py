@@ -32,6 +32,7 @@ from ._torch_tools import (
     resolve_device,
     seeded_state,
 )
+from .sklearn_checks import WARM_START_REFIT
 
 try:
     import torch
@@ -487,6 +488,19 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         codes = self._logits(X).argmax(dim=1).numpy()
         return self.classes_[codes]
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn checks this classifier fails, and why (see
+        :func:`learners.sklearn_checks.expected_failed_checks`)."""
+        failed = {
+            "check_sample_weight_equivalence_on_dense_data": (
+                "mini-batch SGD: a row of weight 2 is not the row repeated twice (the "
+                "batches, their number and the shuffling differ)"
+            ),
+        }
+        if self.warm_start:
+            failed.update(WARM_START_REFIT)
+        return failed
 
     # -------------------------------------------------------------- checkpoints
     #: attributes holding tensors, stored by :func:`cotrain.persistence.checkpoint.save_model` with

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._alignment import check_classes, label_indices
+from .sklearn_checks import WARM_START_REFIT
 
 __all__ = ["XGBoostClassifier"]
 
@@ -32,14 +33,13 @@ def _import_xgboost() -> Any:
     return xgboost
 
 
-def _as_matrix(X: Any) -> Any:
-    """X as a 2-D float32 array or CSR matrix (NaN marks a missing value, as in xgboost)."""
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float32)
-    arr = np.asarray(X, dtype=np.float32)
-    if arr.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {arr.shape}")
-    return arr
+#: how X is checked: a 2-D float32 array or CSR matrix, NaN marking a missing value (as in
+#: xgboost); infinite, complex or non-numeric values are refused
+_X_CHECKS: dict[str, Any] = {
+    "accept_sparse": "csr",
+    "dtype": np.float32,
+    "ensure_all_finite": "allow-nan",
+}
 
 
 class XGBoostClassifier(ClassifierMixin, BaseEstimator):
@@ -208,34 +208,33 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
             value = getattr(self, name)
             if not isinstance(value, int | np.integer) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        y_arr = np.asarray(y)
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        previous = getattr(self, "booster_", None) if self.warm_start else None
+        # reset only for a new booster: a continued fit must have the features it was built
+        # for (scikit-learn's "X has 3 features, but ... is expecting 4" otherwise)
+        Xm, y_arr = validate_data(self, X, y, reset=previous is None, **_X_CHECKS)
+        check_classification_targets(y_arr)
         classes = np.unique(y_arr) if self.classes is None else check_classes(self.classes)
         if classes.size < 2:
             raise ValueError(
-                "XGBoostClassifier needs at least 2 classes; pass the global classes as classes="
+                "XGBoostClassifier needs at least 2 classes, got 1 class; pass the global "
+                "classes as classes="
             )
         codes = label_indices(y_arr, classes, name="y")
-        Xm = _as_matrix(X)
-        if Xm.shape[0] != codes.size:
-            raise ValueError(f"X has {Xm.shape[0]} rows but y has {codes.size}")
         weight = None
         if sample_weight is not None:
-            weight = np.asarray(sample_weight, dtype=np.float32)
-            if weight.shape != codes.shape:
-                raise ValueError(f"sample_weight must have shape {codes.shape}, got {weight.shape}")
+            weight = _check_sample_weight(
+                sample_weight, Xm, dtype=np.float32, ensure_non_negative=True
+            )
 
-        previous = getattr(self, "booster_", None) if self.warm_start else None
-        if previous is not None:
-            if not np.array_equal(classes, self.classes_):
-                raise ValueError(
-                    f"warm_start: classes changed from {self.classes_.tolist()!r} to "
-                    f"{classes.tolist()!r}; use warm_start=False or fixed classes="
-                )
-            if Xm.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"warm_start: X has {Xm.shape[1]} features, the booster was trained on "
-                    f"{self.n_features_in_}"
-                )
+        if previous is not None and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                f"warm_start: classes changed from {self.classes_.tolist()!r} to "
+                f"{classes.tolist()!r}; use warm_start=False or fixed classes="
+            )
         xgb = _import_xgboost()
         params = self._native_params(classes.size)
         dtrain = xgb.DMatrix(Xm, label=codes, weight=weight, nthread=params.get("nthread", -1))
@@ -245,7 +244,6 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         self.booster_ = booster
         self.classes_ = classes
         self.n_classes_ = int(classes.size)
-        self.n_features_in_ = int(Xm.shape[1])
         return self
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
@@ -262,9 +260,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
             Probabilities; rows sum to 1.
         """
         check_is_fitted(self)
-        Xm = _as_matrix(X)
-        if Xm.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {Xm.shape[1]} features, expected {self.n_features_in_}")
+        Xm = validate_data(self, X, reset=False, **_X_CHECKS)
         xgb = _import_xgboost()
         proba = self.booster_.predict(xgb.DMatrix(Xm))
         return np.asarray(proba, dtype=np.float64).reshape(Xm.shape[0], self.n_classes_)
@@ -282,10 +278,26 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(axis=1)]
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         tags.input_tags.sparse = True
         return tags
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn checks this classifier fails, and why (see
+        :func:`learners.sklearn_checks.expected_failed_checks`)."""
+        reason = (
+            "row and feature subsampling, and xgboost's weighted quantile sketch: a row of "
+            "weight 2 is not the row repeated twice"
+        )
+        failed = {
+            "check_sample_weight_equivalence_on_dense_data": reason,
+            "check_sample_weight_equivalence_on_sparse_data": reason,
+        }
+        if self.warm_start:
+            failed.update(WARM_START_REFIT)
+        return failed

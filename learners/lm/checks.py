@@ -7,11 +7,14 @@ Both run before anything is loaded or trained: a bad parameter or label raises a
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import check_classification_targets
 
 from .._alignment import label_indices
 from .._soft_targets import check_soft_targets
@@ -79,7 +82,8 @@ def training_targets(
     Parameters
     ----------
     y : array-like of shape (n_samples,) or (n_samples, n_classes)
-        Labels, or soft targets with one column per class.
+        Labels, or soft targets with one column per class; a column vector
+        ``(n_samples, 1)`` is read as labels, with a ``DataConversionWarning``.
     n_samples : int
         Rows of ``X``.
     resolve_classes : callable
@@ -102,10 +106,21 @@ def training_targets(
     (['a', 'b'], [[0.0, 1.0], [1.0, 0.0]], [1.0, 1.0])
     """
     n = n_samples
+    if y is None:
+        raise ValueError("the classifier requires y to be passed, but the target y is None")
     y_arr = np.asarray(y)
+    if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is read as "
+            "labels. Please change the shape of y to (n_samples,).",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        y_arr = y_arr.ravel()
     if y_arr.shape[:1] != (n,):
         raise ValueError(f"y has {y_arr.shape[:1]} rows but X has {n}")
     if y_arr.ndim == 1:
+        check_classification_targets(y_arr)  # no continuous values, NaN or infinity
         classes = resolve_classes(y_arr)
         targets: NDArray[Any] = np.zeros((n, classes.size), dtype=np.float32)
         targets[np.arange(n), label_indices(y_arr, classes, name="y")] = 1.0

@@ -573,4 +573,12 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(axis=1)]
+
+    def __sklearn_tags__(self) -> Any:
+        """Raw text in: a 1-D sequence of strings, not a 2-D array of numbers."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.string = True
+        return tags
