@@ -7,6 +7,7 @@ its ``base``) without an import cycle.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from ._base import Consensus
@@ -98,9 +99,10 @@ def get_consensus(spec: str | Consensus) -> Consensus:
         )
     key = _key(spec)
     if key not in _REGISTRY:
-        raise ValueError(
-            f"unknown consensus {spec!r}; valid names are {', '.join(available_consensus())}"
-        )
+        names = available_consensus()
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown consensus {spec!r}; valid names are {', '.join(names)}{hint}")
     rule = _REGISTRY[key]()
     if not isinstance(rule, Consensus):
         raise TypeError(

@@ -1,21 +1,28 @@
 """The `cotrain demo` experiment: a mixed-model federation on breast-cancer data.
 
-Five clients (decision tree, random forest, RuleFit, XGBoost, random forest) share 85
-labelled examples (iid), label a public pool of 370, and are tested on 114: the FedCT
-paper's split of scikit-learn's bundled breast-cancer data (FedCT Table 6, first row).
+Five clients of different kinds share 85 labelled examples (iid), label a public pool of
+370, and are tested on 114: the FedCT paper's split of scikit-learn's bundled
+breast-cancer data. By default (:data:`DEMO`) the clients are a decision tree, a random
+forest, Gaussian naive Bayes, XGBoost and a random forest, over 5 seeds (about 15 s on 2
+cores); ``cotrain demo --full`` (:data:`PAPER_DEMO`) runs the paper's federation, with a
+RuleFit rule ensemble in place of naive Bayes (FedCT Table 6, first row; about 2.5
+minutes on 2 cores, most of it RuleFit's fits).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.naive_bayes import GaussianNB
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import partition
@@ -36,6 +43,90 @@ def mixed_estimators() -> list[Any]:
         XGBoostClassifier(),
         RandomForestClassifier(n_estimators=100),
     ]
+
+
+def light_estimators() -> list[Any]:
+    """The default demo's federation: DT, RF, naive Bayes, XGBoost, RF.
+
+    The paper's mixed federation with Gaussian naive Bayes in place of RuleFit, whose
+    fits take most of the paper federation's time.
+    """
+    from learners import XGBoostClassifier
+
+    return [
+        DecisionTreeClassifier(min_samples_split=2),
+        RandomForestClassifier(n_estimators=100),
+        GaussianNB(),
+        XGBoostClassifier(),
+        RandomForestClassifier(n_estimators=100),
+    ]
+
+
+@dataclass(frozen=True)
+class Federation:
+    """One federation the demo can run.
+
+    Attributes
+    ----------
+    learners : str
+        The clients' learners, as the demo's first line names them.
+    make : callable
+        Returns a new list of the clients' estimators.
+    needs : tuple of str
+        The modules it imports (checked before anything runs), with the extra to install.
+    paper : str, optional
+        The FedCT paper's number for this federation, printed under the table.
+    other : str
+        Says how the other federation is run (printed in parentheses under the title).
+
+    Examples
+    --------
+    >>> DEMO.learners, PAPER_DEMO.learners
+    ('DT, RF, naive Bayes, XGBoost, RF', 'DT, RF, RuleFit, XGBoost, RF')
+    """
+
+    learners: str
+    make: Callable[[], list[Any]]
+    needs: tuple[tuple[str, str], ...]
+    paper: str | None
+    other: str
+
+
+#: the default demo: a light mixed federation (about 15 s on 2 cores)
+DEMO = Federation(
+    "DT, RF, naive Bayes, XGBoost, RF",
+    light_estimators,
+    (("xgboost", "xgboost"),),
+    None,
+    "the FedCT paper's federation, with RuleFit in place of naive Bayes (Table 6): "
+    "cotrain demo --full, about 2.5 minutes",
+)
+#: ``cotrain demo --full``: the FedCT paper's federation (Table 6, first row)
+PAPER_DEMO = Federation(
+    "DT, RF, RuleFit, XGBoost, RF",
+    mixed_estimators,
+    (("xgboost", "xgboost"), ("imodels", "rules")),
+    "FedCT paper (Table 6), mean client acc: 0.95 ± 0.001",
+    "a lighter federation, with naive Bayes in place of RuleFit: cotrain demo, about 15 s",
+)
+
+
+def check_extras(federation: Federation) -> None:
+    """Raise ImportError naming the extra to install when a learner's library is missing.
+
+    Examples
+    --------
+    >>> check_extras(Federation("DT", list, (("no_such_module_x", "x"),), None, ""))
+    Traceback (most recent call last):
+    ...
+    ImportError: the demo's DT clients need no_such_module_x: pip install 'cotrain[x]'
+    """
+    for module, extra in federation.needs:
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(
+                f"the demo's {federation.learners} clients need {module}: "
+                f"pip install 'cotrain[{extra}]'"
+            )
 
 
 def run_seed(
@@ -180,7 +271,9 @@ bytes up/round    one round's label uploads, all 5 sites together: each site's l
                   consensus sent back to the 5 sites. No model or private row travels."""
 
 
-def summary_lines(rows: list[dict[str, float]], rounds: int) -> list[str]:
+def summary_lines(
+    rows: list[dict[str, float]], rounds: int, federation: Federation | None = None
+) -> list[str]:
     """The lines printed under the demo's table: seeds, legend, and a note where needed.
 
     Parameters
@@ -189,6 +282,9 @@ def summary_lines(rows: list[dict[str, float]], rounds: int) -> list[str]:
         One dictionary per seed, as returned by :func:`run_seed`.
     rounds : int
         Rounds per run.
+    federation : Federation, optional
+        The federation that ran (default :data:`PAPER_DEMO`): its paper's number, or a
+        line saying how to run the paper's federation.
 
     Returns
     -------
@@ -202,14 +298,18 @@ def summary_lines(rows: list[dict[str, float]], rounds: int) -> list[str]:
     ...            bytes_down_per_round=57, fit_time_s=1.0)
     >>> summary_lines([row], rounds=10)[0]
     '1 seed (seed 0), 10 rounds; FedCT paper (Table 6), mean client acc: 0.95 ± 0.001.'
+    >>> summary_lines([row], rounds=10, federation=DEMO)[0]
+    '1 seed (seed 0), 10 rounds.'
     """
+    federation = PAPER_DEMO if federation is None else federation
     seeds = len(rows)
     if seeds == 1:
         head = f"1 seed (seed 0), {rounds} rounds"
     else:
         head = f"mean ± std over {seeds} seeds (0..{seeds - 1}), {rounds} rounds"
-    paper = "FedCT paper (Table 6), mean client acc: 0.95 ± 0.001"
-    lines = [f"{head}; {paper}.", "", *LEGEND.splitlines()]
+    if federation.paper:
+        head += f"; {federation.paper}"
+    lines = [f"{head}.", "", *LEGEND.splitlines()]
     frame = pd.DataFrame(rows)
     fedct, local = frame["fedct_consensus"].mean(), frame["local_consensus"].mean()
     if local > fedct:
@@ -232,27 +332,71 @@ def run_demo(
     n_jobs: int | None = None,
     plot: str | None = None,
     verbose: int = 1,
+    full: bool = False,
 ) -> pd.DataFrame:
-    """Run the demo over ``seeds`` seeds and print the comparison table."""
+    """Run the demo over ``seeds`` seeds and print the comparison table.
+
+    Parameters
+    ----------
+    seeds : int, default=5
+        Seeds 0 to ``seeds - 1``: each one a different split and federation.
+    rounds : int, default=10
+        Rounds per run.
+    n_jobs : int, optional
+        Parallel workers for the clients (joblib; -1: all cores).
+    plot : str, optional
+        Save the convergence plot of seed 0 there (a format matplotlib writes, e.g.
+        ``.png``, ``.pdf``, ``.svg``); checked before anything runs.
+    verbose : int, default=1
+        0: no progress bar.
+    full : bool, default=False
+        The FedCT paper's federation (:data:`PAPER_DEMO`, with RuleFit: minutes) instead
+        of the light default (:data:`DEMO`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table printed.
+
+    Raises
+    ------
+    ValueError
+        ``seeds``, ``rounds`` or ``n_jobs`` out of range, or a ``plot`` path that cannot
+        be written (before any training).
+    ImportError
+        A learner's library missing (the message names the extra to install).
+    """
     from tqdm.auto import tqdm
 
-    print("cotrain demo: federated co-training of DT, RF, RuleFit, XGBoost, RF clients")
+    from cotrain.params import check_params
+
+    if seeds < 1 or rounds < 1:
+        raise ValueError(f"seeds and rounds must be >= 1, got seeds={seeds}, rounds={rounds}")
+    check_params({"n_jobs": n_jobs})
+    if plot:
+        from cotrain.experiment.paths import check_plot_file
+
+        check_plot_file(plot, "plot")
+    federation = PAPER_DEMO if full else DEMO
+    check_extras(federation)
+    print(f"cotrain demo: federated co-training of {federation.learners} clients")
     print(
         "breast cancer (scikit-learn), FedCT paper split: 85 labelled over 5 clients (iid),"
-        " |U| = 370 public, 114 test\n"
+        " |U| = 370 public, 114 test"
     )
+    print(f"({federation.other})\n")
     rows, first = [], None
     for seed in tqdm(range(seeds), desc="seeds", disable=verbose < 1):
-        row, trainer = run_seed(mixed_estimators, seed, rounds=rounds, n_jobs=n_jobs)
+        row, trainer = run_seed(federation.make, seed, rounds=rounds, n_jobs=n_jobs)
         rows.append(row)
         first = first or trainer
     table = summarize(rows)
     print(table.to_string(index=False))
     print()
-    print("\n".join(summary_lines(rows, rounds)))
+    print("\n".join(summary_lines(rows, rounds, federation)))
     if plot:
         fig = first.history_.plot()
-        fig.suptitle("cotrain demo, seed 0")
+        fig.suptitle(f"cotrain demo ({federation.learners}), seed 0")
         fig.tight_layout()
         fig.savefig(plot, dpi=120)
         print(f"convergence plot saved to {plot}")

@@ -35,8 +35,9 @@ ValueError: min_clients=4 exceeds the number of clients (3)
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, Final, Literal
@@ -56,7 +57,9 @@ __all__ = [
     "Interval",
     "Param",
     "Rule",
+    "check_classifier",
     "check_params",
+    "did_you_mean",
     "param_defaults",
 ]
 
@@ -277,7 +280,8 @@ class Param:
         if not self._type_ok(value):
             raise TypeError(f"{name} must be {self.describe()}, got {_given(value)}")
         if isinstance(value, str) and self.options and value not in self.options:
-            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+            hint = did_you_mean(value, self.options)
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}{hint}")
         if isinstance(value, Real) and not isinstance(value, bool):
             if any(value == v for v in self.exclude):
                 raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
@@ -485,3 +489,88 @@ builtin_function_or_method
         if any(name in params for name in rule.params):
             values = {name: params.get(name, PARAMS[name].default) for name in rule.params}
             rule.check(values, n_clients)
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the choice closest to a mistyped name, else ``""``.
+
+    The one place every lookup by name suggests a correction: consensus names, learners,
+    methods, datasets, partitions, ``cotrain`` subcommands and the options of
+    :data:`PARAMS`. The match ignores case (``"rf"`` finds ``"RF"``) and uses
+    :func:`difflib.get_close_matches` (similarity of at least 0.6); an exact match of
+    another case is suggested first.
+
+    Parameters
+    ----------
+    name : str
+        The name as given.
+    choices : iterable of str
+        The valid names.
+
+    Returns
+    -------
+    str
+        The text to append to an "unknown name" message.
+
+    Examples
+    --------
+    >>> did_you_mean("majorty", ["majority", "mean", "qualified"])
+    "; did you mean 'majority'?"
+    >>> did_you_mean("xgboost", ["DT", "RF", "XGBoost"])
+    "; did you mean 'XGBoost'?"
+    >>> did_you_mean("zzz", ["majority", "mean"])
+    ''
+    """
+    options = [str(c) for c in choices]
+    folded = {c.lower(): c for c in reversed(options)}
+    text = str(name).strip().lower()
+    match = folded.get(text) or next(iter(difflib.get_close_matches(text, folded, n=1)), None)
+    return "" if match is None else f"; did you mean {folded.get(match, match)!r}?"
+
+
+def check_classifier(estimator: Any, what: str) -> None:
+    """Refuse an estimator that is not a classifier, naming what it was given as.
+
+    A scikit-learn estimator whose tags say it is a regressor (or another kind) is
+    refused; an object without tags passes if it has ``fit`` and ``predict`` (any
+    scikit-learn-style classifier may take part).
+
+    Parameters
+    ----------
+    estimator : object
+        What was given.
+    what : str
+        How the message names it, e.g. ``"distill(estimator)"``.
+
+    Raises
+    ------
+    TypeError
+        Not a classifier, or without ``fit``/``predict``.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LinearRegression, LogisticRegression
+    >>> check_classifier(LogisticRegression(), "distill(estimator)")
+    >>> check_classifier(LinearRegression(), "distill(estimator)")
+    Traceback (most recent call last):
+    ...
+    TypeError: distill(estimator) must be a classifier (it is fitted on the consensus class \
+labels), got LinearRegression, a regressor
+    """
+    from sklearn.utils import get_tags
+
+    name = type(estimator).__name__
+    for method in ("fit", "predict"):
+        if not callable(getattr(estimator, method, None)):
+            raise TypeError(
+                f"{what} must be a scikit-learn-style classifier, got {name} (no {method}())"
+            )
+    try:
+        kind = get_tags(estimator).estimator_type
+    except (AttributeError, TypeError):
+        kind = None
+    if kind not in (None, "classifier"):
+        raise TypeError(
+            f"{what} must be a classifier (it is fitted on the consensus class labels), "
+            f"got {name}, a {kind}"
+        )

@@ -38,6 +38,7 @@ from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import auto_consensus, build_server
 from cotrain.federation.simulation import SimulatedFederation, aggregate
 from cotrain.history import RoundRecord, summarize_warnings
+from cotrain.params import check_classifier
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer
 from cotrain.persistence.saving import (
     DROPPED_POOL,
@@ -601,7 +602,7 @@ PoolHalvesTrust, default="auto"
         Parameters
         ----------
         estimator : classifier
-            Cloned, then fitted; the original is not touched.
+            Cloned, then fitted (the original is not touched); not a classifier: TypeError.
 
         Returns
         -------
@@ -613,17 +614,16 @@ PoolHalvesTrust, default="auto"
         DroppedDataError
             For a trainer loaded from a folder saved without its public pool.
         """
+        check_classifier(estimator, "distill(estimator)")
         check_is_fitted(self, "X_public_")
         if self.X_public_ is None:
             raise DroppedDataError(DROPPED_POOL)
-        soft = self.pseudo_labels_.ndim == 2
-        X_public = self.X_public_
+        X_public, soft = self.X_public_, self.pseudo_labels_.ndim == 2
         X, y = with_pseudo_labels(
             X_public[:0], np.empty(0, dtype=self.classes_.dtype), X_public,
             self.pseudo_labels_ if soft else self.pseudo_label_codes_, self.classes_,
         )  # fmt: skip
-        model = ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y)
-        return model.estimator_
+        return ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y).estimator_
 
 
 class ConsensusAttributes(Callback):

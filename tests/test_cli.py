@@ -24,9 +24,15 @@ def test_demo_prints_the_comparison_table_and_saves_a_plot(tmp_path, capsys):
 
 
 def test_demo_rejects_bad_arguments(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as info:
         main(["demo", "--seeds", "0"])
-    assert "--seeds and --rounds must be >= 1" in capsys.readouterr().err
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    # the demo's own usage, not the top-level one, and one line of reason
+    assert err.startswith("usage: cotrain demo ")
+    assert (
+        err.strip().splitlines()[-1] == "cotrain demo: error: argument --seeds: must be >= 1, got 0"
+    )
 
 
 @pytest.mark.slow

@@ -466,11 +466,17 @@ def test_registry_names(names, cls):
     assert get_consensus("fedds").k == 5.0
 
 
-def test_registry_instances_errors_and_registration():
+def test_registry_instances_errors_and_registration(monkeypatch):
+    from consensus import registry
+
+    # the names this test registers must not outlive it (other tests list the registry)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     rule = QualifiedMajority(quorum=0.5)
     assert get_consensus(rule) is rule
     with pytest.raises(ValueError, match=r"unknown consensus 'median'.*majority"):
         get_consensus("median")
+    with pytest.raises(ValueError, match=r"did you mean 'majority'\?$"):
+        get_consensus("majorty")
     with pytest.raises(TypeError, match=r"name .* or a Consensus instance"):
         get_consensus(3)
     with pytest.raises(TypeError):

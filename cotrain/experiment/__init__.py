@@ -12,7 +12,9 @@ variant: the columns of a paper's table). Example::
     dataset = "breast_cancer"     # bundled: breast_cancer, digits; ../shared/data:
                                   # wine_quality, adult; or path = "my.csv" + target = "y"
                                   # (a relative path is read from this file's folder; a
-                                  # CSV without a header row: header = false, target = 0)
+                                  # CSV without a header row: header = false, target = 0;
+                                  # header not stated: detected, with a warning; text
+                                  # columns are one-hot encoded, announced)
     [split]
     n_public = 370                # |U|
     n_labeled = 85                # labelled rows over all clients

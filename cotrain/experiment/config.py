@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cotrain.experiment.data import BUNDLED, PARTITIONS, SHARED, check_split
+from cotrain.experiment.data import BUNDLED, DATA_SUFFIXES, PARTITIONS, SHARED, check_split
 from cotrain.experiment.errors import ExperimentError, ExperimentWarning, InvalidValue
 from cotrain.experiment.learners import check_learner
 from cotrain.experiment.locate import Locator
@@ -31,6 +31,7 @@ from cotrain.experiment.methods import (
     RENAMED_METHODS,
     check_method,
 )
+from cotrain.params import did_you_mean
 
 __all__ = [
     "CERTAINTY_KEYS",
@@ -226,7 +227,7 @@ def load_experiment(
     ...     load_experiment(path)
     ... except ExperimentError as err:  # doctest: +ELLIPSIS
     ...     print(str(err).removeprefix(str(path)))
-    :8: method.name must be one of fedct, dp-fedct, ..., got 'fedsgd' (variant 'tiny')
+    :8: method.name must be one of ..., got 'fedsgd'; did you mean 'fedavg'? (variant 'tiny')
     """
     path = Path(path)
     if not path.is_file():
@@ -260,6 +261,7 @@ def load_experiment(
         )
     runs: list[Run] = []
     checked: set[str] = set()  # (data, split) pairs already checked against the data
+    announced: set[str] = set()  # data tables whose reading was announced (once each)
     for v_index, variant in enumerate(variants):
         at = ("variant", v_index) if given else ()
         if not isinstance(variant, dict) or "label" not in variant:
@@ -281,8 +283,10 @@ def load_experiment(
             _check_semantics(resolved)
             pair = json.dumps([resolved["data"], resolved["split"]], sort_keys=True)
             if check_data and pair not in checked:
-                check_split(resolved, base)
+                table = json.dumps(resolved["data"], sort_keys=True)
+                check_split(resolved, base, announce=table not in announced)
                 checked.add(pair)
+                announced.add(table)
         except InvalidValue as err:
             keys = _origin(err.keys, variant, at)
             raise ExperimentError(f"{where.line(*keys)}: {err}{context}") from None
@@ -358,8 +362,10 @@ def _check_table(
         name = _dotted(prefix, key)
         if key not in schema:
             allowed = ", ".join(sorted(schema))
+            hint = did_you_mean(key, schema)
             raise ExperimentError(
-                f"{where.line(*prefix, key)}: unknown key '{name}' (allowed: {allowed}){context}"
+                f"{where.line(*prefix, key)}: unknown key '{name}'{hint} (allowed: {allowed})"
+                f"{context}"
             )
         expected = schema[key]
         if isinstance(expected, dict):
@@ -412,15 +418,21 @@ def _check_semantics(config: dict[str, Any]) -> None:
     if "dataset" in data and data["dataset"] not in BUNDLED + SHARED:
         raise InvalidValue(
             ("data", "dataset"),
-            f"unknown dataset {data['dataset']!r}; bundled: {', '.join(BUNDLED)}; from "
-            f"../shared/data: {', '.join(SHARED)}",
+            f"unknown dataset {data['dataset']!r}{did_you_mean(data['dataset'], BUNDLED + SHARED)}"
+            f"; bundled: {', '.join(BUNDLED)}; from ../shared/data: {', '.join(SHARED)}",
         )
     suffix = Path(data.get("path", "")).suffix
+    if "path" in data and suffix not in DATA_SUFFIXES:
+        raise InvalidValue(
+            ("data", "path"),
+            f"data file {data['path']!r}: the file is read by its extension, one of "
+            f"{', '.join(DATA_SUFFIXES)}; got {suffix or 'none'!r}",
+        )
     if "path" in data and suffix in (".csv", ".parquet") and "target" not in data:
         raise InvalidValue(("data", "path"), "a table file needs 'target' (a column)")
     if "header" in data and suffix != ".csv":
         raise InvalidValue(("data", "header"), "header applies to a CSV file ([data] path)")
-    if data.get("header", True) is False and not isinstance(data.get("target"), int):
+    if data.get("header") is False and not isinstance(data.get("target"), int):
         raise InvalidValue(
             ("data", "target"),
             "with header = false, target is a column index (0 = first column, -1 = last), "
@@ -435,7 +447,8 @@ def _check_semantics(config: dict[str, Any]) -> None:
     if partition not in PARTITIONS:
         raise InvalidValue(
             ("split", "partition"),
-            f"unknown partition {partition!r} (one of {', '.join(PARTITIONS)})",
+            f"unknown partition {partition!r}{did_you_mean(partition, PARTITIONS)} (one of "
+            f"{', '.join(PARTITIONS)})",
         )
     alpha = split.get("alpha")
     if partition == "dirichlet" and not isinstance(alpha, int | float):
@@ -453,7 +466,9 @@ def _check_semantics(config: dict[str, Any]) -> None:
         name = method["name"] = RENAMED_METHODS[name]
     if name not in METHODS:
         raise InvalidValue(
-            ("method", "name"), f"method.name must be one of {', '.join(METHODS)}, got {name!r}"
+            ("method", "name"),
+            f"method.name must be one of {', '.join(METHODS)}, got {name!r}"
+            f"{did_you_mean(str(name), METHODS)}",
         )
     for key in METHODS[name].requires:
         if key not in method:

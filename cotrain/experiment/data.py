@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cotrain.experiment.errors import InvalidValue
+from cotrain.experiment.errors import ExperimentWarning, InvalidValue
+from cotrain.params import did_you_mean
 
 __all__ = [
     "BUNDLED",
@@ -18,7 +21,9 @@ __all__ = [
     "client_parts",
     "data_path",
     "dataset_rows",
+    "detect_header",
     "load_data",
+    "read_table",
 ]
 
 #: datasets that come with scikit-learn
@@ -31,6 +36,8 @@ PARTITIONS = ("iid", "dirichlet", "two_alpha")
 BUNDLED_ROWS = {"breast_cancer": 569, "digits": 1797}
 #: the split of digits when a size is not given (the labelled rows are the rest)
 DIGITS_DEFAULTS = {"n_test": 360, "n_public": 700}
+#: the data files ``[data] path`` reads, by suffix
+DATA_SUFFIXES = (".csv", ".npz", ".npy", ".parquet")
 
 
 def data_path(data: dict[str, Any], base: str | Path | None = None) -> Path:
@@ -48,8 +55,13 @@ def data_path(data: dict[str, Any], base: str | Path | None = None) -> Path:
     return path if path.is_absolute() or base is None else Path(base) / path
 
 
-def dataset_rows(data: dict[str, Any], base: str | Path | None = None) -> int:
+def dataset_rows(
+    data: dict[str, Any], base: str | Path | None = None, *, announce: bool = False
+) -> int:
     """How many rows the dataset of a ``[data]`` table has (reading the file once).
+
+    With ``announce``, a data file's reading is announced as :func:`read_table` says
+    (the header row assumed where ``header`` is not stated, the one-hot encoded columns).
 
     Raises
     ------
@@ -71,7 +83,9 @@ def dataset_rows(data: dict[str, Any], base: str | Path | None = None) -> int:
         except (FileNotFoundError, ValueError) as err:
             keys = ("data", "data_home" if "data_home" in data else "dataset")
             raise InvalidValue(keys, f"dataset {name!r}: {err}") from None
-    X, _ = _read_table(data_path(data, base), data.get("target"), data.get("header", True))
+    X, _ = read_table(
+        data_path(data, base), data.get("target"), data.get("header"), announce=announce
+    )
     return len(X)
 
 
@@ -140,7 +154,7 @@ def load_data(config: dict[str, Any], seed: int, base: str | Path | None = None)
             standardize=data.get("standardize", True),
             sizes=full,
         )
-    X, y = _read_table(data_path(data, base), data.get("target"), data.get("header", True))
+    X, y = read_table(data_path(data, base), data.get("target"), data.get("header"))
     missing = {"n_public", "n_labeled", "n_test"} - set(sizes)
     if missing:
         raise InvalidValue(("split",), f"a data file needs split sizes {sorted(missing)}")
@@ -153,27 +167,115 @@ def load_data(config: dict[str, Any], seed: int, base: str | Path | None = None)
     return out
 
 
-def _read_table(
-    path: Path, target: str | int | None, header: bool = True
+def read_table(
+    path: Path, target: str | int | None, header: bool | None = None, *, announce: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The features and labels of a data file (``[data] path``): CSV, Parquet, NumPy.
+
+    **CSV header row.** ``header = true`` under ``[data]`` reads the first row as the column
+    names, ``header = false`` as data (the columns are then numbered from 0, and ``target``
+    is a column index: 0 the first, -1 the last). Where ``header`` is not stated, it is
+    detected (:func:`detect_header`): the first row is taken for column names when it
+    holds text in a column whose other rows are numbers, and for data when it is numbers
+    wherever the rows below are; when no column holds numbers, :class:`csv.Sniffer`
+    guesses. Either way a warning (``cotrain run: warning: ...``) says which was assumed
+    and how to state it, since a wrong guess silently loses the first row or turns
+    names into a data row. A stated ``header`` is never second-guessed.
+
+    **Non-numeric columns.** A feature column that holds text (or categories) is one-hot
+    encoded: one indicator column (0 or 1) per distinct value, named
+    ``<column>_<value>``, and a missing value gives a row of zeros; numeric columns are
+    used as they are. With ``announce``, a warning names every encoded column with its
+    number of values, and the number of indicator columns they became (a column with
+    about one value per row is likely an identifier: drop it from the file). The target
+    column is never encoded: its values, text or numbers, are the class labels. Like every
+    feature, indicator columns are then standardised with the public pool's mean and
+    standard deviation unless ``standardize = false``.
+
+    **NumPy files.** A ``.npz`` holds arrays ``X`` and ``y``; a ``.npy`` holds one array
+    whose last column is the label.
+
+    Parameters
+    ----------
+    path : Path
+        The data file.
+    target : str or int
+        The label column: its name, or its index (0 = first, -1 = last).
+    header : bool, optional
+        Whether a CSV's first row names the columns; None detects it, with a warning.
+    announce : bool, default=False
+        Warn (:class:`~cotrain.experiment.ExperimentWarning`) about the one-hot encoded
+        columns. The header warning is given only with ``announce`` too (``cotrain run``
+        announces once, when it checks the file, not again for every run).
+
+    Returns
+    -------
+    X : ndarray of float64
+    y : ndarray
+
+    Raises
+    ------
+    InvalidValue
+        A missing or unreadable file, or a target that is not a column of it.
+
+    Examples
+    --------
+    >>> import tempfile, warnings
+    >>> path = Path(tempfile.mkdtemp()) / "pets.csv"
+    >>> _ = path.write_text("weight,colour,kind\\n4.1,red,cat\\n30.5,black,dog\\n"
+    ...                     "3.9,black,cat\\n")
+    >>> with warnings.catch_warnings(record=True) as said:
+    ...     warnings.simplefilter("always")
+    ...     X, y = read_table(path, "kind", announce=True)
+    >>> X.tolist(), y.tolist()
+    ([[4.1, 0.0, 1.0], [30.5, 1.0, 0.0], [3.9, 1.0, 0.0]], ['cat', 'dog', 'cat'])
+    >>> for w in said:  # doctest: +ELLIPSIS
+    ...     print(str(w.message).replace(str(path), "pets.csv"))
+    pets.csv: header not stated: the first row (weight, colour, kind) is read as the column...
+    pets.csv: 1 non-numeric feature column one-hot encoded into 2 indicator columns: ...
+    """
     import pandas as pd
 
+    if path.is_dir():
+        raise InvalidValue(("data", "path"), f"{path} is a folder, not a data file")
     if not path.is_file():
         raise InvalidValue(
             ("data", "path"),
             f"data file not found: looked for {path.resolve()} (a relative path is read "
             "from the experiment file's folder)",
         )
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as f:
-            return f["X"], f["y"]
-    if path.suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
-        return arr[:, :-1], arr[:, -1]
-    if path.suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    else:
-        frame = pd.read_csv(path, header=0 if header else None)
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as f:
+                return f["X"], f["y"]
+        if path.suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+            return arr[:, :-1], arr[:, -1]
+        if path.suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            if header is None:
+                header, because = detect_header(path)
+                if not header and isinstance(target, str):
+                    raise InvalidValue(
+                        ("data", "target"),
+                        f"{path}: header not stated, and {because}; so it has no column "
+                        f"{target!r}: a file without a header row needs header = false and "
+                        "target = a column index (header = true if its first row names the "
+                        "columns)",
+                    )
+                if announce:
+                    warnings.warn(_header_note(path, header, because), ExperimentWarning, 2)
+            frame = pd.read_csv(path, header=0 if header else None)
+    except InvalidValue:
+        raise
+    except (KeyError, ValueError, OSError, UnicodeDecodeError) as err:
+        what = {".npz": "a .npz with arrays X and y", ".npy": "a 2-D .npy"}.get(
+            path.suffix, f"a {path.suffix.lstrip('.').upper() or 'CSV'} table"
+        )
+        raise InvalidValue(
+            ("data", "path"), f"cannot read {path} as {what}: {type(err).__name__}: {err}"
+        ) from None
     if isinstance(target, int):
         n = frame.shape[1]
         if not -n <= target < n:
@@ -183,18 +285,115 @@ def _read_table(
             )
         target = frame.columns[target]
     elif target not in frame.columns:
+        hint = did_you_mean(str(target), [str(c) for c in frame.columns])
         raise InvalidValue(
             ("data", "target"),
-            f"{path} has no column {target!r} (columns: {list(frame.columns)}); a file "
+            f"{path} has no column {target!r}{hint} (columns: {list(frame.columns)}); a file "
             "without a header row needs header = false and target = a column index",
         )
     y = frame.pop(target).to_numpy()
+    encoded = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     X = pd.get_dummies(frame).to_numpy(dtype=np.float64)
+    if encoded and announce:
+        warnings.warn(_encoding_note(path, frame, encoded), ExperimentWarning, stacklevel=2)
     return X, y
 
 
-def check_split(config: dict[str, Any], base: str | Path | None = None) -> None:
+def _encoding_note(path: Path, frame: Any, encoded: list[Any]) -> str:
+    """What :func:`read_table` says about the non-numeric columns it one-hot encoded."""
+    values = {c: int(frame[c].nunique()) for c in encoded}
+    names = [f"{c!r}" if isinstance(c, str) else f"column {c}" for c in encoded]
+    parts = [f"{name} ({values[c]} values)" for name, c in zip(names, encoded, strict=True)]
+    many = max(20, len(frame) // 2)  # about one value per row: an identifier?
+    ids = [name for name, c in zip(names, encoded, strict=True) if values[c] > many]
+    kept = frame.shape[1] - len(encoded)
+    note = (
+        f"{path}: {len(encoded)} non-numeric feature column{'s' * (len(encoded) > 1)} one-hot "
+        f"encoded into {sum(values.values())} indicator columns: {', '.join(parts)}; "
+        f"{kept} numeric column{'s' * (kept != 1)} used unchanged"
+    )
+    if ids:
+        note += (
+            f" ({', '.join(ids)}: about one value per row, an identifier? drop it from the file)"
+        )
+    return note
+
+
+def _header_note(path: Path, header: bool, because: str) -> str:
+    """The warning of a CSV whose ``header`` was detected, not stated."""
+    said, other = ("true", "false if it is data") if header else ("false", "true if it names them")
+    return (
+        f"{path}: header not stated: {because}: write header = {said} under [data] to say "
+        f"so (or header = {other})"
+    )
+
+
+def detect_header(path: Path, rows: int = 200) -> tuple[bool, str]:
+    """Whether a CSV's first row names its columns, and why it is taken to.
+
+    The first row is a header when it holds text in a column whose next rows (up to
+    ``rows``) are all numbers; it is data when it is a number wherever they are. A file
+    without any numeric column is left to :class:`csv.Sniffer` (a guess, and said so).
+
+    Returns
+    -------
+    header : bool
+    because : str
+        What was assumed and why, for the warning.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "named.csv").write_text("a,b,y\\n1,2,0\\n3,4,1\\n")
+    >>> _ = (folder / "bare.csv").write_text("1,2,0\\n3,4,1\\n")
+    >>> header, because = detect_header(folder / "named.csv")
+    >>> header
+    True
+    >>> print(because)  # doctest: +NORMALIZE_WHITESPACE
+    the first row (a, b, y) is read as the column names, since it holds text where the rows
+    below hold numbers
+    >>> detect_header(folder / "bare.csv")[0]
+    False
+    """
+    import pandas as pd
+
+    raw = pd.read_csv(path, header=None, dtype=str, nrows=rows + 1, keep_default_na=False)
+    first, rest = raw.iloc[0], raw.iloc[1:]
+    shown = ", ".join(first.iloc[:5]) + (", ..." if len(first) > 5 else "")
+
+    def numbers(cells: Any) -> Any:
+        cells = cells.str.strip()
+        return (cells == "") | pd.to_numeric(cells, errors="coerce").notna()
+
+    filled = [c for c in raw if (rest[c].str.strip() != "").any()]
+    numeric = [c for c in filled if numbers(rest[c]).all()]
+    if numeric:
+        if not numbers(first[numeric]).all():
+            return True, (
+                f"the first row ({shown}) is read as the column names, since it holds text "
+                "where the rows below hold numbers"
+            )
+        return False, (
+            f"the first row ({shown}) is read as data, not as column names, since it holds "
+            "numbers where the rows below do (the columns are numbered from 0)"
+        )
+    with open(path, newline="") as f:
+        sample = f.read(64 * 1024)
+    try:
+        header = csv.Sniffer().has_header(sample)
+    except csv.Error:
+        header = True
+    guess = "the column names" if header else "data"
+    return header, f"the first row ({shown}) is read as {guess}, a guess (no column holds numbers)"
+
+
+def check_split(
+    config: dict[str, Any], base: str | Path | None = None, *, announce: bool = False
+) -> None:
     """Check the split sizes of a resolved configuration against the rows of its data.
+
+    ``announce``: warn about how a data file is read (see :func:`read_table`).
 
     Raises
     ------
@@ -218,7 +417,7 @@ def check_split(config: dict[str, Any], base: str | Path | None = None) -> None:
     data, split = config["data"], config["split"]
     keys = ("n_public", "n_labeled", "n_test")
     given = {k: split[k] for k in keys if k in split}
-    n = dataset_rows(data, base)
+    n = dataset_rows(data, base, announce=announce)
     what = f"{data['dataset']!r}" if "dataset" in data else str(data["path"])
     if "path" in data and len(given) < 3:
         missing = [f"split.{k}" for k in keys if k not in given]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from cotrain.params import did_you_mean
+
 __all__ = ["LEARNERS", "check_learner", "client_learners", "make_learner"]
 
 #: short name -> (module, class, default parameters); the FedCT paper's learners first
@@ -58,6 +60,11 @@ def make_learner(name: str, params: dict[str, Any] | None = None) -> Any:
     DecisionTreeClassifier(max_depth=3)
     >>> make_learner("sklearn.naive_bayes.GaussianNB")
     GaussianNB()
+    >>> make_learner("xgbost")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown learner 'xgbost'; did you mean 'XGBoost'?: one of DT, RF, ET, XGBoost, \
+RuleFit, MLP, LR, KNN, NB, TorchMLP or a class path
     """
     params = dict(params or {})
     if name in LEARNERS:
@@ -66,13 +73,22 @@ def make_learner(name: str, params: dict[str, Any] | None = None) -> Any:
     elif "." in name:
         module_name, _, cls_name = name.rpartition(".")
     else:
-        raise ValueError(f"unknown learner {name!r}: one of {', '.join(LEARNERS)} or a class path")
+        raise ValueError(
+            f"unknown learner {name!r}{did_you_mean(name, LEARNERS)}: one of "
+            f"{', '.join(LEARNERS)} or a class path"
+        )
     try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError) as err:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
         raise ValueError(
             f"learner {name!r}: cannot import {module_name}.{cls_name}: {err}"
         ) from None
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        public = [n for n in dir(module) if not n.startswith("_")]
+        raise ValueError(
+            f"learner {name!r}: {module_name} has no {cls_name!r}{did_you_mean(cls_name, public)}"
+        )
     try:
         return cls(**params)
     except TypeError as err:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.experiment.errors import ExperimentError, InvalidValue
+from cotrain.params import did_you_mean
 from cotrain.persistence.checkpoint import checkpoint_blocker
 
 __all__ = [
@@ -255,7 +256,7 @@ def _privacy_mechanism(spec: dict[str, Any]) -> Any:
         raise InvalidValue(
             ("method", "privacy", "mechanism"),
             f"method.privacy.mechanism must be one of {', '.join(PRIVACY_MECHANISMS)}, "
-            f"got {kind!r}",
+            f"got {kind!r}{did_you_mean(str(kind), PRIVACY_MECHANISMS)}",
         )
     params = {k: v for k, v in spec.items() if k != "mechanism"}
     try:
@@ -303,8 +304,13 @@ def check_method(method: dict[str, Any], n_clients: int) -> None:
     ... except InvalidValue as err:
     ...     print(err.keys, str(err)[:40])
     ('method', 'consensus') unknown consensus 'majorty'; valid names
+    >>> try:
+    ...     check_method({"name": "fedct", "consensus": "majorty"}, 5)
+    ... except InvalidValue as err:
+    ...     print(str(err).split("; ")[-1])
+    did you mean 'majority'?
     """
-    from consensus import get_consensus
+    from consensus import available_consensus, get_consensus
     from cotrain.params import check_params
 
     name = method["name"]
@@ -313,7 +319,8 @@ def check_method(method: dict[str, Any], n_clients: int) -> None:
         try:
             get_consensus(consensus)
         except (TypeError, ValueError) as err:
-            raise InvalidValue(("method", "consensus"), str(err)) from None
+            hint = did_you_mean(consensus, available_consensus()) if "unknown" in str(err) else ""
+            raise InvalidValue(("method", "consensus"), f"{err}{hint}") from None
         quorum = method.get("quorum")
         if quorum is not None and consensus.strip().lower() not in QUORUM_CONSENSUS:
             raise InvalidValue(

@@ -27,6 +27,7 @@ __all__ = [
     "MIN_ACCURACY_SPAN",
     "accuracy_figure",
     "accuracy_limits",
+    "client_table",
     "markdown_table",
     "report",
     "write_summary",
@@ -35,6 +36,11 @@ __all__ = [
 
 def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wall: float) -> None:
     """``summary.csv``, ``summary.md`` and ``accuracy.png`` of a results folder.
+
+    ``summary.md`` holds the results table (:func:`markdown_table`: the accuracy of the
+    model each method delivers, for FedCT the mean over its clients), then, where the
+    runs recorded them, a per-client table (:func:`client_table`: each client's own
+    model, with its learner).
 
     Parameters
     ----------
@@ -98,8 +104,79 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
         "",
         markdown_table(summary, paper_dataset=config.get("paper_dataset")),
     ]
+    clients = client_table(results)
+    if clients:
+        lines += ["", "## Per client", "", CLIENT_TABLE_NOTE, "", clients]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(folder, summary)
+
+
+#: the text of ``summary.md`` above the per-client table
+CLIENT_TABLE_NOTE = (
+    "Test accuracy of each client's own model after the last round, mean ± std over the "
+    "seeds, with the client's learner; the table above shows their mean (or the one model "
+    "a method delivers). — : no such client in that variant."
+)
+
+
+def client_table(results: list[dict[str, Any]]) -> str:
+    """The per-client table of ``summary.md``: a row per variant, a column per client.
+
+    Parameters
+    ----------
+    results : list of dict
+        The ``result.json`` of every run; those with a ``client_accuracy`` (by client
+        index) count, the others (a method that delivers one model, or results written
+        before it was recorded) are left out.
+
+    Returns
+    -------
+    str
+        The Markdown table; empty when no run recorded its clients.
+
+    Examples
+    --------
+    >>> runs = [{"variant": "FedCT", "client_accuracy": {"0": 0.90, "1": 0.80},
+    ...          "client_learners": ["DT", "NB"]},
+    ...         {"variant": "FedCT", "client_accuracy": {"0": 0.92, "1": 0.82},
+    ...          "client_learners": ["DT", "NB"]},
+    ...         {"variant": "central", "client_accuracy": {}}]
+    >>> print(client_table(runs))
+    | variant | client 0 | client 1 |
+    | --- | --- | --- |
+    | FedCT | 0.910 ± 0.010 (DT) | 0.810 ± 0.010 (NB) |
+    """
+    per_variant: dict[str, dict[int, list[float]]] = {}
+    learners: dict[str, list[str]] = {}
+    for result in results:
+        accuracy = result.get("client_accuracy") or {}
+        if not accuracy:
+            continue
+        cells = per_variant.setdefault(str(result["variant"]), {})
+        for client, value in accuracy.items():
+            if value is not None:
+                cells.setdefault(int(client), []).append(float(value))
+        learners.setdefault(str(result["variant"]), list(result.get("client_learners") or []))
+    if not per_variant:
+        return ""
+    width = 1 + max(max(cells) for cells in per_variant.values() if cells)
+    lines = [
+        "| variant | " + " | ".join(f"client {i}" for i in range(width)) + " |",
+        "|" + " --- |" * (width + 1),
+    ]
+    for variant, cells in per_variant.items():
+        names = learners[variant]
+        row = [variant.replace("|", "\\|")]
+        for i in range(width):
+            values = cells.get(i)
+            if not values:
+                row.append("—")
+                continue
+            text = f"{np.mean(values):.3f}"
+            text += f" ± {np.std(values):.3f}" if len(values) > 1 else ""
+            row.append(text + (f" ({names[i]})" if i < len(names) else ""))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 #: the summary column of each ε unit (see ``RoundRecord.epsilon_unit``)

@@ -19,10 +19,19 @@ from cotrain.experiment.data import client_parts, load_data
 from cotrain.experiment.errors import ExperimentError, RunFailed
 from cotrain.experiment.learners import client_learners
 from cotrain.experiment.methods import METHODS, MethodInput, noise_replayable
+from cotrain.experiment.paths import check_output_folder
 from cotrain.experiment.report import EPSILON_COLUMNS, write_summary
+from cotrain.params import did_you_mean
 from cotrain.persistence.checkpoint import fingerprint
 
-__all__ = ["run_experiment", "run_fingerprint", "run_one", "select_runs", "tidy_checkpoint"]
+__all__ = [
+    "client_names",
+    "run_experiment",
+    "run_fingerprint",
+    "run_one",
+    "select_runs",
+    "tidy_checkpoint",
+]
 
 
 def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[str, Any]:
@@ -44,8 +53,10 @@ def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[st
     -------
     dict
         What ``result.json`` holds: accuracy, consensus accuracy, rounds, wall time,
-        ε (where the method is private), the audit's ``vul`` (where asked) and the
-        run's :func:`run_fingerprint`.
+        each client's accuracy after the last round (``client_accuracy``, by client
+        index, with its learner in ``client_learners``; empty for a method that delivers
+        one model), ε (where the method is private), the audit's ``vul`` (where asked) and
+        the run's :func:`run_fingerprint`.
 
     Examples
     --------
@@ -90,6 +101,9 @@ def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[st
         "consensus_accuracy": _num(last.consensus_accuracy),
         "rounds": len(model.history_),
         "wall_s": wall,
+        # each client's own model after the last round: the per-client table of summary.md
+        "client_accuracy": {str(c): _num(a) for c, a in sorted(last.client_accuracy.items())},
+        "client_learners": client_names(config),
         # ε of different units never share a column: "epsilon" is record-level only
         **{
             column: _num(last.epsilon) if last.epsilon_unit == unit else math.nan
@@ -108,7 +122,7 @@ def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[st
         members = list(zip(X, y, strict=True))
         noise = entry.audit_noise(model, seed) if entry.audit_noise is not None else {}
         result["vul"] = float(audit_clients(model, members, eval_set, **noise).mean_auc)
-    model.history_.to_frame().to_csv(folder / "history.csv")
+    model.history_.to_frame().to_csv(folder / "history.csv", index=False)  # "round" leads
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     tidy_checkpoint(folder, keep=keep_checkpoint)
     return result
@@ -219,6 +233,10 @@ def run_experiment(
     config, every = load_experiment(path)
     runs = select_runs(every, variants, seeds)
     folder = Path(out) if out is not None else Path("results") / config["name"]
+    try:
+        check_output_folder(folder, "results folder" if out is None else "out")
+    except ValueError as err:
+        raise ExperimentError(str(err)) from None
     if (folder / "runs").exists() and not resume:
         raise ExperimentError(
             f"{folder} already holds runs: pass resume=True (--resume) to continue them, or "
@@ -285,8 +303,10 @@ def select_runs(
         unknown = [v for v in variants if v not in labels]
         if unknown:
             names = ", ".join(repr(v) for v in dict.fromkeys(r.group for r in runs))
+            hint = did_you_mean(unknown[0], labels) if len(unknown) == 1 else ""
             raise ExperimentError(
-                f"unknown variant {', '.join(map(repr, unknown))}; the file's variants: {names}"
+                f"unknown variant {', '.join(map(repr, unknown))}{hint}; the file's variants: "
+                f"{names}"
             )
         chosen = [r for r in chosen if r.group in variants or r.variant in variants]
     if seeds:
@@ -299,6 +319,25 @@ def select_runs(
             )
         chosen = [r for r in chosen if r.seed in seeds]
     return chosen
+
+
+def client_names(config: dict[str, Any]) -> list[str]:
+    """Each client's learner, as the ``[[clients]]`` blocks name it (a class path by its
+    class name), in client order.
+
+    Examples
+    --------
+    >>> client_names({"clients": [{"learner": "DT", "count": 2},
+    ...                           {"learner": "sklearn.naive_bayes.GaussianNB"}],
+    ...               "split": {"n_clients": 3}})
+    ['DT', 'DT', 'GaussianNB']
+    >>> client_names({"clients": [{"learner": "RF"}], "split": {"n_clients": 2}})
+    ['RF', 'RF']
+    """
+    clients = config["clients"]
+    if len(clients) == 1 and "count" not in clients[0]:
+        clients = [{**clients[0], "count": config["split"]["n_clients"]}]
+    return [str(c["learner"]).rpartition(".")[2] for c in clients for _ in range(c.get("count", 1))]
 
 
 def _finished(run: Run, folder: Path) -> dict[str, Any] | None:
