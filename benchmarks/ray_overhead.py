@@ -32,8 +32,8 @@ once per fit, outside the rounds; they are shown in their own column.
 For comparison, the old shipping path: a runtime with only ``map`` (no ``host``), which
 the trainer serves through :func:`cotrain.runtime.pools.host_objects` by keeping the clients
 here and shipping each client to a worker and back with every call, every round (what
-the README's earlier figures measured). Its wall is the ``runtime.map`` of each round
-and its client work is timed inside the worker around the same ``run_round``.
+the earlier figures in docs/guide/runtimes.md measured). Its wall is the ``runtime.map`` of
+each round and its client work is timed inside the worker around the same ``run_round``.
 ``--actors`` adds the Ray rows of that old path (tasks, and ``actor_pool_size=2``);
 the resident Ray row already uses 2 actors (one per CPU).
 

@@ -248,8 +248,8 @@ class DualDistillation(Consensus):
         """Give the rule the public pool U its server model learns on and labels.
 
         The federation calls this once before round 1 (see
-        :func:`cotrain.federation.bind_public`); the rows must be those the clients label,
-        in the same order.
+        :func:`cotrain.federation.privacy_setup.bind_public`); the rows must be those the
+        clients label, in the same order.
 
         Parameters
         ----------

@@ -7,37 +7,37 @@ clients on the cosine similarity of their weight updates. Co-training exchanges 
 on the public pool U instead of parameters, so here the same algorithm runs in label
 space:
 
-=========================================  =============================================
-thesis (parameter space)                   here (label space)
-=========================================  =============================================
-cosine similarity ``α_ij`` of updates       similarity ``s_ij`` of the clients' labels on U:
-                                           share of equal hard labels ("agreement"),
-                                           ``1 - total variation`` ("tv") or the cosine of
-                                           the flattened probability matrices ("cosine");
-                                           for hard labels all three are the share of
-                                           equal labels
-optimal bi-partition (6.21), Alg. 9        :func:`bipartition`: cut the weakest edge of the
-                                           maximum spanning tree of ``s`` (single linkage:
-                                           the cut minimises the largest cross similarity)
-``α_cross^max < α_cross^thresh`` (Alg. 12)  ``s_cross < max_cross`` (default 0.5: agreement
-                                           ½ is cosine 0 under ``α = 2s - 1``; the
-                                           thesis's γ_max rule (6.34) is
-                                           ``max_cross = 1 - γ_max²``)
-separation gap ``g(α) > 0`` (Cor. 2)        estimated gap ``intra - s_cross > min_gap``,
-                                           intra: least similarity of a client to its
-                                           closest partner on its side
-                                           (:func:`separation_gap`); margin 0.1
-                                           against sampling noise
-``‖mean update‖ < ε1`` (6.28): FL is        ``drift <= stationary``: the share of U on which
-stationary                                 the cluster's plain majority of this round's
-                                           labels differs from the consensus it was sent
-                                           (so no split in round 1, before any consensus)
-``max_i ‖Δθ_i‖ > ε2`` (6.29)                implied: ``s_cross < max_cross`` means some
-                                           client disagrees with its cluster's consensus
-gradients at the stationary point           labels on the *probe*: a share ``probe`` of U
-                                           (evenly spaced positions) on which every
-                                           consensus abstains, so no client trains on it
-=========================================  =============================================
+============================================  =============================================
+thesis (parameter space)                      here (label space)
+============================================  =============================================
+cosine similarity ``α_ij`` of updates         similarity ``s_ij`` of the clients' labels on U:
+                                              share of equal hard labels ("agreement"),
+                                              ``1 - total variation`` ("tv") or the cosine of
+                                              the flattened probability matrices ("cosine");
+                                              for hard labels all three are the share of
+                                              equal labels
+optimal bi-partition (6.21), Alg. 9           :func:`bipartition`: cut the weakest edge of the
+                                              maximum spanning tree of ``s`` (single linkage:
+                                              the cut minimises the largest cross similarity)
+``α_cross^max < α_cross^thresh`` (Alg. 12)    ``s_cross < max_cross`` (default 0.5: agreement
+                                              ½ is cosine 0 under ``α = 2s - 1``; the
+                                              thesis's γ_max rule (6.34) is
+                                              ``max_cross = 1 - γ_max²``)
+separation gap ``g(α) > 0`` (Cor. 2)          estimated gap ``intra - s_cross > min_gap``,
+                                              intra: least similarity of a client to its
+                                              closest partner on its side
+                                              (:func:`separation_gap`); margin 0.1
+                                              against sampling noise
+``‖mean update‖ < ε1`` (6.28): FL is          ``drift <= stationary``: the share of U on which
+stationary                                    the cluster's plain majority of this round's
+                                              labels differs from the consensus it was sent
+                                              (so no split in round 1, before any consensus)
+``max_i ‖Δθ_i‖ > ε2`` (6.29)                  implied: ``s_cross < max_cross`` means some
+                                              client disagrees with its cluster's consensus
+gradients at the stationary point             labels on the *probe*: a share ``probe`` of U
+                                              (evenly spaced positions) on which every
+                                              consensus abstains, so no client trains on it
+============================================  =============================================
 
 Why a probe: a client that fits its private data plus the pseudo-labelled pool labels
 the pool as the consensus it was sent (trees and nets interpolate their training set),

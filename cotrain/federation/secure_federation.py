@@ -138,7 +138,8 @@ class SecureRound:
         started: float,
     ) -> RoundRecord:
         """Round ``t``: queries, the first sum, the confident positions and their answer
-        sum, the consensus (:meth:`CoTrainingServer.publish_round`) and its record."""
+        sum, the consensus (:meth:`~cotrain.federation.server.CoTrainingServer.publish_round`)
+        and its record."""
         plan = self.plan
         spent = self.ledger.spent  # then the sites train on the last consensus only
         queries = np.zeros(0, dtype=np.intp) if spent else self.sums.queries(plan.n_queries)

@@ -26,7 +26,8 @@ Round ``t``, message by message
 3. **answer sum** (only with a threshold, and only if a query is confident) — SecAgg+ over
    the sites in the first sum, query ``<run token>/<t>/answer``, shape
    ``(n_answered, C)``, the selected positions in its config; each site answers
-   with those rows of its kept answer share (:meth:`SecureClient.answer_round`).
+   with those rows of its kept answer share
+   (:meth:`~cotrain.federation.secure_client.SecureClient.answer_round`).
 
 A round after the plan's last release sends only step 1 with no queries: the sites train
 on the last consensus and release nothing. A site that fails, refuses or stays silent is

@@ -24,10 +24,11 @@ gets an error reply (and, if its length cannot be trusted, the connection is clo
 the worker keeps serving. An exception in the site's round comes back as an error
 reply, which the relay raises again.
 
-The worker keeps no round state in memory: :func:`site_train` keeps the site's model and
-last upload on disk (:class:`cotrain.flower.site_state.SiteState`), so restarting the
-worker or the SuperNode loses nothing. SIGTERM (or SIGINT) stops it after the request in
-progress and removes the socket.
+The worker keeps no round state in memory: :func:`~cotrain.flower.client_app.site_train`
+keeps the site's model and last upload on disk
+(:class:`cotrain.flower.site_state.SiteState`), so restarting the worker or the SuperNode
+loses nothing. SIGTERM (or SIGINT) stops it after the request in progress and removes the
+socket.
 
 Only the standard library is imported at module level; the client side
 (:func:`call_worker`) is what the relay uses.

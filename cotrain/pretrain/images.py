@@ -76,7 +76,7 @@ def pretrain_images(
     The heads are dropped; the body initialises clients
     (``TorchClassifier(module=ext.module_factory())`` has the architecture of
     ``TorchClassifier(SmallCNN, module_params={"width": width})``) or gives features to
-    other learners (:meth:`PretrainedExtractor.transformer`).
+    other learners (:meth:`PretrainedExtractor.transform`).
 
     Parameters
     ----------

@@ -39,7 +39,7 @@ def pretrain_tabular(
     pair together against the rest of the batch. The body initialises
     ``TorchClassifier(module=ext.module_factory())``, with the architecture of
     ``TorchClassifier(MLP, module_params={"hidden": hidden})``, or feeds other learners
-    (:meth:`PretrainedExtractor.transformer`).
+    (:meth:`PretrainedExtractor.transform`).
 
     Parameters
     ----------

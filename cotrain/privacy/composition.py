@@ -11,7 +11,7 @@ What the state is, and how ε is found (``accountant="auto"``):
 * **randomized response** (``RandomizedResponseDpEvent(q, K)``, the leaves of
   ``RandomizedResponse`` and ``XORMechanism`` events): the exact law of the summed privacy
   loss, on the lattice ``ε₀·ℤ`` of each distinct per-label ε₀; composing ``count`` more
-  labels convolves it with their exact law (:mod:`cotrain.privacy._privacy_loss`). Leaves
+  labels convolves it with their exact law (``cotrain.privacy._privacy_loss``). Leaves
   with different ε₀ are combined by the outer sum of their supports, dropping probabilities
   below δ·1e-20 (they move δ(ε) by less than 1e-13 of δ); beyond 2·10⁶ points, by the PLD
   route below;

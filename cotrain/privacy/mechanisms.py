@@ -55,28 +55,28 @@ A mechanism is an object the client calls at each step of its round; nothing in 
 or the server switches on what kind of mechanism it is. :class:`LabelMechanism` declares
 every hook with a default, so a subclass overrides only what it changes:
 
-============================================  ==============================================
-``check_federation(consensus, estimators)``   once, before any training (trainer and
-                                              ServerApp): refuse a federation it cannot
-                                              protect (default: accept)
-``prepare(estimator)``                        once, when a client is built: the estimator
-                                              the client trains (default: unchanged)
-``before_fit(model, seed)``                   each round, before the client fits (default:
-                                              nothing); ``seed`` is None unless
-                                              ``reproducible_noise``
-``release_round(step, rng)``                  each round, after the fit: the
-                                              :class:`Release` (labels and, when the client
-                                              must report it, the round's privacy event)
-                                              made from the :class:`ClientRound` ``step``;
-                                              default: ``randomize(step.labels, C, rng)``
-``dp_event(n_classes, n_labels)``             on the server: one round's privacy event
-                                              (under ``neighbors``), which the ledger
-                                              composes
-``relation_event(n_classes, n_labels,         on the server: one round's event under
-relation)``                                   ``relation``; None when the mechanism states
-                                              no bound for it (default: ``dp_event`` for
-                                              ``neighbors``, None otherwise)
-============================================  ==============================================
+====================================================  ==============================================
+``check_federation(consensus, estimators)``           once, before any training (trainer and
+                                                      ServerApp): refuse a federation it cannot
+                                                      protect (default: accept)
+``prepare(estimator)``                                once, when a client is built: the estimator
+                                                      the client trains (default: unchanged)
+``before_fit(model, seed)``                           each round, before the client fits (default:
+                                                      nothing); ``seed`` is None unless
+                                                      ``reproducible_noise``
+``release_round(step, rng)``                          each round, after the fit: the
+                                                      :class:`Release` (labels and, when the client
+                                                      must report it, the round's privacy event)
+                                                      made from the :class:`ClientRound` ``step``;
+                                                      default: ``randomize(step.labels, C, rng)``
+``dp_event(n_classes, n_labels)``                     on the server: one round's privacy event
+                                                      (under ``neighbors``), which the ledger
+                                                      composes
+``relation_event(n_classes, n_labels, relation)``     on the server: one round's event under
+                                                      ``relation``; None when the mechanism states
+                                                      no bound for it (default: ``dp_event`` for
+                                                      ``neighbors``, None otherwise)
+====================================================  ==============================================
 
 and four class attributes: ``neighbors`` (the relation of ``dp_event``, default
 ``"add_or_remove"``), ``shares`` (the ``share`` settings whose labels it can release),
