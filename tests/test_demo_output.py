@@ -118,6 +118,7 @@ def test_legend_explains_every_column_and_a_higher_local_vote(fake_seeds, capsys
 def test_no_note_when_fedct_vote_is_not_below(monkeypatch, capsys):
     better = {**ROW, "fedct_consensus": 0.940}
     monkeypatch.setattr(demo, "run_seed", lambda *a, **k: (better, None))
+    monkeypatch.setattr(demo, "check_extras", lambda federation: None)  # core-only installs
     demo.run_demo(seeds=1, rounds=10, verbose=0)
     assert "is above FedCT's" not in capsys.readouterr().out
 
@@ -125,6 +126,7 @@ def test_no_note_when_fedct_vote_is_not_below(monkeypatch, capsys):
 def test_note_says_so_when_the_sites_did_not_gain_either(monkeypatch, capsys):
     worse = {**ROW, "fedct_mean_client": 0.880}  # below local-only's 0.893
     monkeypatch.setattr(demo, "run_seed", lambda *a, **k: (worse, None))
+    monkeypatch.setattr(demo, "check_extras", lambda federation: None)  # core-only installs
     demo.run_demo(seeds=1, rounds=10, verbose=0)
     note = " ".join(capsys.readouterr().out.split("Here ")[1].split())
     assert "did not raise the sites' own models either" in note
