@@ -12,12 +12,11 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.dummy import DummyClassifier
 from sklearn.exceptions import DataConversionWarning
-from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from ._alignment import align_proba, check_classes, label_indices
 from ._soft_targets import check_soft_targets, expand_soft_targets, n_rows
-from .sklearn_checks import WARM_START_REFIT, expected_failed_checks
+from .sklearn_checks import WARM_START_REFIT, expected_failed_checks, input_tags_of
 
 __all__ = ["ClassAlignedClassifier", "continues_training"]
 
@@ -328,14 +327,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         """The inner estimator's input tags (what ``X`` may be: sparse, NaN, text, ...)."""
-        tags = super().__sklearn_tags__()
-        try:
-            inner = get_tags(self.estimator)
-        except (AttributeError, TypeError):  # not a scikit-learn estimator: the defaults
-            return tags
-        tags.input_tags = copy.deepcopy(inner.input_tags)
-        tags.non_deterministic = inner.non_deterministic
-        return tags
+        return input_tags_of(super().__sklearn_tags__(), self.estimator)
 
     def _expected_failed_checks(self) -> dict[str, str]:
         """The scikit-learn checks the wrapper fails: those its inner estimator fails, and a

@@ -14,7 +14,6 @@ site's own rows (see :class:`cotrain.federation.cross_fit.CrossFitTrust`):
 
 from __future__ import annotations
 
-import copy
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -22,11 +21,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from ._aligned import ClassAlignedClassifier
-from .sklearn_checks import WARM_START_REFIT, expected_failed_checks
+from .sklearn_checks import WARM_START_REFIT, expected_failed_checks, input_tags_of
 
 __all__ = ["BlendedClassifier", "blend_proba"]
 
@@ -193,14 +191,7 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         """The local model's input tags (what ``X`` may be: sparse, NaN, text, ...)."""
-        tags = super().__sklearn_tags__()
-        try:
-            local = get_tags(self.local)
-        except (AttributeError, TypeError):  # not a scikit-learn estimator: the defaults
-            return tags
-        tags.input_tags = copy.deepcopy(local.input_tags)
-        tags.non_deterministic = local.non_deterministic
-        return tags
+        return input_tags_of(super().__sklearn_tags__(), self.local)
 
     def _expected_failed_checks(self) -> dict[str, str]:
         """The scikit-learn checks a blend fails, and why (see

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["WARM_START_REFIT", "expected_failed_checks"]
+__all__ = ["WARM_START_REFIT", "expected_failed_checks", "input_tags_of"]
 
 #: the reason of ``check_supervised_y_2d`` for a learner that continues training across fits:
 #: the check fits one instance twice (1-D, then column-vector ``y``) and compares predictions
@@ -62,3 +62,30 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
     """
     declare = getattr(estimator, "_expected_failed_checks", None)
     return dict(declare()) if callable(declare) else {}
+
+
+def input_tags_of(tags: Any, inner: Any) -> Any:
+    """``tags`` (a wrapper's own) with the input tags and determinism of the estimator it
+    wraps: what ``X`` may be (sparse, NaN, text, ...) is the inner model's to say. An inner
+    object that is not a scikit-learn estimator leaves the defaults.
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import HistGradientBoostingClassifier
+    >>> from sklearn.utils import get_tags
+    >>> from learners import ClassAlignedClassifier
+    >>> tags = get_tags(ClassAlignedClassifier(HistGradientBoostingClassifier()))
+    >>> tags.input_tags.allow_nan
+    True
+    """
+    import copy
+
+    from sklearn.utils import get_tags
+
+    try:
+        own = get_tags(inner)
+    except (AttributeError, TypeError):  # not a scikit-learn estimator: the defaults
+        return tags
+    tags.input_tags = copy.deepcopy(own.input_tags)
+    tags.non_deterministic = own.non_deterministic
+    return tags
