@@ -260,13 +260,16 @@ def test_the_run_stops_after_training_on_the_last_release():
 
 def test_many_noisy_sites_beat_their_local_models_at_epsilon_four():
     """A seeded floor with a margin: 20 sites of 60 rows (a quarter of the labels flipped),
-    3 teachers each, ε = 4 for the run (measured: 0.704 alone, 0.749 co-trained)."""
+    3 teachers each, ε = 4 for the run. The noise is seeded (reproducible_noise): drawn
+    from the OS's entropy the gain varied from run to run and missed the floor once."""
     X, y, U, _, test = blobs(n_sites=20, rows=60, n_public=100, seed=3)
     rng = np.random.default_rng(0)
     y = [np.where(rng.random(len(v)) < 0.25, 1 - v, v) for v in y]  # label noise
     est = [DecisionTreeClassifier(random_state=i) for i in range(20)]
-    model = trainer(SecureTeacherVotes(n_teachers=3, epsilon=4.0), est, n_sites=20)
-    model.fit(X, y, X_public=U, eval_set=test)
+    votes = SecureTeacherVotes(n_teachers=3, epsilon=4.0)
+    model = trainer(votes, est, n_sites=20, reproducible_noise=True)
+    with pytest.warns(UserWarning, match="reproducible_noise"):
+        model.fit(X, y, X_public=U, eval_set=test)
     local, cotrained = model.history_[0].mean_accuracy, model.history_[1].mean_accuracy
     assert model.privacy_report()["max_epsilon"] <= 4.0
     assert cotrained >= local + 0.025
