@@ -47,6 +47,10 @@ class Consensus(ParamsMixin, ABC):
     uses_quality : bool
         True when `weights_for` takes ``quality=``: the server then passes each client's own
         quality (e.g. its out-of-fold accuracy, ``(m,)`` float, NaN where not sent).
+    predicts_with_quality : bool
+        True when the quality weights are per client (not per public example): a
+        federation's prediction rule then weighs each model's prediction on new data by its
+        client's released quality, as the consensus weighs its votes on the pool.
 
     Examples
     --------
@@ -64,6 +68,7 @@ class Consensus(ParamsMixin, ABC):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
     uses_quality: ClassVar[bool] = False
+    predicts_with_quality: ClassVar[bool] = False
     delta: float | None = None
     budget: float | None = None
 

@@ -129,6 +129,8 @@ class ReliabilityVote(Consensus):
     Attributes
     ----------
     uses_quality : True
+    predicts_with_quality : True
+        A federation's prediction rule weighs each model by its client's reliability too.
     weights_need_n_classes : True
         The server passes ``n_classes=`` to `weights_for`.
 
@@ -146,6 +148,7 @@ class ReliabilityVote(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
     uses_quality: ClassVar[bool] = True
+    predicts_with_quality: ClassVar[bool] = True
     weights_need_n_classes: ClassVar[bool] = True
 
     def weights_for(

@@ -30,13 +30,14 @@ from cotrain._validation import (
     require_public_classes,
 )
 from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
+from cotrain.federation.bookkeeping import aggregate
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.secure_federation import client_class, make_federation
 from cotrain.federation.seeding import client_seed, seeded_clone
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import auto_consensus, build_server
-from cotrain.federation.simulation import SimulatedFederation, aggregate
+from cotrain.federation.simulation import SimulatedFederation
 from cotrain.history import RoundRecord, summarize_warnings
 from cotrain.params import check_classifier
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, open_checkpointer

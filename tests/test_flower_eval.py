@@ -12,7 +12,9 @@ pytest.importorskip("flwr")
 
 from flwr.supercore.task_identity import TaskIdentity
 
+from consensus import MajorityVote
 from cotrain import FederatedCoTrainer
+from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.flower import protocol
 from cotrain.flower.client_app import site_query, site_train
 from cotrain.flower.evaluation import SharedEvaluation, codes_from_bytes, eval_fingerprint
@@ -81,7 +83,7 @@ def test_sites_with_other_evaluation_data_or_opting_out_are_left_out(cancer, tmp
     run = FlowerCoTraining(tmp_path / "public.npy", rounds=1, random_state=0)
     flower = run.run(InMemoryGrid(paths))
     assert flower._eval.sites == [0, 2]
-    assert sorted(flower._eval.latest) == [0, 2]
+    assert sorted(flower._books.predictions) == [0, 2]
     assert len(flower.history_[0].client_accuracy) == 3  # every site still scores itself
     # site 0 opts out (a fresh folder: ClientApps cache the sites they load)
     paths = write_sites(tmp_path / "optout", X, y, U, mixed(), eval_set=(Xt, yt))
@@ -89,7 +91,7 @@ def test_sites_with_other_evaluation_data_or_opting_out_are_left_out(cancer, tmp
     assert "eval-hash" not in site_query(load_site(paths[0]))["config"]["site"]
     flower = FlowerCoTraining(tmp_path / "public.npy", rounds=1, random_state=0)
     flower.run(InMemoryGrid(paths))
-    assert flower._eval.sites == [1, 2] and sorted(flower._eval.latest) == [1, 2]
+    assert flower._eval.sites == [1, 2] and sorted(flower._books.predictions) == [1, 2]
     assert flower.history_[0].consensus_accuracy is not None
 
 
@@ -148,17 +150,17 @@ def test_a_private_site_reply_holds_no_eval_arrays(cancer, tmp_path):
     assert proba.shape == (len(test[1]), 2)
 
 
-def test_shared_evaluation_ignores_broken_replies_and_restores():
+def test_shared_evaluation_ignores_broken_replies_and_the_books_restore():
     sites = [{"eval-hash": eval_fingerprint(np.zeros((2, 1)), np.array(["a", "c"])),
               "eval-labels": ["a", "c"]}]  # fmt: skip
     shared = SharedEvaluation(sites, np.array(["a", "b"]))
     assert shared.y_codes.tolist() == [0, -2]  # "c" is no class of the run
-    shared.update(0, object())
-    assert shared.latest == {} and shared.fields(None) == {}
-    shared.load_state_dict({"0": [np.array([0, 0]), None]})
-    from consensus import MajorityVote
-
-    assert shared.fields(MajorityVote()) == {"consensus_accuracy": 0.5}
+    assert shared.read(0, object()) is None  # a broken reply: nothing read
+    books = RoundBookkeeping(n_classes=2)
+    assert books.consensus_fields(MajorityVote(), shared.y_codes) == {}
+    books.load_state_dict(RoundBookkeeping(2).state_dict() | {"predictions": {"0": [[0, 0], None]}})
+    # the restored predictions score against the labels, the unknown "c" never matches
+    assert books.consensus_fields(MajorityVote(), shared.y_codes) == {"consensus_accuracy": 0.5}
     with pytest.raises(ValueError, match="eval codes"):
         codes_from_bytes(b"\x00\x05", 2, 2)
 
@@ -187,3 +189,13 @@ def test_a_resumed_run_keeps_the_sites_evaluation_predictions(cancer, tmp_path):
     assert [r.consensus_accuracy for r in resumed.history_] == [
         r.consensus_accuracy for r in whole.history_
     ]
+
+
+def test_consensus_accuracy_equals_in_process_reliability_vote(cancer, tmp_path):
+    """The reliability vote weights each site's prediction by the quality it released: the
+    deployed server must weigh them as the in-process one does (it used a plain vote)."""
+    flower, local, _ = _both(cancer, tmp_path, rounds=3, random_state=4, consensus="reliability")
+    assert any(r.quality for r in local.history_)  # the sites released their quality
+    for a, b in zip(flower.history_, local.history_, strict=True):
+        assert a.quality == b.quality
+        assert a.consensus_accuracy == pytest.approx(b.consensus_accuracy, abs=1e-12)

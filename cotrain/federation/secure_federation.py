@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -230,6 +229,8 @@ class SecureSumFederation(SimulatedFederation):
         self.secure_ledger = self.round.ledger
         #: client id -> the consensus version its last reply says it holds
         self.acknowledged = self.round.acknowledged
+        #: this round's predictions on the evaluation data, by site
+        self._predictions: dict[int, tuple[Any, Any]] = {}
 
     @property
     def ledger(self) -> SecureVotesLedger:
@@ -250,8 +251,10 @@ class SecureSumFederation(SimulatedFederation):
             ask = {i: (t, answered) for i in sites}
             return self._collect("answer_round", ask, answered.size, timeout)
 
+        self._predictions = {}
         record = self.round.run(t, sampled, links, first, answer, started=start)
-        return replace(record, **self.evaluate())
+        # the sites release no quality or trust: only the simulation's own scoring is added
+        return self.finish(record, [], self._predictions, self._predictions)
 
     def _collect(
         self, method: str, args: Mapping[int, tuple], n_rows: int, timeout: float | None
@@ -268,7 +271,7 @@ class SecureSumFederation(SimulatedFederation):
             if method == "vote_round":
                 self.acknowledged[i] = result.broadcast_version
                 if result.eval_codes is not None:
-                    self.last_eval[i] = (result.eval_codes, result.eval_proba)
+                    self._predictions[i] = (result.eval_codes, result.eval_proba)
                 for (category, message), n in result.warnings.items():
                     self.local_warnings[(i, category, message)] += n
             try:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from consensus import ReliabilityVote, majority_vote
 from cotrain._validation import FitData
+from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.client import Client
 from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.seeding import noise_seed_for
@@ -27,38 +27,7 @@ from cotrain.history import History, RoundRecord
 from cotrain.privacy.site_ledger import quote_site_epsilon
 from cotrain.runtime.runtimes import Straggler
 
-__all__ = ["SimulatedFederation", "aggregate"]
-
-
-def aggregate(
-    consensus: Any,
-    codes: np.ndarray,
-    probas: np.ndarray | None,
-    n_classes: int,
-    quality: np.ndarray | None = None,
-):
-    """The prediction rule of a federation: a soft consensus applies to probabilities; a
-    :class:`~consensus.ReliabilityVote` weights each model's vote by its client's
-    reliability (``quality``, ``(m,)`` with NaN where unknown); any other hard rule
-    (majority, qualified majority, certainty) is a plain majority vote that never abstains.
-
-    Examples
-    --------
-    >>> from consensus import MajorityVote, ReliabilityVote
-    >>> votes = np.array([[0, 1], [1, 1], [1, 0]])
-    >>> aggregate(MajorityVote(), votes, None, 2).tolist()
-    [1, 1]
-    >>> aggregate(ReliabilityVote(), votes, None, 2, quality=np.array([0.99, 0.6, 0.6])).tolist()
-    [0, 1]
-    """
-    if consensus.output == "soft" and probas is not None:
-        return np.argmax(consensus(probas, n_classes=n_classes), axis=1)
-    if isinstance(consensus, ReliabilityVote) and quality is not None:
-        weights = consensus.weights_for(
-            np.arange(len(codes)), codes.shape[1], quality=quality, n_classes=n_classes
-        )
-        return consensus(codes, n_classes=n_classes, weights=weights)
-    return majority_vote(codes, n_classes)
+__all__ = ["SimulatedFederation"]
 
 
 class SimulatedFederation:
@@ -92,12 +61,8 @@ class SimulatedFederation:
         self.noise_seed = run.noise_seed if reproducible_noise else None
         #: learner warnings of private clients, which never reach the server
         self.local_warnings: Counter = Counter()
-        #: client id -> its latest (codes, probabilities) on the evaluation data
-        self.last_eval: dict[int, tuple[Any, Any]] = {}
-        #: each client's last released quality (its reliability for the prediction rule)
-        self.last_quality: dict[int, float | None] = {}
-        #: client id -> the ε its own ledger reported with its latest upload (private clients)
-        self.site_epsilon: dict[int, float] = {}
+        #: each client's latest predictions, accuracy, released quality and site ε
+        self.books = RoundBookkeeping(len(data.classes))
         self.pool: Any = None
 
     @property
@@ -130,29 +95,43 @@ class SimulatedFederation:
         out = self.pool.call("run_round", args, timeout=timeout)
         results = [r for r in out.values() if not isinstance(r, Straggler)]
         timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
+        self.books.received(r.upload() for r in results)  # counts even if the vote fails
         record, answered = server.finish_round(
             t, sampled, [r.upload() for r in results], timed_out, started=start,
             bytes_down=sum(link.nbytes for link in links.values()),
         )  # fmt: skip
-        for r in results:
-            if r.client_id in answered:
-                self.last_eval[r.client_id] = (r.eval_codes, r.eval_proba)
-            if r.upload().site_epsilon is not None:  # as a site's reply carries it
-                self.site_epsilon[r.client_id] = float(r.upload().site_epsilon)
         # what private clients keep off their uploads, the experimenter still sees
         private = [r for r in results if r.private]
         for r in private:
             for (category, message), n in r.warnings.items():
                 self.local_warnings[(r.client_id, category, message)] += n
         local_time = sum(r.learner_time_s for r in private)
-        released = {r.client_id: r.upload().trust for r in results}  # as a site reports it
-        trust = {i: w for i, w in released.items() if w is not None}
-        quality = {r.client_id: r.upload().quality for r in results}
-        self.last_quality.update({i: q for i, q in quality.items() if i in answered})
-        return replace(
-            record, learner_time_s=record.learner_time_s + local_time, trust=trust,
-            quality={i: q for i, q in quality.items() if q is not None}, **self.evaluate(),
+        record = replace(record, learner_time_s=record.learner_time_s + local_time)
+        scored = [r for r in results if r.eval_codes is not None]  # the simulation's own
+        predictions = {r.client_id: (r.eval_codes, r.eval_proba) for r in scored}
+        return self.finish(record, [r.upload() for r in results], answered, predictions)
+
+    def finish(
+        self,
+        record: RoundRecord,
+        uploads: list[Any],
+        answered: Any,
+        predictions: dict[int, tuple[Any, Any]],
+    ) -> RoundRecord:
+        """The record with what the clients released and the round's accuracies
+        (:class:`~cotrain.federation.bookkeeping.RoundBookkeeping`), and the pool's
+        pseudo-label accuracy where its labels are known (a simulation only)."""
+        data = self.data
+        record = self.books.finish(
+            record, uploads, answered, self.server.consensus,
+            predictions=predictions, y_eval_codes=data.y_eval_codes,
         )  # fmt: skip
+        hard = self.server.hard_consensus
+        covered = None if hard is None else np.asarray(hard >= 0)
+        if data.y_public_codes is not None and covered is not None and covered.any():
+            accuracy = float(np.mean(hard[covered] == data.y_public_codes[covered]))
+            record = replace(record, pseudo_label_accuracy=accuracy)
+        return record
 
     def privacy_report(self) -> dict[str, Any] | None:
         """The server ledger's report, each private client's own ledger ε quoted beside
@@ -164,46 +143,13 @@ class SimulatedFederation:
         mechanism = self.clients[0].privacy if self.clients else None
         if mechanism is None:  # only a noisy consensus: no client keeps a ledger
             return report
-        return quote_site_epsilon(report, self.site_epsilon, mechanism)
+        return quote_site_epsilon(report, self.books.site_epsilon, mechanism)
 
     @property
     def learner_warnings(self) -> Counter:
         """``(client, category, message) -> count`` of every learner warning so far: those
         the server received and those private clients kept to themselves."""
         return self.server.warnings + self.local_warnings
-
-    def evaluate(self) -> dict[str, Any]:
-        """Accuracies for the round record (only from evaluation-only data)."""
-        data = self.data
-        out: dict[str, Any] = {}
-        hard = self.server.hard_consensus
-        if hard is None:  # pragma: no cover - evaluated after a round's consensus
-            raise RuntimeError("evaluate needs a finished round")
-        covered = np.asarray(hard >= 0)
-        if data.y_public_codes is not None and covered.any():
-            out["pseudo_label_accuracy"] = float(
-                np.mean(hard[covered] == data.y_public_codes[covered])
-            )
-        if data.X_eval is None:
-            return out
-        ids = sorted(self.last_eval)
-        codes = np.stack([self.last_eval[i][0] for i in ids])
-        acc = {
-            i: float(np.mean(row == data.y_eval_codes)) for i, row in zip(ids, codes, strict=True)
-        }
-        probas = [self.last_eval[i][1] for i in ids]
-        quality = [self.last_quality.get(i) for i in ids]
-        pred = aggregate(
-            self.server.consensus, codes, None if probas[0] is None else np.stack(probas),
-            len(data.classes), np.array([np.nan if q is None else q for q in quality]),
-        )  # fmt: skip
-        out.update(
-            client_accuracy=acc,
-            mean_accuracy=float(np.mean(list(acc.values()))),
-            std_accuracy=float(np.std(list(acc.values()))),
-            consensus_accuracy=float(np.mean(pred == data.y_eval_codes)),
-        )
-        return out
 
     def state_dict(self) -> tuple[dict[str, Any], bytes | None, dict[int, Any]]:
         """``(state, broadcast, models)``: every part's state dict (the server side's as
@@ -214,9 +160,8 @@ class SimulatedFederation:
         state, broadcast = self.run.state_dict()
         state.update(
             clients=[clients[i] for i in sorted(clients)],
-            eval={str(i): list(v) for i, v in self.last_eval.items()},
+            books=self.books.state_dict(),
             local_warnings=[[*key, n] for key, n in self.local_warnings.items()],
-            site_epsilon={str(i): e for i, e in self.site_epsilon.items()},
         )
         return state, broadcast, models
 
@@ -227,8 +172,7 @@ class SimulatedFederation:
         for client, s in zip(self.clients, state["clients"], strict=True):
             client.load_state_dict({**s, "model": models.get(client.client_id)})
         self.run.load_state_dict(state, broadcast)
-        self.last_eval = {int(i): tuple(v) for i, v in state["eval"].items()}
+        self.books.load_state_dict(state["books"])
         self.local_warnings = Counter(
             {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
         )
-        self.site_epsilon = {int(i): float(e) for i, e in state.get("site_epsilon", {}).items()}

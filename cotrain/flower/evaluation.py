@@ -1,7 +1,7 @@
 """Consensus accuracy of a Flower federation on an evaluation set the sites share.
 
 An in-process run scores the federation's prediction rule
-(:func:`cotrain.federation.simulation.aggregate`
+(:func:`cotrain.federation.bookkeeping.aggregate`
 of every client's latest predictions) on its evaluation data. A Flower server holds no
 evaluation data, so the sites that hold the *same* one (a public test set, e.g.
 ``write_sites(..., eval_set=...)``) share it with the server:
@@ -12,9 +12,11 @@ evaluation data, so the sites that hold the *same* one (a public test set, e.g.
   :func:`codes_to_bytes`) and, with a soft consensus, its probabilities (``eval-proba``,
   float32).
 
-The server keeps, like in-process, the latest predictions of every sharing site that
-answered, and aggregates them with the run's consensus (:class:`SharedEvaluation`). The
-sites whose evaluation data agree are those with the most common ``(eval-hash, labels)``.
+The server reads them (:class:`SharedEvaluation`) and keeps, as in-process, the latest
+predictions of every sharing site that answered, with the quality each released, in the one
+:class:`~cotrain.federation.bookkeeping.RoundBookkeeping` that scores the run's prediction
+rule in process too. The sites whose evaluation data agree are those with the most common
+``(eval-hash, labels)``.
 
 A site shares only public test data: ``share-eval`` in its ``site.toml`` (default: true
 unless the site has a ``[privacy]`` mechanism). A private site never shares (its
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.federation.simulation import aggregate
+from cotrain.federation.bookkeeping import Predictions
 from cotrain.flower import protocol
 
 
@@ -108,8 +110,6 @@ class SharedEvaluation:
         The client indices whose evaluation data agree (empty: nothing to score).
     y_codes : ndarray or None
         The evaluation labels as codes in ``classes`` (-2 for a label outside them).
-    latest : dict
-        ``client index -> (codes, probabilities or None)``: the latest predictions.
 
     Examples
     --------
@@ -129,7 +129,6 @@ class SharedEvaluation:
         self.n_classes = len(classes)
         self.sites: list[int] = []
         self.y_codes: np.ndarray | None = None
-        self.latest: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         if keys:
             common = Counter(keys.values()).most_common(1)[0][0]
             self.sites = [i for i, key in keys.items() if key == common]
@@ -138,11 +137,19 @@ class SharedEvaluation:
             known = np.asarray(classes)[codes] == labels
             self.y_codes = np.where(known, codes, -2).astype(np.int64)
 
-    def update(self, i: int, reply: Any) -> None:
-        """Keep site ``i``'s predictions from its round reply (a sharing site's only; a
-        malformed one is ignored and its previous predictions stay)."""
+    def read(self, i: int, reply: Any) -> Predictions | None:
+        """Site ``i``'s predictions from its round reply: a sharing site's only (None for
+        another site, a reply without them, or a malformed one, whose previous
+        predictions then stay in :class:`~cotrain.federation.bookkeeping.RoundBookkeeping`).
+
+        Examples
+        --------
+        >>> shared = SharedEvaluation([{"eval-hash": "a", "eval-labels": [0, 1]}], np.array([0, 1]))
+        >>> shared.read(0, object()) is None
+        True
+        """
         if i not in self.sites or self.y_codes is None:
-            return
+            return None
         n_eval = len(self.y_codes)
         try:
             arrays = reply.content.array_records
@@ -154,28 +161,5 @@ class SharedEvaluation:
                 data = protocol.from_array(arrays[protocol.EVAL_PROBA][protocol.PAYLOAD])
                 proba = proba_from_bytes(data, self.n_classes, n_eval)
         except Exception:  # no predictions this round, or a broken reply
-            return
-        self.latest[i] = (codes, proba)
-
-    def fields(self, consensus: Any) -> dict[str, Any]:
-        """``{"consensus_accuracy": ...}`` for the round record, as in-process ({} before
-        any sharing site answered)."""
-        if not self.latest or self.y_codes is None:
-            return {}
-        ids = sorted(self.latest)
-        codes = np.stack([self.latest[i][0] for i in ids])
-        probas = [self.latest[i][1] for i in ids]
-        soft = all(p is not None for p in probas)
-        pred = aggregate(consensus, codes, np.stack(probas) if soft else None, self.n_classes)
-        return {"consensus_accuracy": float(np.mean(pred == self.y_codes))}
-
-    def state_dict(self) -> dict[str, Any]:
-        """The latest predictions, for the server's checkpoint."""
-        return {str(i): [c, p] for i, (c, p) in self.latest.items()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Put a :meth:`state_dict` back."""
-        self.latest = {
-            int(i): (np.asarray(c), None if p is None else np.asarray(p))
-            for i, (c, p) in state.items()
-        }
+            return None
+        return codes, proba

@@ -21,7 +21,6 @@ import json
 import logging
 import secrets
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy as np
 
 from cotrain._validation import check_params, require_public_classes
 from cotrain.callbacks import PrivacyBudget, loop_callbacks
+from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.secure_federation import is_secure_sum
 from cotrain.federation.seeding import client_seed
@@ -278,9 +278,8 @@ class FlowerCoTraining:
         self.history_ = self._run.history
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
-        self._site_accuracy: dict[int, float] = {}
-        #: each private site's own ledger ε, as its latest reply said ("site-epsilon")
-        self._site_epsilon: dict[int, float] = {}
+        #: the sites' latest accuracies, shared predictions, released quality and own ε
+        self._books = RoundBookkeeping(len(self.classes_))
         #: names this run at the sites, which keep their state under it
         self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1
@@ -325,9 +324,7 @@ class FlowerCoTraining:
             consensus_codes=np.stack(self._codes),
             timings=self.timings_,
             run_token=self.run_token_,
-            site_accuracy={str(i): a for i, a in self._site_accuracy.items()},
-            site_epsilon={str(i): e for i, e in self._site_epsilon.items()},
-            shared_eval=self._eval.state_dict(),
+            books=self._books.state_dict(),
             secure=None if self._secure is None else self._secure.state_dict(),
         )
         return state, broadcast, {}
@@ -339,9 +336,7 @@ class FlowerCoTraining:
         self._codes = list(state["consensus_codes"])
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
-        self._site_accuracy = {int(i): float(a) for i, a in state.get("site_accuracy", {}).items()}
-        self._site_epsilon = {int(i): float(e) for i, e in state.get("site_epsilon", {}).items()}
-        self._eval.load_state_dict(state.get("shared_eval", {}))
+        self._books.load_state_dict(state["books"])
         if self._secure is not None:
             self._secure.load_state_dict(state["secure"])
         return int(state["round"]) + 1
@@ -365,6 +360,7 @@ class FlowerCoTraining:
         uploads = [self._upload(i, reply) for i, reply in replies.items()]
         self.timings_.append(_timings(t, pushed, received, replies))
         timed_out = tuple(i for i in messages if i not in replies)
+        self._books.received(uploads)  # a site's own ε counts even if the round fails
         record, answered = self._server.finish_round(
             t, sampled, uploads, timed_out, started=start,
             bytes_down=sum(link.nbytes for link in links.values()),
@@ -372,27 +368,12 @@ class FlowerCoTraining:
         codes = self._server.hard_consensus
         if codes is not None:  # always, after a round
             self._codes.append(codes)
-        for i in answered:  # each site's latest accuracy on its own evaluation data
-            accuracy = _eval_accuracy(replies[i])
-            if accuracy is not None:
-                self._site_accuracy[i] = accuracy
-            self._eval.update(i, replies[i])  # its predictions on the shared evaluation set
-        fields = self._accuracy_fields() | self._eval.fields(self._server.consensus)
-        trust = {i: _reported_trust(replies[i]) for i in answered}
-        fields["trust"] = {i: w for i, w in trust.items() if w is not None}
-        return replace(record, **fields)
-
-    def _accuracy_fields(self) -> dict[str, Any]:
-        """The record's per-site accuracies (sites with evaluation data), as in-process."""
-        if not self._site_accuracy:
-            return {}
-        acc = {i: self._site_accuracy[i] for i in sorted(self._site_accuracy)}
-        values = list(acc.values())
-        return {
-            "client_accuracy": acc,
-            "mean_accuracy": float(np.mean(values)),
-            "std_accuracy": float(np.std(values)),
-        }
+        accuracy = {i: a for i, r in replies.items() if (a := _eval_accuracy(r)) is not None}
+        shared = {i: p for i, r in replies.items() if (p := self._eval.read(i, r)) is not None}
+        return self._books.finish(
+            record, uploads, answered, self._server.consensus, predictions=shared,
+            accuracy=accuracy, y_eval_codes=self._eval.y_codes,
+        )  # fmt: skip
 
     def _train_message(self, t: int, i: int, link: Downlink) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
@@ -438,7 +419,6 @@ class FlowerCoTraining:
                 upload.site_epsilon = float(said)
                 if not 0.0 <= upload.site_epsilon < float("inf"):
                     raise ValueError(f"site-epsilon must be finite and >= 0, got {said!r}")
-                self._site_epsilon[i] = upload.site_epsilon
             if protocol.ERROR in content.config_records:
                 err = content.config_records[protocol.ERROR]
                 upload.error = protocol.RemoteClientError(f"{err['type']}: {err['message']}")
@@ -454,6 +434,10 @@ class FlowerCoTraining:
                 upload.quality = float(stats["quality"])
                 if not 0.0 <= upload.quality <= 1.0:
                     raise ValueError(f"quality must be in [0, 1], got {upload.quality!r}")
+            if "trust" in stats:  # the pool weight it chose for its fit
+                upload.trust = float(stats["trust"])
+                if not 0.0 <= upload.trust <= 1.0:
+                    raise ValueError(f"trust must be in [0, 1], got {upload.trust!r}")
             if protocol.PRIVACY in content.config_records:  # a DP-trained site's round
                 reported = content.config_records[protocol.PRIVACY]["dp-event"]
                 upload.dp_event = event_from_json(json.loads(str(reported)))
@@ -544,7 +528,8 @@ class FlowerCoTraining:
         report = ledger.report()
         if self.privacy is None:  # a noisy consensus only: no site keeps a ledger
             return report
-        return quote_site_epsilon(report, getattr(self, "_site_epsilon", {}), self.privacy)
+        books = getattr(self, "_books", None)
+        return quote_site_epsilon(report, {} if books is None else books.site_epsilon, self.privacy)
 
     def save(self, directory: str | Path) -> Path:
         """Write ``history.csv``, ``consensus_codes.npy``, ``summary.json``, ``timings.json``
@@ -635,14 +620,5 @@ def _eval_accuracy(reply: Any) -> float | None:
     try:
         value = float(reply.content.metric_records[protocol.STATS]["eval-accuracy"])
     except Exception:  # no evaluation data at that site, or a broken reply
-        return None
-    return value if 0.0 <= value <= 1.0 else None
-
-
-def _reported_trust(reply: Any) -> float | None:
-    """The pool weight a site reported for its fit (see :mod:`cotrain.trust`), if valid."""
-    try:
-        value = float(reply.content.metric_records[protocol.STATS]["trust"])
-    except Exception:  # a private site, round 1, or a broken reply
         return None
     return value if 0.0 <= value <= 1.0 else None
