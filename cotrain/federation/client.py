@@ -22,7 +22,7 @@ import numpy as np
 from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
+from cotrain.privacy.site_ledger import SiteLedger
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -286,10 +286,29 @@ class Client:
             )
         result = StepResult(self.client_id, private=self.privacy is not None)
         ledger = self.site_ledger
-        if ledger is not None:
-            answered = self._answered(t, ledger, result)
-            if answered is not None:
-                return answered
+        if ledger is None:
+            return self._step(t, downlink, privacy_seed, result)
+        # a private client answers under its ledger's rules (SiteLedger.serve), as a site does
+        served = ledger.serve(
+            t, lambda: (self._step(t, downlink, privacy_seed, result), lambda _: result.message)
+        )
+        if served.outcome == "repeat":  # the bytes it sent the first time
+            result.message, result.dp_event = served.reply, served.dp_event
+            if self.fitted and self.X_eval is not None:  # simulation-only scoring
+                result.eval_codes = self.codes(self.model.predict(self.X_eval))
+                if self.eval_proba:
+                    result.eval_proba = self.model.predict_proba(self.X_eval)
+        elif served.outcome == "refused":  # before the round, or its event was too large
+            result.error, result.message, result.dp_event = served.error, None, None
+        result.broadcast_version = self.broadcasts.version
+        result.site_epsilon = served.epsilon
+        return result
+
+    def _step(
+        self, t: int, downlink: Downlink, privacy_seed: int | None, result: StepResult
+    ) -> StepResult:
+        """The round itself, into ``result``: decode P, fit, label, randomise, encode (a
+        failure goes into ``result.error``)."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -304,31 +323,6 @@ class Client:
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
         result.broadcast_version = self.broadcasts.version
-        if ledger is not None:
-            if result.error is None:  # counted before it leaves; a failure releases nothing
-                try:
-                    ledger.record(t, result.message, result.dp_event)
-                except PrivacyBudgetSpent as err:  # its reported event is larger than assumed
-                    result.error, result.message, result.dp_event = err, None, None
-            result.site_epsilon = ledger.epsilon()
-        return result
-
-    def _answered(self, t: int, ledger: SiteLedger, result: StepResult) -> StepResult | None:
-        """Round ``t`` again (the bytes sent the first time), a refusal past the budget,
-        or None: a new release may be computed."""
-        sent = ledger.lookup(t)
-        if sent is not None:
-            result.message, result.dp_event = sent.reply, sent.dp_event
-            if self.fitted and self.X_eval is not None:  # simulation-only scoring
-                result.eval_codes = self.codes(self.model.predict(self.X_eval))
-                if self.eval_proba:
-                    result.eval_proba = self.model.predict_proba(self.X_eval)
-        elif not ledger.can_release():
-            result.error = PrivacyBudgetSpent()
-        else:
-            return None
-        result.broadcast_version = self.broadcasts.version
-        result.site_epsilon = ledger.epsilon()
         return result
 
     def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,6 @@ from cotrain.flower.site import Site, declares_privacy, load_site
 from cotrain.flower.site_state import SiteState, decode_reply, encode_reply, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledger import event_to_json
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
@@ -196,37 +196,43 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             "every site must hold the same public pool"
         )
     if site.privacy is None:
-        return _round_reply(site, content, started, None)[0]
+        return _round(site, content, started)[1](None)
     if is_secure_site(site):  # SecureTeacherVotes: its shares go to SecAgg+ sums
         return site_vote(site, content)
     ledger = open_site_ledger(site, len(config["classes"]))
     request = (str(config["run-token"]), int(config["round"]))
-    with ledger.transaction():  # one message at a time: Flower's processes may overlap
-        sent = ledger.lookup(request)
-        if sent is not None:  # re-sending the same bytes is post-processing
-            return decode_reply(sent.reply)
-        if not ledger.can_release():
-            _LOG.warning(
-                "round %s of run %s refused: one more release would take this site's ε "
-                "from %.4f to %.4f, past its budget %s", request[1], request[0],
-                ledger.epsilon(), ledger.next_epsilon(), ledger.budget,
-            )  # fmt: skip
-            refusal = Upload(
-                int(config["client-index"]), error=PrivacyBudgetSpent(),
-                site_epsilon=ledger.epsilon(),
-            )  # fmt: skip
-            return upload_reply(refusal, started, private=True)
-        reply, result = _round_reply(site, content, started, ledger)
-        if result.error is None:  # counted and cached before it leaves the site
-            ledger.record(request, encode_reply(reply), result.dp_event)
-        return reply
+    step: list[Any] = []  # the round's reply builder, once computed
+
+    def compute() -> tuple[StepResult, Any]:
+        result, finish = _round(site, content, started)
+        step.append(finish)
+        return result, lambda epsilon: encode_reply(finish(epsilon))
+
+    # one message at a time (Flower's processes may overlap), under the site's rules
+    served = ledger.serve(request, compute)
+    if served.reply is not None:  # a release, or the same bytes as the first time
+        return decode_reply(served.reply)
+    if served.computed is None:  # refused before anything ran
+        _LOG.warning(
+            "round %s of run %s refused: one more release would take this site's ε "
+            "from %.4f to %.4f, past its budget %s", request[1], request[0],
+            ledger.epsilon(), ledger.next_epsilon(), ledger.budget,
+        )  # fmt: skip
+        refusal = Upload(
+            int(config["client-index"]), error=served.error, site_epsilon=served.epsilon
+        )
+        return upload_reply(refusal, started, private=True)
+    result = served.computed  # failed, or its reported event was larger than assumed
+    result.error, result.message, result.dp_event = served.error, None, None
+    return step[0](served.epsilon)
 
 
-def _round_reply(
-    site: Site, content: dict[str, Any], started: float, ledger: SiteLedger | None
-) -> tuple[dict[str, Any], StepResult]:
-    """The round itself (:func:`site_train` without the ledger's rules): the reply and
-    the step's result (with a ``ledger``, its ``site_epsilon`` set: the ε once sent)."""
+def _round(
+    site: Site, content: dict[str, Any], started: float
+) -> tuple[StepResult, Callable[[float | None], dict[str, Any]]]:
+    """The round itself (:func:`site_train` without the ledger's rules): the step's result
+    and ``finish(site_epsilon)``, which keeps the site's state if the step released and
+    builds the reply (``site_epsilon``: a private site's ε once the reply has left)."""
     config = content["config"][protocol.ROUND]
     classes = np.asarray(config["classes"])
     client = Client(
@@ -252,29 +258,29 @@ def _round_reply(
     # the broadcast is delta-coded against the consensus this site acknowledged
     downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
     result = client.run_round(t, downlink)
-    if ledger is not None:  # a reported event larger than assumed: refused, not sent
-        if result.error is None and not ledger.can_release(result.dp_event):
-            result.error, result.message, result.dp_event = PrivacyBudgetSpent(), None, None
-        released = result.error is None
-        result.site_epsilon = ledger.next_epsilon(result.dp_event) if released else ledger.epsilon()
-    if result.error is None:  # a learner that refits every round needs no stored model
-        keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
-        store.save(t, client, keep_model=keep)
     if note is not None:
         result.warnings[("SiteStateWarning", note)] += 1
-    if result.error is not None and result.private:  # the server gets the text masked
-        _LOG.warning("round %s failed at this site: %s", t, result.error)
-    reply = upload_reply(result.upload(), started, private=result.private)
-    eval_codes, eval_proba = result.released_evaluation()
-    if result.error is None and eval_codes is not None:  # the site's own evaluation data
-        accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
-        reply["metrics"][protocol.STATS]["eval-accuracy"] = accuracy
-        if site.share_eval:  # a public test set: its predictions, for the consensus accuracy
-            reply["arrays"][protocol.EVAL] = codes_to_bytes(eval_codes, len(classes))
-            if eval_proba is not None:  # asked for by a soft consensus
-                proba = np.asarray(eval_proba, dtype="<f4")
-                reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
-    return reply, result
+
+    def finish(site_epsilon: float | None) -> dict[str, Any]:
+        result.site_epsilon = site_epsilon
+        if result.error is None:  # a learner that refits every round needs no stored model
+            keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
+            store.save(t, client, keep_model=keep)
+        elif result.private:  # the server gets the text masked
+            _LOG.warning("round %s failed at this site: %s", t, result.error)
+        reply = upload_reply(result.upload(), started, private=result.private)
+        eval_codes, eval_proba = result.released_evaluation()
+        if result.error is None and eval_codes is not None:  # the site's own evaluation data
+            accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
+            reply["metrics"][protocol.STATS]["eval-accuracy"] = accuracy
+            if site.share_eval:  # a public test set: its predictions, for the consensus accuracy
+                reply["arrays"][protocol.EVAL] = codes_to_bytes(eval_codes, len(classes))
+                if eval_proba is not None:  # asked for by a soft consensus
+                    proba = np.asarray(eval_proba, dtype="<f4")
+                    reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
+        return reply
+
+    return result, finish
 
 
 def upload_reply(upload: Upload, started: float, private: bool = False) -> dict[str, Any]:

@@ -34,17 +34,17 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cotrain.files import exclusive_lock, write_atomic
 from cotrain.privacy.ledger import PrivacyLedger, event_from_json, event_to_json, guarantee_of
 
-__all__ = ["PrivacyBudgetSpent", "SentReply", "SiteLedger", "quote_site_epsilon"]
+__all__ = ["PrivacyBudgetSpent", "SentReply", "Served", "SiteLedger", "quote_site_epsilon"]
 
 #: the masked text of a refusal, as a private site sends it
 REFUSAL = "privacy budget spent"
@@ -87,6 +87,38 @@ class SentReply:
     key: str
     reply: bytes
     dp_event: Any = None
+
+
+@dataclass
+class Served:
+    """How a private site answered one request (:meth:`SiteLedger.serve`).
+
+    Attributes
+    ----------
+    outcome : {"repeat", "new", "refused", "failed"}
+        ``"repeat"``: the request was answered before, ``reply`` is what was sent then;
+        ``"new"``: a release, counted and kept before it leaves; ``"refused"``: one more
+        release would pass the budget (nothing computed, or the computed round's reported
+        event was larger than assumed); ``"failed"``: the round failed, nothing released.
+    reply : bytes or None
+        The bytes to send (``"repeat"`` and ``"new"``).
+    dp_event : dp_accounting.DpEvent or None
+        The release's reported event.
+    error : BaseException or None
+        Why nothing was released (``"refused"``: :class:`PrivacyBudgetSpent`).
+    epsilon : float
+        The site's ε once this answer has left: what its reply says (``site-epsilon``).
+    computed : object
+        What the round computed (``"new"``, ``"failed"``, or ``"refused"`` after a
+        computed round), for the caller's reply; None otherwise.
+    """
+
+    outcome: str
+    reply: bytes | None
+    dp_event: Any
+    error: BaseException | None
+    epsilon: float
+    computed: Any = None
 
 
 class SiteLedger:
@@ -253,6 +285,62 @@ class SiteLedger:
         if self.directory is not None:
             self._write_ledger()
 
+    def serve(
+        self, request: Any, compute: Callable[[], tuple[Any, Callable[[float], bytes]]]
+    ) -> Served:
+        """Answer ``request`` under the site's rules — the one place they are applied, for
+        an in-process client and a deployed site alike — holding :meth:`transaction`:
+
+        1. a request answered before gets the bytes sent then (no refit, no fresh noise);
+        2. a new release that would pass the budget is refused before anything runs;
+        3. otherwise ``compute()`` runs the round and returns ``(result, pack)``: a
+           ``result`` with ``error`` and ``dp_event`` (its reported event, refused if
+           larger than assumed) and ``pack(epsilon)``, the reply's bytes carrying the ε
+           the site will have once it is sent; they are recorded *before* they leave.
+
+        Parameters
+        ----------
+        request : object
+            The request's key (:meth:`key`): the round in process, the run token and the
+            round on Flower.
+        compute : callable
+            Runs the round (only when a new release may be made).
+
+        Returns
+        -------
+        Served
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> from cotrain.privacy import RandomizedResponse
+        >>> ledger = SiteLedger(RandomizedResponse(epsilon=1.0, sensitivity=1, budget=1.5), 2, 10)
+        >>> def compute():
+        ...     round_ = SimpleNamespace(error=None, dp_event=None)
+        ...     return round_, lambda eps: f"eps={eps:.0f}".encode()
+        >>> first = ledger.serve(1, compute)
+        >>> first.outcome, first.reply, ledger.serve(1, compute).reply
+        ('new', b'eps=1', b'eps=1')
+        >>> ledger.serve(2, compute).outcome      # ε would reach 2 > 1.5
+        'refused'
+        """
+        with self.transaction():
+            sent = self.lookup(request)
+            if sent is not None:
+                return Served("repeat", sent.reply, sent.dp_event, None, self.epsilon())
+            if not self.can_release():
+                return Served("refused", None, None, PrivacyBudgetSpent(), self.epsilon())
+            result, pack = compute()
+            if result.error is not None:
+                return Served("failed", None, None, result.error, self.epsilon(), result)
+            if not self.can_release(result.dp_event):  # reported larger than assumed
+                refused = PrivacyBudgetSpent()
+                return Served("refused", None, None, refused, self.epsilon(), result)
+            epsilon = self.next_epsilon(result.dp_event)
+            reply = pack(epsilon)
+            self.record(request, reply, result.dp_event)
+            return Served("new", reply, result.dp_event, None, epsilon, result)
+
     def _add(self, sent: SentReply) -> None:
         events = {0: sent.dp_event} if sent.dp_event is not None else None
         self._ledger.record([0], events)
@@ -348,18 +436,13 @@ class SiteLedger:
             finally:
                 self._depth -= 1
             return
-        import fcntl
-
-        handle = open(self.directory / _LOCK_FILE, "a+b")  # held across the yield
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            self._depth = 1
-            self._load()
-            yield self
-        finally:
-            self._depth = 0
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            handle.close()
+        with exclusive_lock(self.directory / _LOCK_FILE):
+            try:
+                self._depth = 1
+                self._load()
+                yield self
+            finally:
+                self._depth = 0
 
     def _load(self) -> None:
         assert self.directory is not None
@@ -382,7 +465,7 @@ class SiteLedger:
 
     def _write_reply(self, sent: SentReply) -> None:
         assert self.directory is not None
-        _atomic_write(self.directory / _REPLIES / _reply_file(sent.key), sent.reply)
+        write_atomic(self.directory / _REPLIES / _reply_file(sent.key), sent.reply)
 
     def _write_ledger(self) -> None:
         assert self.directory is not None
@@ -403,7 +486,7 @@ class SiteLedger:
             "budget": self.budget,
         }
         text = json.dumps(data, indent=1, sort_keys=True)
-        _atomic_write(self.directory / _LEDGER_FILE, text.encode("utf-8"))
+        write_atomic(self.directory / _LEDGER_FILE, text.encode("utf-8"))
 
     def __getstate__(self) -> dict[str, Any]:
         # the composition's running state is rebuilt from the releases (not pickled)
@@ -467,18 +550,3 @@ def _event_json(event: Any) -> dict[str, Any] | None:
 
 def _reply_file(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] + ".bin"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and :func:`os.replace`."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
