@@ -33,8 +33,6 @@ import base64
 import contextlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -46,6 +44,7 @@ import numpy as np
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import decode_share, encode_share
 from cotrain.federation.seeding import seeded_clone
+from cotrain.files import exclusive_lock, write_atomic
 from cotrain.flower import protocol
 from cotrain.flower.site import Site
 from cotrain.flower.site_state import STATE_DIR, SiteState
@@ -133,19 +132,13 @@ class SecureStore:
     def open(self) -> Iterator[dict[str, Any]]:
         """The run's state (``sent``, ``answer_share``, ``plan``, ``versions``), locked;
         written back atomically when the block ends without an error."""
-        import fcntl
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with exclusive_lock(self.path.with_suffix(".lock")):
             state: dict[str, Any] = {"sent": {}, "answer_share": None, "plan": None}
             if self.path.exists():
                 state.update(json.loads(self.path.read_text()))
             yield state
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(state, fh)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(state).encode("utf-8"))
 
 
 def _check_plan(state: dict[str, Any], plan: SecurePlan) -> None:

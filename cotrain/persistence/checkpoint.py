@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from cotrain.callbacks import Callback
+from cotrain.files import fsync_dir, fsync_file, write_atomic
 
 FORMAT = 2
 LATEST = "LATEST"
@@ -143,14 +144,14 @@ class Checkpointer:
             "config": self.config,
             "files": {f: file_sha256(tmp / f) for f in sorted(files)},
         }
-        _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
         for f in [*files, MANIFEST]:
-            _fsync(tmp / f)
+            fsync_file(tmp / f)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _fsync_dir(self.directory)
-        _write_atomic(self.directory / LATEST, name.encode())
+        fsync_dir(self.directory)
+        write_atomic(self.directory / LATEST, name.encode())
         self._prune(keep_name=name)
         return final
 
@@ -165,8 +166,8 @@ class Checkpointer:
         manifest = json.loads((folder / MANIFEST).read_text())
         manifest["files"]["state.json"] = hashlib.sha256(data).hexdigest()
         # the state first: a crash in between leaves a hash mismatch, caught at load
-        _write_atomic(folder / "state.json", data)
-        _write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_atomic(folder / "state.json", data)
+        write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
 
     def clear(self) -> None:
         """Remove this directory's checkpoints (a fresh, non-resumed fit)."""
@@ -605,27 +606,3 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        _fsync(path)
-    except OSError:  # some file systems cannot fsync a directory
-        pass
