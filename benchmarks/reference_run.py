@@ -1,11 +1,13 @@
-"""Reference arrays of five mixed federations, to check that a refactor changes no result.
+"""Reference arrays of eight mixed federations, to check that a refactor changes no result.
 
-Saves, for five configurations of a DT, RF, XGBoost, logistic-regression and torch-MLP
-federation on breast cancer (5 rounds, seed 0), the pseudo-label codes, predictions,
-probabilities, bytes per round and mean accuracy per round; ``--compare OLD.npz``
-reports, array by array, whether they are identical to an earlier run. Run it on the
-commit before a change (e.g. from a ``git worktree`` with ``PYTHONPATH`` pointing at it)
-and after it:
+Saves, for eight configurations of a DT, RF, XGBoost, logistic-regression and torch-MLP
+federation on breast cancer (5 rounds, seed 0) — plain, delta-coded over two workers, soft,
+label-level randomized response, qualified majority, the library's defaults, record-level
+private sites and the secure sum of teacher votes — the pseudo-label codes, predictions,
+probabilities, bytes, mean and consensus accuracy per round and the privacy report's ε;
+``--compare OLD.npz`` reports, array by array, whether they are identical to an earlier
+run. Run it on the commit before a change (e.g. from a ``git worktree`` with
+``PYTHONPATH`` pointing at it) and after it:
 
     python benchmarks/reference_run.py before.npz            # on the old commit
     python benchmarks/reference_run.py after.npz --compare before.npz
@@ -23,7 +25,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
 from cotrain.datasets.loaders import load_breast_cancer_split
-from cotrain.privacy import RandomizedResponse
+from cotrain.privacy import RandomizedResponse, SecureTeacherVotes, SubsampleAndAggregate
 from learners import MLP, TorchClassifier, XGBoostClassifier
 
 CONFIGS = {
@@ -34,10 +36,25 @@ CONFIGS = {
     # config always had) with noise derived from random_state (simulation-only opt-in)
     "rr_part": {
         "privacy": RandomizedResponse(epsilon=2.0, unit="label"),
+        "classes": np.array([0, 1]),  # public configuration under privacy
         "reproducible_noise": True,
         "participation": 0.6,
     },
     "qualified": {"consensus": "qualified", "early_stopping": 2},
+    # the library's defaults: trust="auto" (cross-fitted blends), the reliability vote
+    "defaults": {"consensus": "auto", "trust": "auto"},
+    # record-level privacy enforced by each site's own ledger (seeded noise, as above)
+    "private_sites": {
+        "privacy": SubsampleAndAggregate(n_teachers=3, epsilon=2.0, budget=8.0),
+        "classes": np.array([0, 1]),
+        "reproducible_noise": True,
+    },
+    # teacher votes summed across sites (seeded noise, as above)
+    "secure_sum": {
+        "privacy": SecureTeacherVotes(n_teachers=2, epsilon=4.0),
+        "classes": np.array([0, 1]),
+        "reproducible_noise": True,
+    },
 }
 
 
@@ -49,6 +66,18 @@ def estimators() -> list:
         LogisticRegression(max_iter=500),
         TorchClassifier(MLP, module_params={"hidden": (16,)}, max_epochs=5, n_threads=1),
     ]
+
+
+def epsilons(trainer: FederatedCoTrainer) -> np.ndarray:
+    """The run's ε per client as its report states it (and each site's own, where kept);
+    empty for a run without a privacy mechanism."""
+    if trainer.privacy is None:
+        return np.empty(0)
+    report = trainer.privacy_report()
+    values = [report["max_epsilon"]]
+    for client in report.get("clients", []):
+        values += [client.get("epsilon", np.nan), client.get("site_epsilon", np.nan)]
+    return np.array(values, dtype=np.float64)
 
 
 def run() -> dict[str, np.ndarray]:
@@ -67,6 +96,11 @@ def run() -> dict[str, np.ndarray]:
         out[f"{name}_proba"] = trainer.predict_proba(data.X_test)
         out[f"{name}_bytes"] = np.array([[r.bytes_up, r.bytes_down] for r in trainer.history_])
         out[f"{name}_acc"] = np.array([r.mean_accuracy for r in trainer.history_])
+        out[f"{name}_consensus_acc"] = np.array(
+            [np.nan if r.consensus_accuracy is None else r.consensus_accuracy
+             for r in trainer.history_]
+        )  # fmt: skip
+        out[f"{name}_epsilon"] = epsilons(trainer)
     return out
 
 
