@@ -57,7 +57,7 @@ def aggregate(
     if consensus.output == "soft" and probas is not None:
         return np.argmax(consensus(probas, n_classes=n_classes), axis=1)
     if getattr(consensus, "predicts_with_quality", False) and quality is not None:
-        weights = consensus.weights_for(  # type: ignore[attr-defined]
+        weights = consensus.weights_for(  # type: ignore[call-arg]  # such a rule takes them
             np.arange(len(codes)), codes.shape[1], quality=quality, n_classes=n_classes
         )
         return consensus(codes, n_classes=n_classes, weights=weights)
@@ -184,8 +184,8 @@ class RoundBookkeeping:
             return {}
         ids = sorted(self.predictions)
         codes = np.stack([self.predictions[i][0] for i in ids])
-        probas = [self.predictions[i][1] for i in ids]
-        soft = all(p is not None for p in probas)
+        probas = [p for i in ids if (p := self.predictions[i][1]) is not None]
+        soft = len(probas) == len(ids)
         quality = np.array([np.nan if (q := self.quality.get(i)) is None else q for i in ids])
         pred = aggregate(
             consensus, codes, np.stack(probas) if soft else None, self.n_classes, quality

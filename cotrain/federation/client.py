@@ -14,6 +14,7 @@ import secrets
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,10 +289,13 @@ class Client:
         ledger = self.site_ledger
         if ledger is None:
             return self._step(t, downlink, privacy_seed, result)
+
+        def compute() -> tuple[StepResult, Callable[[float], bytes]]:
+            step = self._step(t, downlink, privacy_seed, result)
+            return step, lambda _: step.message or b""  # packed only when it released labels
+
         # a private client answers under its ledger's rules (SiteLedger.serve), as a site does
-        served = ledger.serve(
-            t, lambda: (self._step(t, downlink, privacy_seed, result), lambda _: result.message)
-        )
+        served = ledger.serve(t, compute)
         if served.outcome == "repeat":  # the bytes it sent the first time
             result.message, result.dp_event = served.reply, served.dp_event
             if self.fitted and self.X_eval is not None:  # simulation-only scoring

@@ -127,8 +127,8 @@ class SimulatedFederation:
             predictions=predictions, y_eval_codes=data.y_eval_codes,
         )  # fmt: skip
         hard = self.server.hard_consensus
-        covered = None if hard is None else np.asarray(hard >= 0)
-        if data.y_public_codes is not None and covered is not None and covered.any():
+        if data.y_public_codes is not None and hard is not None and (hard >= 0).any():
+            covered = np.asarray(hard >= 0)
             accuracy = float(np.mean(hard[covered] == data.y_public_codes[covered]))
             record = replace(record, pseudo_label_accuracy=accuracy)
         return record
