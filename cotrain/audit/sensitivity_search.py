@@ -347,8 +347,8 @@ def sensitivity_lower_bound(
     rounds, on which each round's privacy loss is conditioned (adaptive composition). Give the
     P_t of a real run in ``pseudo_labels``; without them a lone client is simulated: P_1 =
     none, P_{t+1} = its own labels of round t. Released labels are compared as hard labels
-    (``predict``); a soft release (:class:`GaussianSoftLabels`) changes in general on every
-    row, so its s* is all |U| rows.
+    (``predict``); a soft release (:class:`~cotrain.privacy.GaussianSoftLabels`) changes in
+    general on every row, so its s* is all |U| rows.
 
     Cost: about (C − 1 + 2dC + 3C + n − 1) × ``n_records`` × rounds fits, plus about 4C·n
     first-round fits for the screen when ``n_records`` < n (the screen is a heuristic: the
@@ -386,8 +386,9 @@ def sensitivity_lower_bound(
     strategies : sequence of str, default=("label_flip", "feature_extreme", "copy")
         Neighbour strategies from :data:`STRATEGIES`, tried in this order.
     unit : {"bits", "labels"}, default="bits"
-        ``"bits"``: 2 × changed labels (one-hot bit flips, :class:`XORMechanism`'s unit);
-        ``"labels"``: changed labels (:class:`RandomizedResponse`'s unit).
+        ``"bits"``: 2 × changed labels (one-hot bit flips,
+        :class:`~cotrain.privacy.XORMechanism`'s unit);
+        ``"labels"``: changed labels (:class:`~cotrain.privacy.RandomizedResponse`'s unit).
     random_state : int, Generator or None
         Seeds the ``"random_copy"`` pairs and the learner's seed as above.
     n_jobs : int, optional

@@ -109,8 +109,8 @@ def analytic_sensitivity_bound(
     * **stability is an expectation**: on-average-replace-one stability bounds the change of
       loss *averaged* over a random training set S ~ 𝒟ⁿ, a random replacement z' ~ 𝒟 and a
       random index i. DP needs the worst case over every pair of neighbours, including a
-      replacement chosen by an adversary (:func:`sensitivity_lower_bound` finds such
-      neighbours changing many times more labels than random ones);
+      replacement chosen by an adversary (:func:`~cotrain.audit.sensitivity_lower_bound` finds
+      such neighbours changing many times more labels than random ones);
     * **independence**: the proof moves the stability of the loss at the replaced training
       point to every public point and treats the |U| label changes as independent
       Bernoulli(ε_stab) trials (a binomial); changes on nearby public points are strongly
