@@ -21,7 +21,7 @@ from _common import record
 from sklearn.datasets import load_digits
 
 from cotrain import FederatedCoTrainer
-from cotrain.federation.pool_halves import PoolHalvesTrust
+from cotrain.trust.pool_halves import PoolHalvesTrust
 from learners import TorchClassifier
 from learners.modules import MLP
 

@@ -72,7 +72,7 @@ class RoundRecord:
         The weight each client gave the pseudo-labelled pool in this round's fit (see
         :mod:`cotrain.trust`; 1.0 is the paper's FedCT); empty in round 1, before any
         consensus. Clients of a deployment that keep it to themselves are absent. With
-        :class:`~cotrain.federation.cross_fit.CrossFitTrust` (``trust="auto"``), the weight of the
+        :class:`~cotrain.trust.cross_fit.CrossFitTrust` (``trust="auto"``), the weight of the
         co-trained models in the client's own predictor (0: its local-only model).
     quality : dict of int to float
         Each client's out-of-fold accuracy on its own rows, as it sent it with its labels

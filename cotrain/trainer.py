@@ -99,7 +99,7 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust, HoldoutTrust or \
 PoolHalvesTrust, default="auto"
         How each client uses the pseudo-labelled pool. "auto" without a privacy mechanism:
-        :class:`cotrain.federation.cross_fit.CrossFitTrust` — two models per client, each fitted on
+        :class:`cotrain.trust.cross_fit.CrossFitTrust` — two models per client, each fitted on
         half its rows and half the pool, label the other half of the pool (a random forest:
         one fit, its out-of-bag labels; labels never fitted to themselves), their out-of-fold
         accuracy on the client's rows goes with its upload as ``quality`` (the reliability
@@ -112,8 +112,8 @@ PoolHalvesTrust, default="auto"
         (DP-SGD: the choice would look at its data outside the ε), get weight 1 under
         "auto". None: every pseudo-label at full weight (the paper's FedCT); a float in
         [0, 1]: that fixed weight. Explicit options for torch and language-model sites:
-        :class:`~cotrain.federation.holdout.HoldoutTrust` (a held-out check and fallback)
-        and :class:`~cotrain.federation.pool_halves.PoolHalvesTrust` (two models on halves
+        :class:`~cotrain.trust.holdout.HoldoutTrust` (a held-out check and fallback)
+        and :class:`~cotrain.trust.pool_halves.PoolHalvesTrust` (two models on halves
         of the pool, each labelling the other half). What a client sends is always its own
         honest prediction.
     clustering : None, "agreement" or cotrain.clustering.AgreementClustering, default=None

@@ -227,8 +227,8 @@ def parse_args(
         choices=TRUSTS,
         default="auto",
         help="FedCT's trust: auto (a language model trains on the pool at full weight, the "
-        "paper's FedCT), holdout (cotrain.federation.holdout.HoldoutTrust: a held-out check "
-        "and fallback), halves (cotrain.federation.pool_halves.PoolHalvesTrust: two models "
+        "paper's FedCT), holdout (cotrain.trust.holdout.HoldoutTrust: a held-out check "
+        "and fallback), halves (cotrain.trust.pool_halves.PoolHalvesTrust: two models "
         "on halves of U, each labelling the other half) (default %(default)s)",
     )
     add(
@@ -519,8 +519,8 @@ def fedct_trust(name: str) -> Any:
     >>> fedct_trust("halves")
     PoolHalvesTrust(random_state=None)
     """
-    from cotrain.federation.holdout import HoldoutTrust
-    from cotrain.federation.pool_halves import PoolHalvesTrust
+    from cotrain.trust.holdout import HoldoutTrust
+    from cotrain.trust.pool_halves import PoolHalvesTrust
 
     return {"auto": "auto", "holdout": HoldoutTrust(), "halves": PoolHalvesTrust()}[name]
 

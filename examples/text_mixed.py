@@ -27,7 +27,7 @@ one warning per client).
 The trust default ``trust="auto"`` is kept: every scikit-learn client labels the pool
 with two cross-fitted models and predicts with a blend of its local-only and co-trained
 models, weighted by what its own rows show
-(:class:`~cotrain.federation.cross_fit.CrossFitTrust`), while the language-model clients
+(:class:`~cotrain.trust.cross_fit.CrossFitTrust`), while the language-model clients
 (``cross_validated_trust = False``) train on the pool at weight 1 (see
 :mod:`cotrain.trust`). The table's ``pool weight`` column is each client's weight of its
 co-trained models in the last round (1 for the language-model clients).

@@ -8,7 +8,7 @@ pseudo-labelled pool. :class:`BlendedClassifier` predicts with the mixture
 
 over the classes the site holds rows of (see :func:`blend_proba` for the classes it does
 not: those only the co-trained models can predict), where ``alpha`` is chosen on the
-site's own rows (see :class:`cotrain.federation.cross_fit.CrossFitTrust`):
+site's own rows (see :class:`cotrain.trust.cross_fit.CrossFitTrust`):
 0 keeps the site's model alone, 1 is plain co-training.
 """
 
@@ -83,7 +83,7 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         The model fitted on the site's own rows only (fitted, or fitted by :meth:`fit`).
     cotrained : sequence of ClassAlignedClassifier, default=()
         Fitted co-trained models over the same classes (e.g. the cross-fitted models of
-        :class:`cotrain.federation.cross_fit.CrossFitTrust`); their probabilities are averaged.
+        :class:`cotrain.trust.cross_fit.CrossFitTrust`); their probabilities are averaged.
     alpha : float, default=0.0
         Weight in ``[0, 1]`` of the co-trained models (0: the local model alone, on the
         classes it holds).

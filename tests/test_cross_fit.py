@@ -11,8 +11,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 from consensus import ReliabilityVote, get_consensus, reliability_vote
 from cotrain import FederatedCoTrainer
-from cotrain.federation.cross_fit import CrossFitTrust, pick_alpha
 from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust, get_trust
+from cotrain.trust.cross_fit import CrossFitTrust, pick_alpha
 from learners import BlendedClassifier, ClassAlignedClassifier
 from learners.blend import blend_proba
 

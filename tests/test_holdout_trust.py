@@ -13,9 +13,9 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.federation.cross_fit import CrossFitTrust, pick_alpha
-from cotrain.federation.holdout import HoldoutTrust, holdout_split
 from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust, get_trust
+from cotrain.trust.cross_fit import CrossFitTrust, pick_alpha
+from cotrain.trust.holdout import HoldoutTrust, holdout_split
 from learners import BlendedClassifier, ClassAlignedClassifier
 
 CLASSES = np.array([0, 1])

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cotrain import FederatedCoTrainer  # noqa: E402
-from cotrain.federation.holdout import HoldoutTrust  # noqa: E402
 from cotrain.trust import get_trust  # noqa: E402
+from cotrain.trust.holdout import HoldoutTrust  # noqa: E402
 from learners import MLP, BlendedClassifier, TorchClassifier  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

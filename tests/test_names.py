@@ -161,7 +161,6 @@ def test_public_names_use_american_spelling():
         ("cotrain.audit.lira", "neighbour_agreement", "neighbor_agreement"),
         ("cotrain.flower.protocol", "sanitise", "sanitize"),
         ("cotrain.demo", "summarise", "summarize"),
-        ("cotrain.trust", "pseudo_labelled_rows", "pseudo_labeled_rows"),
     ],
 )
 def test_an_old_name_warns_naming_the_new_one_and_is_the_same_object(module, old, new):

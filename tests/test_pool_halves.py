@@ -10,8 +10,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.federation.pool_halves import PoolHalvesTrust, pool_halves
 from cotrain.trust import client_trust, get_trust
+from cotrain.trust.pool_halves import PoolHalvesTrust, pool_halves
 from learners.blend import BlendedClassifier
 
 PUBLIC_ID = 1000  # the pool's rows carry ids from here in their only feature

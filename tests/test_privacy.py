@@ -14,13 +14,13 @@ from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 from consensus import NoisyArgmax, get_consensus, majority_vote
+from cotrain.audit import estimate_sensitivity
 from cotrain.privacy import (
     GaussianSoftLabels,
     RandomizedResponse,
     XORMechanism,
     analytic_sensitivity_bound,
     epsilon_spent,
-    estimate_sensitivity,
     gaussian_epsilon,
     gaussian_noise_multiplier,
 )

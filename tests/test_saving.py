@@ -193,6 +193,18 @@ def test_a_clustering_rule_object_round_trips_without_trusted(cancer, tmp_path):
     assert_same_federation(loaded, trainer, cancer["X_test"])
 
 
+def test_a_model_trust_object_round_trips_without_trusted(cancer, tmp_path):
+    from cotrain.persistence.saving import SAVED_TRUSTED_MODULES
+    from cotrain.trust import MODEL_TRUSTS, CrossFitTrust
+
+    assert all(t.__module__.startswith(SAVED_TRUSTED_MODULES) for t in MODEL_TRUSTS)
+    trees = [DecisionTreeClassifier(max_depth=3, random_state=i) for i in range(3)]
+    trainer = fit(cancer, trees, rounds=2, trust=CrossFitTrust(random_state=0))
+    loaded = FederatedCoTrainer.load(trainer.save(tmp_path / "fed"))
+    assert repr(loaded.get_params()["trust"]) == repr(trainer.trust)
+    assert_same_federation(loaded, trainer, cancer["X_test"])
+
+
 FITTED = (
     "classes_", "consensus_", "n_features_in_", "feature_shape_", "clients_", "client_models_",
     "pseudo_labels_", "pseudo_label_codes_", "history_", "n_rounds_", "stopped_reason_",

@@ -24,13 +24,13 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
-from cotrain.federation.client import Client
-from cotrain.privacy.sensitivity import (
-    SensitivityBound,
-    analytic_sensitivity_bound,
+from cotrain.audit.sensitivity_search import (
+    SensitivityLowerBound,
     estimate_sensitivity,
+    sensitivity_lower_bound,
 )
-from cotrain.privacy.sensitivity_search import SensitivityLowerBound, sensitivity_lower_bound
+from cotrain.federation.client import Client
+from cotrain.privacy.sensitivity import SensitivityBound, analytic_sensitivity_bound
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from sklearn.tree import DecisionTreeClassifier
 from consensus import Consensus, MajorityVote
 from cotrain import FederatedCoTrainer
 from cotrain.federation.client import Client
-from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.federation.server import CoTrainingServer, Upload
 from cotrain.trust import (
     FixedTrust,
@@ -24,6 +23,7 @@ from cotrain.trust import (
     pick_weight,
     weighted_training_set,
 )
+from cotrain.trust.cross_fit import CrossFitTrust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 

@@ -16,6 +16,11 @@ its attack measures and against which observation):
   including the largest ε a design can certify (:func:`max_certifiable_epsilon`), are in
   :mod:`cotrain.audit.canary_bound`.
 
+Beside the attacks, :mod:`cotrain.audit.sensitivity_search` looks for a client's worst
+neighbours: :func:`sensitivity_lower_bound` refits the client along its co-training trajectory
+with one record replaced and returns an empirical *lower* bound on its sensitivity s* (it can
+refute a claimed s*, never certify one).
+
 All attacks report the ROC AUC and the TPR at 0.1 % and 1 % FPR
 (:mod:`cotrain.audit.metrics`).
 
@@ -58,6 +63,11 @@ from cotrain.audit.metrics import (
     membership_metrics,
     tpr_at_fpr,
 )
+from cotrain.audit.sensitivity_search import (
+    SensitivityLowerBound,
+    estimate_sensitivity,
+    sensitivity_lower_bound,
+)
 from learners._deprecation import deprecated_names
 
 __all__ = [
@@ -68,6 +78,7 @@ __all__ = [
     "CanaryAudit",
     "ClientsAudit",
     "EpsilonClaim",
+    "SensitivityLowerBound",
     "audit_clients",
     "audit_from_scores",
     "audit_labels",
@@ -75,6 +86,7 @@ __all__ = [
     "canary_epsilon_lower_bound",
     "canary_p_value",
     "declares_gaussian",
+    "estimate_sensitivity",
     "label_privatizer",
     "lira_attack",
     "make_canaries",
@@ -84,6 +96,7 @@ __all__ = [
     "membership_scores",
     "neighbor_agreement",
     "one_run_audit",
+    "sensitivity_lower_bound",
     "tpr_at_fpr",
 ]
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.federation.cross_fit import CrossFitTrust
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound
 from cotrain.privacy.site_ledger import SiteLedger
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
+    Trust,
     pseudo_labeled_rows,
     weighted_training_set,
     with_pseudo_labels,
@@ -159,11 +159,13 @@ class Client:
         Evaluation data predicted every round (for the history; never trained on).
     eval_proba : bool, default=False
         Also return probabilities on ``X_eval`` (for a soft consensus's accuracy).
-    trust : cotrain.trust.PseudoLabelTrust or FixedTrust, optional
+    trust : cotrain.trust.PseudoLabelTrust, FixedTrust or Trust, optional
         How much weight the pseudo-labelled pool gets in each fit (default: full weight,
         the paper's FedCT). A :class:`~cotrain.trust.PseudoLabelTrust` chooses it every
         round by cross-validation on the private rows; its out-of-fold accuracy is sent
         as the upload's ``quality`` (not by a private client: see :meth:`StepResult.upload`).
+        A model trust (:class:`~cotrain.trust.Trust`) fits the client's models, labels the
+        pool and builds its predictor itself.
 
     Examples
     --------
@@ -191,7 +193,7 @@ class Client:
         own_ledger: bool = True,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
-        trust: FixedTrust | PseudoLabelTrust | CrossFitTrust | None = None,
+        trust: FixedTrust | PseudoLabelTrust | Trust | None = None,
     ) -> None:
         self.client_id = client_id
         self.classes = classes
@@ -361,8 +363,8 @@ class Client:
     def _fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
         """Fit on D_i ∪ P; return the labels on U (codes, or probabilities for soft
         sharing) and put the evaluation predictions and learner time in ``result``."""
-        if hasattr(self.trust, "fit_round"):  # it fits, labels and builds the predictor
-            return self._cross_fit_and_label(pseudo, result)
+        if isinstance(self.trust, Trust):  # it fits, labels and builds the predictor
+            return self._cross_fit_and_label(self.trust, pseudo, result)
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
@@ -391,15 +393,16 @@ class Client:
         result.learner_time_s = trust_time + self.model.fit_time_ + time.perf_counter() - start
         return on_public if soft else self.codes(on_public)
 
-    def _cross_fit_and_label(self, pseudo: np.ndarray | None, result: StepResult) -> np.ndarray:
-        """:meth:`_fit_and_label` of a
-        :class:`~cotrain.federation.cross_fit.CrossFitTrust` client: the
-        labels on U come from models that did not see those rows' pseudo-labels, and the
-        client's predictor blends them with its local-only model."""
+    def _cross_fit_and_label(
+        self, trust: Trust, pseudo: np.ndarray | None, result: StepResult
+    ) -> np.ndarray:
+        """:meth:`_fit_and_label` of a client with a model trust
+        (:class:`~cotrain.trust.Trust`, e.g. :class:`~cotrain.trust.CrossFitTrust`): the
+        trust fits the models, labels U and builds the client's predictor."""
         start = time.perf_counter()
         if self.fitted and "local" not in self.trust_cache:  # restored from a checkpoint
-            self.trust.resume(self.model.estimator_, self.trust_cache)
-        out = self.trust.fit_round(
+            trust.resume(self.model.estimator_, self.trust_cache)
+        out = trust.fit_round(
             self.estimator, self._X, self._y, self.X_public, pseudo, self.classes,
             self.trust_cache,
         )  # fmt: skip

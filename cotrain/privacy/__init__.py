@@ -37,8 +37,8 @@ observers only). FedAUX certainty weighting: :class:`CertaintyScorer` and
 scorer_delta)``, whose one-off cost enters the ledger; :func:`one_shot_fedaux` is the
 one-round, fully private variant (FedAUXfdp). :func:`epsilon_spent` and
 :class:`RunningComposition` compose events exactly (a :class:`PrivacyLedger` does it per
-client during a run). :func:`sensitivity_lower_bound` searches adversarial neighbours for an
-*empirical lower bound* on s*; no function gives s* for a general learner.
+client during a run). :func:`cotrain.audit.sensitivity_lower_bound` searches adversarial
+neighbours for an *empirical lower bound* on s*; no function gives s* for a general learner.
 
 Privacy noise is drawn at each client from the operating system's entropy: nobody who knows
 the run's ``random_state`` can replay it (``reproducible_noise=True`` is a warned opt-in for
@@ -79,13 +79,7 @@ from cotrain.privacy.ledger import PrivacyLedger
 from cotrain.privacy.legacy import as_mechanism
 from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, RandomizedResponse, Release
 from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
-from cotrain.privacy.sensitivity import (
-    SensitivityBound,
-    SensitivityLowerBound,
-    analytic_sensitivity_bound,
-    estimate_sensitivity,
-    sensitivity_lower_bound,
-)
+from cotrain.privacy.sensitivity import SensitivityBound, analytic_sensitivity_bound
 from cotrain.privacy.shards import teacher_shards
 from cotrain.privacy.soft_labels import GaussianSoftLabels
 from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_votes
@@ -106,7 +100,6 @@ __all__ = [
     "SecurePlan",
     "SecureTeacherVotes",
     "SensitivityBound",
-    "SensitivityLowerBound",
     "SubsampleAndAggregate",
     "XORMechanism",
     "analytic_sensitivity_bound",
@@ -115,7 +108,6 @@ __all__ = [
     "certainty_scores",
     "dpsgd_epsilon",
     "epsilon_spent",
-    "estimate_sensitivity",
     "fedaux_features",
     "fedaux_sigma",
     "fedaux_weights",
@@ -123,7 +115,6 @@ __all__ = [
     "gaussian_noise_multiplier",
     "is_accounted",
     "one_shot_fedaux",
-    "sensitivity_lower_bound",
     "teacher_shards",
     "teacher_votes",
 ]

@@ -28,7 +28,7 @@ The label randomisers' bounds per relation: the trivial bound (all released labe
 s* is the user's claim under add/remove (one record added or removed changes at most s*
 released values); replace-one is removal then addition, so it changes at most ``2·s*``
 values (triangle inequality, capped at the trivial bound) and that is what the replace-one
-event uses. (:func:`cotrain.privacy.sensitivity_lower_bound` searches replace-one neighbours:
+event uses. (:func:`cotrain.audit.sensitivity_lower_bound` searches replace-one neighbours:
 a lower bound L found there means the add/remove s* is at least L/2.)
 
 The label randomisers (:class:`RandomizedResponse` here,
@@ -37,7 +37,7 @@ The label randomisers (:class:`RandomizedResponse` here,
 sensitivity ``s*``: the number of released values one private record can change. Without
 ``sensitivity`` they take the trivial bound that holds for every learner — all |U| labels (2|U|
 bits, all rows) — which is honest but noisy. A smaller ``sensitivity`` is *your claim*: no
-function can compute it for a general learner (:func:`cotrain.privacy.sensitivity_lower_bound`
+function can compute it for a general learner (:func:`cotrain.audit.sensitivity_lower_bound`
 only finds a lower bound). Record-level DP by construction, for any learner, comes from
 :class:`cotrain.privacy.SubsampleAndAggregate` (teachers on disjoint shards of D) or from DP-SGD
 training of a torch client (:class:`cotrain.privacy.DPSGD`).

@@ -259,7 +259,7 @@ class SecureTeacherVotes(LabelMechanism):
     model_trusts : True
         A site's own model never leaves it (only its teachers' noisy votes do), so the trusts
         that build a site's predictor apply: ``trust="auto"`` is
-        :class:`~cotrain.federation.cross_fit.CrossFitTrust` (blend with the local-only
+        :class:`~cotrain.trust.cross_fit.CrossFitTrust` (blend with the local-only
         model) as without privacy. Its out-of-fold accuracy and weights stay at the site.
 
     Examples

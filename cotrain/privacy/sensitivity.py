@@ -10,11 +10,11 @@ in labels. :class:`XORMechanism` takes bits; :class:`RandomizedResponse` and
 Nothing here gives s*:
 
 * the only s* valid for every learner is the trivial one: |U| labels, 2|U| bits;
-* :func:`sensitivity_lower_bound` (re-exported from
-  :mod:`cotrain.privacy.sensitivity_search`) searches for adversarial neighbours and returns a
-  *lower* bound — it refutes a claimed s* that is too small, it never certifies one;
-* :func:`estimate_sensitivity` (deprecated) is the paper's benign version of that search:
-  a lower bound too, and a weak one;
+* :func:`cotrain.audit.sensitivity_lower_bound` (an audit: it reads the learner, not the
+  mechanism) searches for adversarial neighbours and returns a *lower* bound — it refutes a
+  claimed s* that is too small, it never certifies one;
+  :func:`cotrain.audit.estimate_sensitivity` (deprecated) is the paper's benign version of
+  that search: a lower bound too, and a weak one;
 * :func:`analytic_sensitivity_bound` (FedCT Prop. 2) holds only under assumptions that a
   learner rarely meets, in expectation over random data, and fails with probability ρ that
   must be added to δ.
@@ -26,123 +26,18 @@ Record-level DP for any learner comes by construction, without s*, from subsampl
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 from typing import Any, Literal, Self
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from cotrain.privacy.sensitivity_search import SensitivityLowerBound, sensitivity_lower_bound
-
-__all__ = [
-    "SensitivityBound",
-    "SensitivityLowerBound",
-    "analytic_sensitivity_bound",
-    "estimate_sensitivity",
-    "sensitivity_lower_bound",
-]
+__all__ = ["SensitivityBound", "analytic_sensitivity_bound"]
 
 
 def _check_unit(unit: Any) -> int:
     if unit not in ("bits", "labels"):
         raise ValueError(f"unit must be 'bits' or 'labels', got {unit!r}")
     return 2 if unit == "bits" else 1
-
-
-def estimate_sensitivity(
-    estimator: Any,
-    X: ArrayLike,
-    y: ArrayLike,
-    X_public: ArrayLike,
-    n_neighbours: int = 100,
-    random_state: int | np.random.Generator | None = None,
-    n_jobs: int | None = None,
-    *,
-    unit: Literal["bits", "labels"] = "bits",
-    return_all: bool = False,
-) -> int | tuple[int, NDArray[np.int64]]:
-    """Deprecated: the paper's benign neighbour search (fedct §5), a weak LOWER bound on s*.
-
-    .. deprecated::
-        Use :func:`sensitivity_lower_bound`, which searches adversarial neighbours along the
-        co-training trajectory. This alias calls it with ``strategies=("random_copy",)`` and
-        ``n_rounds=1`` so that old numbers are reproduced exactly (same seed, same counts).
-
-    Fits a clone of ``estimator`` on (X, y) alone, then for ``n_neighbours`` random pairs
-    (r, j ≠ r) refits with record r replaced by a copy of record j and counts the labels on U
-    that change; returns the maximum. That is a sample maximum over neighbours that stay in the
-    data distribution, fitted on D alone rather than on the D ∪ P_t the client releases from:
-    the true s* is at least this and usually far more (breast cancer, 56 private rows,
-    |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
-    NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
-    the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
-    :class:`cotrain.privacy.teachers.SubsampleAndAggregate`.
-
-    Parameters
-    ----------
-    estimator : scikit-learn classifier
-        Never fitted itself. If it has a ``random_state`` parameter that is None, every fit
-        uses the same fixed seed (drawn from ``random_state``).
-    X, y : array-like
-        The client's private training data (numeric; at least 2 records).
-    X_public : array-like
-        The public pool U.
-    n_neighbours : int, default=100
-        Random neighbouring data sets to try (the paper uses 100).
-    random_state : int, Generator or None
-        Seeds the choice of neighbours (and the learner's seed as above).
-    n_jobs : int, optional
-        Parallel refits (joblib).
-    unit : {"bits", "labels"}, default="bits"
-        ``"bits"``: 2 × changed labels; ``"labels"``: changed labels.
-    return_all : bool, default=False
-        Also return the count of every neighbour.
-
-    Returns
-    -------
-    s : int
-        The largest count found, in ``[0, 2|U|]`` bits or ``[0, |U|]`` labels.
-    counts : ndarray of int64, shape (n_neighbours,)
-        Only with ``return_all=True``.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.tree import DecisionTreeClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     s, counts = estimate_sensitivity(DecisionTreeClassifier(), X[::2], y[::2], X[1::2],
-    ...                                      n_neighbours=20, random_state=0, return_all=True)
-    >>> 0 <= s <= 2 * 75 and s == counts.max() and s % 2 == 0
-    True
-    """
-    warnings.warn(
-        "estimate_sensitivity is deprecated: its benign neighbours give a weak lower bound on "
-        "s*, not s*; use sensitivity_lower_bound (cotrain.privacy.sensitivity_search)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    factor = _check_unit(unit)
-    if isinstance(n_neighbours, bool) or not isinstance(n_neighbours, Integral) or n_neighbours < 1:
-        raise ValueError(f"n_neighbours must be an integer >= 1, got {n_neighbours!r}")
-    found = sensitivity_lower_bound(
-        estimator,
-        X,
-        y,
-        X_public,
-        n_rounds=1,
-        n_records=int(n_neighbours),
-        strategies=("random_copy",),
-        unit=unit,
-        random_state=random_state,
-        n_jobs=n_jobs,
-    )
-    s = int(found.value)
-    return (s, factor * found.counts[:, 0]) if return_all else s
 
 
 class SensitivityBound(int):
@@ -214,8 +109,8 @@ def analytic_sensitivity_bound(
     * **stability is an expectation**: on-average-replace-one stability bounds the change of
       loss *averaged* over a random training set S ~ 𝒟ⁿ, a random replacement z' ~ 𝒟 and a
       random index i. DP needs the worst case over every pair of neighbours, including a
-      replacement chosen by an adversary (:func:`sensitivity_lower_bound` finds such
-      neighbours changing many times more labels than random ones);
+      replacement chosen by an adversary (:func:`~cotrain.audit.sensitivity_lower_bound` finds
+      such neighbours changing many times more labels than random ones);
     * **independence**: the proof moves the stability of the loss at the replaced training
       point to every public point and treats the |U| label changes as independent
       Bernoulli(ε_stab) trials (a binomial); changes on nearby public points are strongly

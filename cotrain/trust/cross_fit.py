@@ -36,46 +36,20 @@ FedCT, and one (out-of-bag) local fit.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 
+from cotrain.trust.protocol import TrustRound
 from learners import ClassAlignedClassifier, align_proba, continues_training
 from learners.blend import BlendedClassifier, blend_proba
 
-__all__ = ["CrossFitRound", "CrossFitTrust", "out_of_bag", "pick_alpha"]
+__all__ = ["CrossFitTrust", "out_of_bag", "pick_alpha"]
 
 #: the default grid of co-trained weights a site chooses from
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-@dataclass
-class CrossFitRound:
-    """What one cross-fitted round produced at a client.
-
-    Attributes
-    ----------
-    on_public : ndarray
-        The labels the client sends: probabilities ``(n_public, C)`` from the model that did
-        not see each row's pseudo-label.
-    model : learners.BlendedClassifier
-        The client's predictor after the round.
-    quality : float or None
-        Out-of-fold accuracy of the sending models on the private rows (None: too few rows).
-    alpha : float
-        The co-trained models' weight in ``model``.
-    fit_time : float
-        Seconds spent fitting.
-    """
-
-    on_public: np.ndarray
-    model: BlendedClassifier
-    quality: float | None
-    alpha: float
-    fit_time: float
 
 
 class CrossFitTrust:
@@ -224,28 +198,16 @@ class CrossFitTrust:
         pseudo: np.ndarray | None,
         classes: np.ndarray,
         state: dict[str, Any],
-    ) -> CrossFitRound:
+    ) -> TrustRound:
         """One round at a client: fit, label the pool (cross-fitted), choose ``alpha``.
 
-        Parameters
-        ----------
-        estimator : classifier
-            The client's learner (unfitted prototype).
-        X, y : ndarray
-            The private rows and their labels (values from ``classes``).
-        X_public : ndarray
-            The public pool U.
-        pseudo : ndarray or None
-            The consensus: codes ``(n_public,)`` with -1 for abstain, or soft targets
-            ``(n_public, C)`` with NaN rows for abstain; None before the first consensus.
-        classes : ndarray
-            The global classes.
-        state : dict
-            What the client keeps between rounds (its ``trust_cache``).
+        The parameters are those of :meth:`Trust.fit_round
+        <cotrain.trust.protocol.Trust.fit_round>` (the trust protocol).
 
         Returns
         -------
-        CrossFitRound
+        TrustRound
+            ``on_public`` cross-fitted, ``quality`` the out-of-fold accuracy.
         """
         spent = self._start(estimator, X, y, classes, len(X_public), state)
         local: ClassAlignedClassifier = state["local"]
@@ -255,7 +217,7 @@ class CrossFitTrust:
             quality = None
             if measurable:
                 quality = float(np.mean(state["local_oof"].argmax(axis=1) == _codes(y, classes)))
-            return CrossFitRound(local.predict_proba(X_public), model, quality, 0.0, spent)
+            return TrustRound(local.predict_proba(X_public), model, quality, 0.0, spent)
         labelled = ~np.isnan(pseudo).any(axis=1) if pseudo.ndim == 2 else pseudo >= 0
         if pseudo.ndim == 1 and out_of_bag(estimator):
             return self._out_of_bag_round(estimator, X, y, X_public, pseudo, classes, state, spent)
@@ -295,7 +257,7 @@ class CrossFitTrust:
         classes: np.ndarray,
         state: dict[str, Any],
         spent: float,
-    ) -> CrossFitRound:
+    ) -> TrustRound:
         """A bagged learner's round: one fit on all private rows and pseudo-labelled pool
         rows, whose out-of-bag probabilities (from the members that did not see a row) are
         both the labels it sends and its out-of-fold estimate on its own rows."""
@@ -324,19 +286,19 @@ class CrossFitTrust:
         classes: np.ndarray,
         state: dict[str, Any],
         spent: float,
-    ) -> CrossFitRound:
+    ) -> TrustRound:
         """The site's blend and quality from the co-trained models' out-of-fold
         probabilities on its rows (None: too few rows to measure: plain co-training)."""
         held = np.isin(classes, y)
         if oof is None:
             blend = BlendedClassifier(state["local"], models, 1.0, held).fit_blend()
-            return CrossFitRound(on_public, blend, None, 1.0, spent)
+            return TrustRound(on_public, blend, None, 1.0, spent)
         codes = _codes(y, classes)
         alphas, z = tuple(self.alphas), float(self.z)
         alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held)
         quality = float(np.mean(oof.argmax(axis=1) == codes))
         blend = BlendedClassifier(state["local"], models, alpha, held).fit_blend()
-        return CrossFitRound(on_public, blend, quality, alpha, spent)
+        return TrustRound(on_public, blend, quality, alpha, spent)
 
 
 def out_of_bag(estimator: Any) -> bool:

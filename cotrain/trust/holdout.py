@@ -4,7 +4,7 @@
 whose learner sets ``cross_validated_trust = False`` (torch and language-model learners:
 each fit is a full training that continues from the previous weights, ``warm_start``), for
 which the ``n_folds`` + ``local_folds`` extra fits of
-:class:`~cotrain.federation.cross_fit.CrossFitTrust` would cost several trainings a round.
+:class:`~cotrain.trust.cross_fit.CrossFitTrust` would cost several trainings a round.
 It keeps the promise "never worse than alone" with one split instead of K refits:
 
 1. **Once**, a fixed stratified share ``holdout`` of the site's rows is set aside (seeded
@@ -21,7 +21,7 @@ It keeps the promise "never worse than alone" with one split instead of K refits
    reliability-weighted consensus), and the site's predictor is a
    :class:`~learners.BlendedClassifier` of the local and co-trained models whose weight
    ``alpha`` is chosen on the held-out rows by
-   :func:`~cotrain.federation.cross_fit.pick_alpha` (the smallest ``alpha`` whose Brier
+   :func:`~cotrain.trust.cross_fit.pick_alpha` (the smallest ``alpha`` whose Brier
    score is within ``z`` standard errors of the best): where the held-out rows show the pool
    hurts, the site keeps its own model.
 
@@ -48,11 +48,13 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from cotrain.federation.cross_fit import ALPHAS, CrossFitRound, pick_alpha
+from cotrain.trust.cross_fit import ALPHAS, pick_alpha
+from cotrain.trust.pool import pool_targets
+from cotrain.trust.protocol import TrustRound
 from learners import ClassAlignedClassifier
 from learners.blend import BlendedClassifier
 
-__all__ = ["HoldoutTrust", "holdout_split", "pool_targets"]
+__all__ = ["HoldoutTrust", "holdout_split"]
 
 
 def holdout_split(y: np.ndarray, holdout: float, random_state: int | None) -> np.ndarray:
@@ -87,48 +89,6 @@ def holdout_split(y: np.ndarray, holdout: float, random_state: int | None) -> np
         n_hold = min(int(np.floor(holdout * len(rows) + 0.5)), len(rows) - 1)
         held[rng.permutation(rows)[:n_hold]] = True
     return held
-
-
-def pool_targets(
-    y: np.ndarray, pseudo: np.ndarray, classes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The training targets of a site's rows and of the labelled pool rows.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n,)
-        The site's labels (values from ``classes``).
-    pseudo : ndarray
-        The consensus: codes ``(n_public,)`` with -1 for abstain, or soft targets
-        ``(n_public, C)`` with NaN rows for abstain.
-    classes : ndarray
-        The global classes.
-
-    Returns
-    -------
-    labelled : ndarray of bool, shape (n_public,)
-        The pool rows the consensus labelled.
-    y_private : ndarray
-        ``y``, or one-hot rows ``(n, C)`` under a soft consensus.
-    y_pool : ndarray
-        The labelled pool rows' targets: class values, or soft rows ``(m, C)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> labelled, mine, pool = pool_targets(
-    ...     np.array(["a", "b"]), np.array([1, -1, 0]), np.array(["a", "b"]))
-    >>> labelled.tolist(), mine.tolist(), pool.tolist()
-    ([True, False, True], ['a', 'b'], ['b', 'a'])
-    >>> pool_targets(np.array(["b"]), np.array([[0.2, 0.8]]), np.array(["a", "b"]))[1]
-    array([[0., 1.]])
-    """
-    if pseudo.ndim == 2:  # soft consensus: private rows one-hot
-        labelled = ~np.isnan(pseudo).any(axis=1)
-        one_hot = (y[:, None] == classes[None, :]).astype(np.float64)
-        return labelled, one_hot, pseudo[labelled]
-    labelled = pseudo >= 0
-    return labelled, y, classes[pseudo[labelled]]
 
 
 class HoldoutTrust:
@@ -251,28 +211,15 @@ class HoldoutTrust:
         pseudo: np.ndarray | None,
         classes: np.ndarray,
         state: dict[str, Any],
-    ) -> CrossFitRound:
+    ) -> TrustRound:
         """One round at a client: fit the co-trained model, label the pool, choose ``alpha``.
 
-        Parameters
-        ----------
-        estimator : classifier
-            The client's learner (unfitted prototype).
-        X, y : ndarray
-            The private rows and their labels (values from ``classes``).
-        X_public : ndarray
-            The public pool U.
-        pseudo : ndarray or None
-            The consensus: codes ``(n_public,)`` with -1 for abstain, or soft targets
-            ``(n_public, C)`` with NaN rows for abstain; None before the first consensus.
-        classes : ndarray
-            The global classes.
-        state : dict
-            What the client keeps between rounds (its ``trust_cache``).
+        The parameters are those of :meth:`Trust.fit_round
+        <cotrain.trust.protocol.Trust.fit_round>` (the trust protocol).
 
         Returns
         -------
-        CrossFitRound
+        TrustRound
             ``on_public`` from the co-trained model (not cross-fitted), ``quality`` its
             held-out accuracy.
         """
@@ -304,16 +251,16 @@ class HoldoutTrust:
         if held_out is None:  # nothing to measure on: plain co-training
             alpha = 0.0 if pseudo is None else 1.0
             blend = BlendedClassifier(local, [co], alpha, held).fit_blend()
-            return CrossFitRound(on_public, blend, None, alpha, spent)
+            return TrustRound(on_public, blend, None, alpha, spent)
         codes = np.searchsorted(classes, y[held_out])
         co_proba = co.predict_proba(X[held_out])
         quality = float(np.mean(co_proba.argmax(axis=1) == codes))
         if pseudo is None:  # round 1: the local model (the co model is a copy of it)
             blend = BlendedClassifier(local, [co], 0.0).fit_blend()
-            return CrossFitRound(on_public, blend, quality, 0.0, spent)
+            return TrustRound(on_public, blend, quality, 0.0, spent)
         if "local_held_out" not in state:
             state["local_held_out"] = local.predict_proba(X[held_out])
         alphas, z = tuple(self.alphas), float(self.z)
         alpha = pick_alpha(co_proba, state["local_held_out"], codes, alphas, z, held)
         blend = BlendedClassifier(local, [co], alpha, held).fit_blend()
-        return CrossFitRound(on_public, blend, quality, alpha, spent)
+        return TrustRound(on_public, blend, quality, alpha, spent)

@@ -5,7 +5,7 @@ pseudo-labelled pool U, then labels U with that model: with several epochs a rou
 the pseudo-labels exactly and sends them back, so after one exchange the consensus no longer
 changes (on an H100, 10 MiniLM sites at b = 5 agreed on 100 % of U from round 2 and
 ``changed`` stayed 0; docs/results.md Part 3). :class:`CrossFitTrust
-<cotrain.federation.cross_fit.CrossFitTrust>` prevents this with cross-fits that start
+<cotrain.trust.cross_fit.CrossFitTrust>` prevents this with cross-fits that start
 afresh each round, too costly for such learners. :class:`PoolHalvesTrust` does it with two
 models that *continue* their training (``warm_start``):
 
@@ -24,7 +24,7 @@ Cost per round: two trainings, each on the site's rows plus half of U — for a 
 many rows as U, 1.5× FedCT's rows a round; at most 2×. Memory: two models.
 
 This is the cure for the lock-in, not a safeguard: a site's predictor is co-trained at full
-weight, as in the paper's FedCT. :class:`~cotrain.federation.holdout.HoldoutTrust` adds the
+weight, as in the paper's FedCT. :class:`~cotrain.trust.holdout.HoldoutTrust` adds the
 held-out fallback instead (and keeps the lock-in).
 """
 
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from cotrain.federation.cross_fit import CrossFitRound
-from cotrain.federation.holdout import pool_targets
+from cotrain.trust.pool import pool_targets
+from cotrain.trust.protocol import TrustRound
 from learners import ClassAlignedClassifier
 from learners.blend import BlendedClassifier
 
@@ -128,12 +128,12 @@ class PoolHalvesTrust:
         pseudo: np.ndarray | None,
         classes: np.ndarray,
         state: dict[str, Any],
-    ) -> CrossFitRound:
+    ) -> TrustRound:
         """One round at a client: continue both models, each labels the other half.
 
-        The parameters are those of :meth:`CrossFitTrust.fit_round
-        <cotrain.federation.cross_fit.CrossFitTrust.fit_round>` (the trust protocol).
-        The returned :class:`~cotrain.federation.cross_fit.CrossFitRound` has
+        The parameters are those of :meth:`Trust.fit_round
+        <cotrain.trust.protocol.Trust.fit_round>` (the trust protocol).
+        The returned :class:`~cotrain.trust.protocol.TrustRound` has
         ``on_public`` with each half labelled by the model that never trained on it,
         ``quality`` None and ``alpha`` 1.
         """
@@ -150,7 +150,7 @@ class PoolHalvesTrust:
             if pseudo is None:
                 on_public = first.predict_proba(X_public)
                 blend = BlendedClassifier(first, state["models"], 1.0, held).fit_blend()
-                return CrossFitRound(on_public, blend, None, 1.0, spent)
+                return TrustRound(on_public, blend, None, 1.0, spent)
         models: list[ClassAlignedClassifier] = state["models"]
         labelled, y_private, y_pool = pool_targets(y, pseudo, classes)
         on_public = np.empty((len(X_public), len(classes)))
@@ -164,4 +164,4 @@ class PoolHalvesTrust:
             others = half != k
             on_public[others] = model.predict_proba(X_public[others])
         blend = BlendedClassifier(state["local"], models, 1.0, held).fit_blend()
-        return CrossFitRound(on_public, blend, None, 1.0, spent)
+        return TrustRound(on_public, blend, None, 1.0, spent)

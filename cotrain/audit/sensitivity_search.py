@@ -11,7 +11,7 @@ bits). Record-level DP for any learner comes by construction from subsample-and-
 :func:`sensitivity_lower_bound` replaces one record by adversarial neighbours (its label
 flipped, the record moved to the extremes of the feature ranges or far outside them, copies of
 other records) and refits along the co-training trajectory the client really follows: in round
-t the client fits on D ∪ P_t (:func:`cotrain.federation.client.with_pseudo_labels`), continuing
+t the client fits on D ∪ P_t (:func:`cotrain.trust.with_pseudo_labels`), continuing
 from its
 previous model if its learner warm-starts, so the neighbour's client fits on D' ∪ P_t from its
 own previous model, and the labels both give U are compared round by round.
@@ -31,10 +31,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
-from cotrain.trust import with_pseudo_labels
+from cotrain.trust.pool import with_pseudo_labels
 from learners import ClassAlignedClassifier
 
-__all__ = ["STRATEGIES", "SensitivityLowerBound", "sensitivity_lower_bound"]
+__all__ = ["STRATEGIES", "SensitivityLowerBound", "estimate_sensitivity", "sensitivity_lower_bound"]
 
 #: Neighbour strategies, in the order they are tried (see :func:`sensitivity_lower_bound`).
 STRATEGIES = ("label_flip", "feature_extreme", "copy", "random_copy")
@@ -335,20 +335,20 @@ def sensitivity_lower_bound(
       from the centre (the mean of D ∪ U), each with every label (2dC + 3C neighbours);
     * ``"copy"``: a copy of every other record (x_j, y_j), j ≠ r (n − 1 neighbours);
     * ``"random_copy"``: the benign neighbours of the paper's estimate (fedct §5) and of the
-      deprecated :func:`cotrain.privacy.sensitivity.estimate_sensitivity`: ``n_records``
+      deprecated :func:`estimate_sensitivity`: ``n_records``
       random pairs (r, j ≠ r), r replaced by a copy of j (100 pairs when ``n_records`` is
       None). They stay inside the data distribution and find far fewer changes.
 
     The trajectory: in round t the client fits on D ∪ P_t
-    (:func:`cotrain.federation.client.with_pseudo_labels`; P_t replaces P_{t-1}) through
+    (:func:`cotrain.trust.with_pseudo_labels`; P_t replaces P_{t-1}) through
     :class:`learners.ClassAlignedClassifier` exactly as a :class:`cotrain.Client` does, so a
     learner that warm-starts continues from its own previous model — the neighbour's client
     from the neighbour's model. P_t is the same for both: it is the public consensus of earlier
     rounds, on which each round's privacy loss is conditioned (adaptive composition). Give the
     P_t of a real run in ``pseudo_labels``; without them a lone client is simulated: P_1 =
     none, P_{t+1} = its own labels of round t. Released labels are compared as hard labels
-    (``predict``); a soft release (:class:`GaussianSoftLabels`) changes in general on every
-    row, so its s* is all |U| rows.
+    (``predict``); a soft release (:class:`~cotrain.privacy.GaussianSoftLabels`) changes in
+    general on every row, so its s* is all |U| rows.
 
     Cost: about (C − 1 + 2dC + 3C + n − 1) × ``n_records`` × rounds fits, plus about 4C·n
     first-round fits for the screen when ``n_records`` < n (the screen is a heuristic: the
@@ -386,8 +386,9 @@ def sensitivity_lower_bound(
     strategies : sequence of str, default=("label_flip", "feature_extreme", "copy")
         Neighbour strategies from :data:`STRATEGIES`, tried in this order.
     unit : {"bits", "labels"}, default="bits"
-        ``"bits"``: 2 × changed labels (one-hot bit flips, :class:`XORMechanism`'s unit);
-        ``"labels"``: changed labels (:class:`RandomizedResponse`'s unit).
+        ``"bits"``: 2 × changed labels (one-hot bit flips,
+        :class:`~cotrain.privacy.XORMechanism`'s unit);
+        ``"labels"``: changed labels (:class:`~cotrain.privacy.RandomizedResponse`'s unit).
     random_state : int, Generator or None
         Seeds the ``"random_copy"`` pairs and the learner's seed as above.
     n_jobs : int, optional
@@ -517,3 +518,99 @@ def sensitivity_lower_bound(
         counts=counts,
         records=records,
     )
+
+
+def estimate_sensitivity(
+    estimator: Any,
+    X: ArrayLike,
+    y: ArrayLike,
+    X_public: ArrayLike,
+    n_neighbours: int = 100,
+    random_state: int | np.random.Generator | None = None,
+    n_jobs: int | None = None,
+    *,
+    unit: Literal["bits", "labels"] = "bits",
+    return_all: bool = False,
+) -> int | tuple[int, NDArray[np.int64]]:
+    """Deprecated: the paper's benign neighbour search (fedct §5), a weak LOWER bound on s*.
+
+    .. deprecated::
+        Use :func:`sensitivity_lower_bound`, which searches adversarial neighbours along the
+        co-training trajectory. This alias calls it with ``strategies=("random_copy",)`` and
+        ``n_rounds=1`` so that old numbers are reproduced exactly (same seed, same counts).
+
+    Fits a clone of ``estimator`` on (X, y) alone, then for ``n_neighbours`` random pairs
+    (r, j ≠ r) refits with record r replaced by a copy of record j and counts the labels on U
+    that change; returns the maximum. That is a sample maximum over neighbours that stay in the
+    data distribution, fitted on D alone rather than on the D ∪ P_t the client releases from:
+    the true s* is at least this and usually far more (breast cancer, 56 private rows,
+    |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
+    NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
+    the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
+    :class:`cotrain.privacy.teachers.SubsampleAndAggregate`.
+
+    Parameters
+    ----------
+    estimator : scikit-learn classifier
+        Never fitted itself. If it has a ``random_state`` parameter that is None, every fit
+        uses the same fixed seed (drawn from ``random_state``).
+    X, y : array-like
+        The client's private training data (numeric; at least 2 records).
+    X_public : array-like
+        The public pool U.
+    n_neighbours : int, default=100
+        Random neighbouring data sets to try (the paper uses 100).
+    random_state : int, Generator or None
+        Seeds the choice of neighbours (and the learner's seed as above).
+    n_jobs : int, optional
+        Parallel refits (joblib).
+    unit : {"bits", "labels"}, default="bits"
+        ``"bits"``: 2 × changed labels; ``"labels"``: changed labels.
+    return_all : bool, default=False
+        Also return the count of every neighbour.
+
+    Returns
+    -------
+    s : int
+        The largest count found, in ``[0, 2|U|]`` bits or ``[0, |U|]`` labels.
+    counts : ndarray of int64, shape (n_neighbours,)
+        Only with ``return_all=True``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     s, counts = estimate_sensitivity(DecisionTreeClassifier(), X[::2], y[::2], X[1::2],
+    ...                                      n_neighbours=20, random_state=0, return_all=True)
+    >>> 0 <= s <= 2 * 75 and s == counts.max() and s % 2 == 0
+    True
+    """
+    warnings.warn(
+        "estimate_sensitivity is deprecated: its benign neighbours give a weak lower bound on "
+        "s*, not s*; use sensitivity_lower_bound (cotrain.audit.sensitivity_search)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    if unit not in ("bits", "labels"):
+        raise ValueError(f"unit must be 'bits' or 'labels', got {unit!r}")
+    factor = 2 if unit == "bits" else 1
+    if isinstance(n_neighbours, bool) or not isinstance(n_neighbours, Integral) or n_neighbours < 1:
+        raise ValueError(f"n_neighbours must be an integer >= 1, got {n_neighbours!r}")
+    found = sensitivity_lower_bound(
+        estimator,
+        X,
+        y,
+        X_public,
+        n_rounds=1,
+        n_records=int(n_neighbours),
+        strategies=("random_copy",),
+        unit=unit,
+        random_state=random_state,
+        n_jobs=n_jobs,
+    )
+    s = int(found.value)
+    return (s, factor * found.counts[:, 0]) if return_all else s
