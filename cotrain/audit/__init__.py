@@ -58,7 +58,6 @@ from cotrain.audit.metrics import (
     membership_metrics,
     tpr_at_fpr,
 )
-from learners._deprecation import deprecated_names
 
 __all__ = [
     "ATTACKS",
@@ -86,12 +85,6 @@ __all__ = [
     "one_run_audit",
     "tpr_at_fpr",
 ]
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(
-    __name__, {"neighbour_agreement": "cotrain.audit.neighbor_agreement"}
-)
 
 
 def __dir__() -> list[str]:
