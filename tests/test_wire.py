@@ -329,7 +329,7 @@ def test_sender_state_unchanged_when_encoding_fails():
     before = sender.state_dict()
     with pytest.raises(ValueError, match=r"labels must be class codes in 0\.\.2"):
         sender.encode([0, 1, 3, 0], 2, 1)
-    with pytest.raises(ValueError, match="ref_round must be between 0"):
+    with pytest.raises(ValueError, match="ref_round must be an integer between 0"):
         sender.encode([0, 1, 2, 0], 2, -1)
     with pytest.raises(TypeError, match="round must be an int"):
         sender.encode([0, 1, 2, 0], 2.0, 1)
@@ -380,7 +380,12 @@ def test_state_dicts_round_trip_and_resume_delta_coding():
     [
         ("sender", [1, None], TypeError, "state must be a dict"),
         ("sender", {"round": 1}, ValueError, r"state is missing \['codes'\]"),
-        ("sender", {"round": -1, "codes": None}, ValueError, r"state\['round'\] must be between"),
+        (
+            "sender",
+            {"round": -1, "codes": None},
+            ValueError,
+            r"state\['round'\] must be an integer between",
+        ),
         ("sender", {"round": "1", "codes": None}, TypeError, r"state\['round'\] must be an int"),
         ("sender", {"round": 0, "codes": [0, 1, 2]}, ValueError, "must be None when"),
         ("sender", {"round": 1, "codes": [0, 1]}, ValueError, r"state\['codes'\] must be class"),
@@ -680,11 +685,15 @@ def test_receiver_keeps_its_state_after_a_malformed_upload():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_classes": 0}, ValueError, "n_classes must be between 1"),
-        ({"n_classes": 2**32 - 1}, ValueError, "n_classes must be between 1 and 4294967294"),
+        ({"n_classes": 0}, ValueError, "n_classes must be an integer between 1"),
+        (
+            {"n_classes": 2**32 - 1},
+            ValueError,
+            "n_classes must be an integer between 1 and 4294967294",
+        ),
         ({"n_classes": 2.0}, TypeError, "n_classes must be an int"),
         ({"n_classes": True}, TypeError, "n_classes must be an int"),
-        ({"n_public": -1}, ValueError, "n_public must be between 0"),
+        ({"n_public": -1}, ValueError, "n_public must be an integer between 0"),
         ({"n_public": "5"}, TypeError, "n_public must be an int"),
         ({"share": "both"}, ValueError, r"share must be one of \('hard', 'soft'\)"),
         ({"share": 1}, TypeError, "share must be a str"),
@@ -692,8 +701,8 @@ def test_receiver_keeps_its_state_after_a_malformed_upload():
         ({"encoding": None}, TypeError, "encoding must be a str"),
         ({"soft_dtype": "float64"}, ValueError, "soft_dtype must be one of"),
         ({"soft_dtype": np.float16}, TypeError, "soft_dtype must be a str"),
-        ({"soft_bits": 0}, ValueError, "soft_bits must be between 1 and 16"),
-        ({"soft_bits": 17}, ValueError, "soft_bits must be between 1 and 16"),
+        ({"soft_bits": 0}, ValueError, "soft_bits must be an integer between 1 and 16"),
+        ({"soft_bits": 17}, ValueError, "soft_bits must be an integer between 1 and 16"),
         ({"soft_bits": 4.0}, TypeError, "soft_bits must be an int"),
     ],
 )
@@ -734,7 +743,9 @@ def test_from_config_defaults_and_errors():
         WireFormat.from_config({"n-classes": 2})
     with pytest.raises(TypeError, match="config must be a mapping"):
         WireFormat.from_config([("n-classes", 2)])
-    with pytest.raises(ValueError, match="wire-format config: soft_bits must be between 1 and 16"):
+    with pytest.raises(
+        ValueError, match="wire-format config: soft_bits must be an integer between 1 and 16"
+    ):
         WireFormat.from_config({"n-classes": 2, "n-public": 5, "soft-bits": 20})
     with pytest.raises(TypeError, match="wire-format config: soft_bits must be an int"):
         WireFormat.from_config({"n-classes": 2, "n-public": 5, "soft-bits": False})

@@ -60,13 +60,14 @@ import numpy as np
 from cotrain.audit.canary_bound import (
     canary_epsilon_lower_bound,
     canary_p_value,
-    check_count,
     check_probability,
     max_certifiable_epsilon,
 )
-from cotrain.audit.claims import EpsilonClaim, check_relation
+from cotrain.audit.claims import EpsilonClaim
 from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
+from cotrain.privacy.composition import check_relation
+from learners.checks import check_int
 
 __all__ = [
     "CanaryAudit",
@@ -114,7 +115,7 @@ def make_canaries(
     Xp = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim != 2:
         raise ValueError(f"X_public must be 2-D, got shape {Xp.shape}")
-    m = check_count(n_canaries, "n_canaries", 1)
+    m = check_int(n_canaries, "n_canaries", 1)
     if m > len(Xp):
         raise ValueError(f"n_canaries ({m}) cannot exceed the public points ({len(Xp)})")
     classes = np.asarray(classes)
@@ -209,8 +210,8 @@ def _plan(
     allow_powerless: bool,
 ) -> tuple[int, int, float, float, str, float, float | None]:
     """Check a design before any release: guesses, δ from the claim, relation, power."""
-    kp = check_count(k_plus, "k_plus")
-    km = check_count(k_minus, "k_minus")
+    kp = check_int(k_plus, "k_plus", 0)
+    km = check_int(k_minus, "k_minus", 0)
     if kp + km == 0 or kp + km > m:
         raise ValueError(f"k_plus + k_minus must be in 1..{m} (the canaries), got {kp + km}")
     beta = check_probability(beta, "beta", closed_low=False)

@@ -59,11 +59,11 @@ from cotrain.wire.packing import (
     MAX_U32,
     as_buffer,
     check_choice,
-    check_int,
     check_probs,
     message_class,
     row_sum_problem,
 )
+from learners.checks import check_int
 
 # UploadReceiver and UploadSender are defined in cotrain.wire.endpoints; importable here too
 __all__ = ["MalformedMessage", "UploadReceiver", "UploadSender", "WireFormat"]

@@ -55,13 +55,13 @@ from cotrain.wire.packing import (
     MAX_U32,
     as_buffer,
     bits_per_label,
-    check_int,
     check_probs,
     message_class,
     pack,
     register_kind,
     unpack,
 )
+from learners.checks import check_int
 
 __all__ = [
     "HEADER_SIZE",
