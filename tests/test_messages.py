@@ -10,14 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cotrain.wire.messages import (
-    HEADER_SIZE,
-    HardLabels,
-    Message,
-    SoftLabels,
-    decode,
-    encode_labels,
-)
+from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_labels
+from cotrain.wire.packing import HEADER_SIZE
 
 
 def test_header_is_ten_bytes_and_documented_layout():

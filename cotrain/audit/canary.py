@@ -38,7 +38,8 @@ mechanisms only (randomized response).
 
 Power
 -----
-``r`` guesses among ``m`` canaries can certify at most :func:`max_certifiable_epsilon`
+``r`` guesses among ``m`` canaries can certify at most
+:func:`~cotrain.audit.canary_bound.max_certifiable_epsilon`
 (all guesses right): about ``ln(r / ln(1/β))``, 4.42 for 250 guesses at β = 0.05. An audit
 of a claim at or above that value cannot fail; :func:`one_run_audit` refuses it (ValueError)
 unless ``allow_powerless=True``, which warns and records ``can_fail=False`` in the result.
@@ -59,7 +60,6 @@ import numpy as np
 
 from cotrain.audit.canary_bound import (
     canary_epsilon_lower_bound,
-    canary_p_value,
     check_probability,
     max_certifiable_epsilon,
 )
@@ -72,10 +72,7 @@ from learners.checks import check_int
 __all__ = [
     "CanaryAudit",
     "audit_from_scores",
-    "canary_epsilon_lower_bound",
-    "canary_p_value",
     "make_canaries",
-    "max_certifiable_epsilon",
     "one_run_audit",
 ]
 
@@ -147,7 +144,7 @@ class CanaryAudit:
         The neighbouring relation the experiment tests (canary absent, or replaced).
     max_certifiable_epsilon : float
         The design's power: the largest ε any outcome could certify
-        (:func:`max_certifiable_epsilon`).
+        (:func:`~cotrain.audit.canary_bound.max_certifiable_epsilon`).
     claimed_epsilon : float or None
         The audited claim's ε under ``relation``, when a claim was given.
 
@@ -369,7 +366,8 @@ def one_run_audit(
     ``n_neighbors`` nearest public points whose released label is ``y_canaries[i]``
     (:func:`~cotrain.audit.lira.neighbor_agreement`); the auditor guesses IN for the
     ``k_plus`` highest scores and OUT for the ``k_minus`` lowest (ties broken at random,
-    independently of the coin flips), and :func:`canary_epsilon_lower_bound` turns the number
+    independently of the coin flips), and
+    :func:`~cotrain.audit.canary_bound.canary_epsilon_lower_bound` turns the number
     of correct guesses into the bound. ``k_plus`` and ``k_minus`` must be fixed before the
     run: choosing them after seeing the scores voids the confidence level.
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, Literal, cast
 
 from cotrain.audit.canary_bound import check_probability
 from cotrain.privacy.composition import RELATIONS, check_relation
@@ -205,7 +205,8 @@ class EpsilonClaim:
                 event = mechanism.dp_event(n_classes, n_labels) if relation == declared else None
             if event is not None:
                 events.append(event)
-                epsilon[relation] = epsilon_spent([event] * rounds, delta, relation=relation)
+                rel = cast(Literal["add_or_remove", "replace_one"], relation)
+                epsilon[relation] = epsilon_spent([event] * rounds, delta, relation=rel)
         if not epsilon:
             raise ValueError(f"{type(mechanism).__name__} states no privacy event to audit")
         return cls(epsilon, delta=delta, gaussian=declares_gaussian(events))

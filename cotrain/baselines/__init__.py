@@ -30,10 +30,11 @@ Examples
 
 from __future__ import annotations
 
+from cotrain.baselines.aggregation import average_weights
 from cotrain.baselines.distillation import DistributedDistillation
 from cotrain.baselines.ensemble_distillation import FedDF, FedDS
 from cotrain.baselines.fedaux_distillation import FedAUX
-from cotrain.baselines.fedavg import DPFedAvg, FedAvg, average_weights
+from cotrain.baselines.fedavg import DPFedAvg, FedAvg
 from cotrain.baselines.pate import PATE, gnmax
 from cotrain.baselines.reference import Centralized, LocalOnly
 

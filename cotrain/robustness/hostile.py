@@ -5,7 +5,7 @@ that *predicts* hostile labels makes a client Byzantine at the message level, wh
 transport. :class:`HostileClassifier` wraps any classifier that way; :class:`CrashingClassifier`
 and :class:`HangingClassifier` make a client fail or stall; :func:`make_hostile` turns a
 seeded share of a federation's estimators hostile. (To poison a client's *training data*
-instead, see :func:`cotrain.partition.make_byzantine`.)
+instead, see :func:`cotrain.robustness.corruption.make_byzantine`.)
 
 Examples
 --------

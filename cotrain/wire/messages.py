@@ -64,7 +64,6 @@ from cotrain.wire.packing import (
 from learners.checks import check_int
 
 __all__ = [
-    "HEADER_SIZE",
     "HardLabels",
     "Message",
     "SoftLabels",
