@@ -251,7 +251,7 @@ def test_deprecated_attribute_spellings_warn():
             assert getattr(obj, old) == getattr(obj, new)
 
 
-def test_the_old_experiment_method_name_runs_the_new_one_with_a_warning(tmp_path):
+def test_the_old_experiment_method_name_is_refused(tmp_path):
     from cotrain.experiment import METHODS, load_experiment
     from cotrain.experiment.report import ONE_SHOT
 
@@ -276,11 +276,9 @@ learner = "DT"
 """
     path = tmp_path / "exp.toml"
     path.write_text(text.format(name="centralized"))
-    _, new = load_experiment(path)
+    load_experiment(path)
     path.write_text(text.format(name="centralised"))
-    with pytest.warns(FutureWarning, match='use "centralized"'):
-        _, old = load_experiment(path)
-    assert [r.config["method"]["name"] for r in old] == ["centralized"]
-    assert [r.config for r in old] == [r.config for r in new]
+    with pytest.raises(ValueError, match=r"method\.name must be one of"):
+        load_experiment(path)
     assert "centralized" in METHODS and "centralised" not in METHODS
     assert {"centralized", "centralised"} <= set(ONE_SHOT)  # old summaries still plot

@@ -25,7 +25,6 @@ from cotrain.wire.messages import (
     Message,
     SoftLabels,
     decode,
-    encode_labels,
     encode_message,
 )
 from cotrain.wire.packing import HEADER_SIZE, register_kind, registered_kinds
@@ -798,11 +797,10 @@ def test_delta_sender_and_receiver_round_trip_a_sequence():
         np.testing.assert_array_equal(sender.state_dict()["codes"], receiver.state_dict()["codes"])
 
 
-def test_encode_message_and_its_deprecated_alias():
+def test_encode_message_builds_the_message_of_its_labels():
     assert encode_message(np.array([1, 0, 1]), 2).to_bytes() == HardLabels([1, 0, 1], 2).to_bytes()
-    with pytest.warns(DeprecationWarning, match="use cotrain.wire.messages.encode_message"):
-        old = encode_labels(np.eye(2), 2, soft_dtype="float16")
-    assert old.to_bytes() == encode_message(np.eye(2), 2, soft_dtype="float16").to_bytes()
+    soft = encode_message(np.eye(2), 2, soft_dtype="float16")
+    assert soft.to_bytes() == SoftLabels(np.eye(2), dtype="float16").to_bytes()
 
 
 def test_every_kind_is_registered_and_decodes_through_messages():
@@ -873,12 +871,16 @@ def test_message_modules_have_no_cycle_and_no_private_imports():
         assert not private, (path.name, private)
 
 
-def test_old_import_paths_of_the_split_modules_still_work():
+def test_the_split_modules_are_the_only_homes_of_their_names():
     from cotrain.wire import compact
     from cotrain.wire import format as wire_format
 
-    assert compact.DeltaHardLabels is DeltaHardLabels
-    assert compact.DELTA_HEADER_SIZE == DELTA_HEADER_SIZE == 14
-    assert wire_format.UploadSender is UploadSender
-    assert wire_format.UploadReceiver is UploadReceiver
+    assert DELTA_HEADER_SIZE == 14
+    for module, name in [
+        (compact, "DeltaHardLabels"),
+        (compact, "DELTA_HEADER_SIZE"),
+        (wire_format, "UploadSender"),
+        (wire_format, "UploadReceiver"),
+    ]:
+        assert name not in module.__all__
     assert not hasattr(compact, "DeltaEncoder") and not hasattr(compact, "DeltaDecoder")
