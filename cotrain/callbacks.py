@@ -36,6 +36,7 @@ from cotrain.history import History, RoundRecord
 __all__ = [
     "Callback",
     "EarlyStopping",
+    "LoopView",
     "PrivacyBudget",
     "ProgressBar",
     "TimeBudget",
@@ -46,7 +47,16 @@ __all__ = [
 class LoopView(Protocol):
     """What a callback may use of the loop that calls it
     (:class:`cotrain.federation.loop.RoundLoop`, which imports this module): the loop as
-    its callbacks see it."""
+    its callbacks see it, for annotating a callback's hooks.
+
+    Examples
+    --------
+    >>> from cotrain.federation.loop import RoundLoop
+    >>> loop = RoundLoop(lambda t, s: None, lambda: [], rounds=3)
+    >>> view: LoopView = loop
+    >>> view.rounds, view.stopped_reason
+    (3, None)
+    """
 
     history: History
     rounds: int
