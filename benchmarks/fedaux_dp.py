@@ -42,7 +42,7 @@ from sklearn.metrics import balanced_accuracy_score
 from sklearn.preprocessing import StandardScaler
 
 from cotrain.baselines import FedAUX, FedAvg, FedDF
-from cotrain.datasets.loaders import load_adult
+from cotrain.datasets.tabular import load_adult
 from cotrain.partition import dirichlet
 from learners import TorchClassifier
 from learners.modules import MLP

@@ -55,7 +55,8 @@ from sklearn.ensemble import RandomForestClassifier
 
 from consensus import MajorityVote
 from cotrain import FederatedCoTrainer
-from cotrain.runtime.pools import InProcessPool, ProcessPool, host_objects
+from cotrain.runtime.pools import InProcessPool, host_objects
+from cotrain.runtime.process_pool import ProcessPool
 from cotrain.runtime.runtimes import JoblibRuntime
 from cotrain.runtime.worker_processes import idle_workers
 from cotrain.wire.messages import HardLabels

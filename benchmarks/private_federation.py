@@ -54,7 +54,7 @@ from untuned_mixed import load
 
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import LocalOnly
-from cotrain.datasets.loaders import load_wine_quality
+from cotrain.datasets.tabular import load_wine_quality
 from cotrain.federation import secure_federation
 from cotrain.federation.secure_client import SecureClient
 from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate

@@ -55,7 +55,9 @@ from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer, partition
-from cotrain.runtime.runtimes import JoblibRuntime, RayRuntime, SequentialRuntime, Straggler
+from cotrain.runtime.ray_runtime import RayRuntime
+from cotrain.runtime.runtimes import JoblibRuntime, SequentialRuntime
+from cotrain.runtime.straggler import Straggler
 
 N_CLIENTS = 100
 

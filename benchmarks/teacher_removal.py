@@ -3,7 +3,7 @@
 Subsample-and-aggregate's sensitivity argument needs one private record to change one teacher
 (:mod:`cotrain.privacy.shards`: a keyed hash of each record picks its teacher). This measures
 it on one site's private rows of UCI Adult (``../shared/data/adult``, one-hot encoded by
-:func:`cotrain.datasets.loaders.load_adult`; without the folder: scikit-learn's digits):
+:func:`cotrain.datasets.tabular.load_adult`; without the folder: scikit-learn's digits):
 
 (a) 100 random removals and 100 random additions (records from outside the site): for each,
     with the same key, the number of teachers whose set of training records changed
@@ -47,7 +47,7 @@ from cotrain.privacy.teachers import teacher_votes
 def load(rows: int, seed: int) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One site's private rows, records from elsewhere (to add) and a public pool of 300."""
     try:
-        from cotrain.datasets.loaders import load_adult
+        from cotrain.datasets.tabular import load_adult
 
         X, y, _ = load_adult()
         name = "adult"

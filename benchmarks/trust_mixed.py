@@ -40,7 +40,7 @@ from sklearn.preprocessing import LabelEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.datasets.loaders import load_adult, load_wine_quality
+from cotrain.datasets.tabular import load_adult, load_wine_quality
 from learners import XGBoostClassifier
 
 CLIENTS = ("DT", "RF", "XGB", "LR")

@@ -79,8 +79,8 @@ except ModuleNotFoundError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cotrain import FederatedCoTrainer
-from cotrain.datasets.loaders import load_adult, load_wine_quality
 from cotrain.datasets.paths import data_home
+from cotrain.datasets.tabular import load_adult, load_wine_quality
 from learners import XGBoostClassifier
 
 SITES = ("DT", "RF", "XGB", "LR")

@@ -17,12 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from cotrain._moved import install_moved
-
 __all__ = ["Client", "FederatedCoTrainer", "History", "RoundRecord", "partition"]
 __version__ = "0.1.0"
-
-install_moved()  # old module paths (cotrain.client, ...) keep working for one release
 
 #: public name -> module holding it; imported on first use (PEP 562), so that importing a
 #: light submodule (e.g. a Flower site's relay ClientApp) does not import scikit-learn

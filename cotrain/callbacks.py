@@ -36,6 +36,7 @@ from cotrain.history import History, RoundRecord
 __all__ = [
     "Callback",
     "EarlyStopping",
+    "LoopView",
     "PrivacyBudget",
     "ProgressBar",
     "TimeBudget",
@@ -43,9 +44,19 @@ __all__ = [
 ]
 
 
-class RoundLoop(Protocol):
+class LoopView(Protocol):
     """What a callback may use of the loop that calls it
-    (:class:`cotrain.federation.loop.RoundLoop`, which imports this module)."""
+    (:class:`cotrain.federation.loop.RoundLoop`, which imports this module): the loop as
+    its callbacks see it, for annotating a callback's hooks.
+
+    Examples
+    --------
+    >>> from cotrain.federation.loop import RoundLoop
+    >>> loop = RoundLoop(lambda t, s: None, lambda: [], rounds=3)
+    >>> view: LoopView = loop
+    >>> view.rounds, view.stopped_reason
+    (3, None)
+    """
 
     history: History
     rounds: int
@@ -70,16 +81,16 @@ class Callback:
     StopWhenCovered()
     """
 
-    def on_fit_start(self, loop: RoundLoop) -> None:
+    def on_fit_start(self, loop: LoopView) -> None:
         """Called once before the first round that will run."""
 
-    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+    def on_round_start(self, loop: LoopView, t: int, sampled: np.ndarray) -> None:
         """Called before round ``t`` with the sampled client ids."""
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: LoopView, record: RoundRecord) -> None:
         """Called after round ``record.round``, once it is in ``loop.history``."""
 
-    def on_fit_end(self, loop: RoundLoop) -> None:
+    def on_fit_end(self, loop: LoopView) -> None:
         """Called once when the loop ends (not after an exception)."""
 
     def __repr__(self) -> str:
@@ -109,18 +120,18 @@ class EarlyStopping(Callback):
         self.patience = patience
         self.unchanged = 0
 
-    def on_fit_start(self, loop: RoundLoop) -> None:
+    def on_fit_start(self, loop: LoopView) -> None:
         self.unchanged = 0
         for record in reversed(list(loop.history)):
             if record.changed != 0:
                 break
             self.unchanged += 1
 
-    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+    def on_round_start(self, loop: LoopView, t: int, sampled: np.ndarray) -> None:
         if self.unchanged >= self.patience:  # a resumed run that had settled
             loop.stop(self.reason)
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: LoopView, record: RoundRecord) -> None:
         self.unchanged = self.unchanged + 1 if record.changed == 0 else 0
         if self.unchanged >= self.patience:
             loop.stop(self.reason)
@@ -148,7 +159,7 @@ class PrivacyBudget(Callback):
     def __init__(self, ledger: Any) -> None:
         self.ledger = ledger
 
-    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+    def on_round_start(self, loop: LoopView, t: int, sampled: np.ndarray) -> None:
         if self.ledger.would_exceed_budget(sampled):
             loop.stop(self.reason)
 
@@ -194,17 +205,17 @@ class TimeBudget(Callback):
         self._round_started = 0.0
         self._slowest = 0.0
 
-    def on_fit_start(self, loop: RoundLoop) -> None:
+    def on_fit_start(self, loop: LoopView) -> None:
         self._started = self.clock()
         self._slowest = 0.0
 
-    def on_round_start(self, loop: RoundLoop, t: int, sampled: np.ndarray) -> None:
+    def on_round_start(self, loop: LoopView, t: int, sampled: np.ndarray) -> None:
         now = self.clock()
         if self._slowest > 0 and now - self._started + self._slowest > self.seconds:
             loop.stop(self.reason)
         self._round_started = now
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: LoopView, record: RoundRecord) -> None:
         self._slowest = max(self._slowest, self.clock() - self._round_started)
 
     def __repr__(self) -> str:
@@ -232,7 +243,7 @@ class ProgressBar(Callback):
         self.desc = desc
         self._bar: Any = None
 
-    def on_fit_start(self, loop: RoundLoop) -> None:
+    def on_fit_start(self, loop: LoopView) -> None:
         from tqdm.auto import tqdm
 
         self._bar = tqdm(
@@ -243,7 +254,7 @@ class ProgressBar(Callback):
             unit="round",
         )
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: LoopView, record: RoundRecord) -> None:
         if self._bar is None:
             return
         self._bar.update(1)
@@ -251,7 +262,7 @@ class ProgressBar(Callback):
         if self.verbose >= 2:
             self._bar.write(round_line(record))
 
-    def on_fit_end(self, loop: RoundLoop) -> None:
+    def on_fit_end(self, loop: LoopView) -> None:
         self.close()
 
     def close(self) -> None:

@@ -29,7 +29,6 @@ from cotrain import partition
 from cotrain.datasets.loaders import load_breast_cancer_split
 from cotrain.trainer import FederatedCoTrainer
 from cotrain.trust import DEFAULT_TRUST
-from learners._deprecation import deprecated_names
 
 
 def mixed_estimators() -> list[Any]:
@@ -401,7 +400,3 @@ def run_demo(
         fig.savefig(plot, dpi=120)
         print(f"convergence plot saved to {plot}")
     return table
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(__name__, {"summarise": "cotrain.demo.summarize"})

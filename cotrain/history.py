@@ -10,8 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from learners._deprecation import deprecated_names
-
 
 @dataclass(frozen=True)
 class RoundRecord:
@@ -283,9 +281,3 @@ def summarize_warnings(counts: Counter, stacklevel: int = 2) -> None:
             UserWarning,
             stacklevel=stacklevel + 1,
         )
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(
-    __name__, {"summarise_warnings": "cotrain.history.summarize_warnings"}
-)

@@ -19,9 +19,10 @@ The protocols are those of the papers:
 - :func:`shards` — the "sort by label and deal out shards" split of McMahan et al.
 
 plus :func:`label_distribution` to inspect a split. The label corruption of the robustness
-experiments of FedDS (noisy and hostile clients), :func:`label_noise` and
-:func:`make_byzantine`, lives in :mod:`cotrain.robustness.corruption` and is importable from
-here as well.
+experiments of FedDS (noisy and hostile clients),
+:func:`~cotrain.robustness.corruption.label_noise` and
+:func:`~cotrain.robustness.corruption.make_byzantine`, lives in
+:mod:`cotrain.robustness.corruption`.
 
 Examples
 --------
@@ -30,9 +31,6 @@ Examples
 >>> parts = partition.iid(np.repeat([0, 1], 5), 2, random_state=0)
 >>> [len(p) for p in parts]
 [5, 5]
->>> from cotrain.robustness.corruption import label_noise
->>> partition.label_noise is label_noise
-True
 """
 
 from __future__ import annotations
@@ -51,14 +49,11 @@ from cotrain.datasets.labels import (
     encode_labels,
     factorize,
 )
-from cotrain.robustness.corruption import label_noise, make_byzantine
 
 __all__ = [
     "dirichlet",
     "iid",
     "label_distribution",
-    "label_noise",
-    "make_byzantine",
     "shards",
     "two_alpha",
 ]

@@ -34,7 +34,7 @@ from cotrain.federation.bookkeeping import aggregate
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.secure_federation import client_class, make_federation
-from cotrain.federation.seeding import client_seed, seeded_clone
+from cotrain.federation.seeding import seeded_clone
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import auto_consensus, build_server
 from cotrain.federation.simulation import SimulatedFederation
@@ -52,7 +52,7 @@ from cotrain.runtime.runtimes import make_runtime
 from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
 from learners import ClassAlignedClassifier
 
-__all__ = ["FederatedCoTrainer", "client_seed", "seeded_clone"]
+__all__ = ["FederatedCoTrainer"]
 
 
 class FederatedCoTrainer(ClassifierMixin, BaseEstimator):

@@ -34,8 +34,6 @@ array([[0., 0., 1.]])
 
 from typing import TYPE_CHECKING
 
-from ._deprecation import MOVED, install
-
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and readers
     from ._aligned import ClassAlignedClassifier, continues_training
     from ._alignment import align_proba
@@ -70,8 +68,6 @@ __all__ = [
     "packaged_model_path",
     "packaged_models",
 ]
-
-install(MOVED)  # old module paths (learners.lm_weights, ...) keep working, with a warning
 
 #: public name -> module holding it, imported on first access: ``import learners`` loads
 #: neither scikit-learn nor torch, so a light process (a Flower relay) can import it

@@ -1,11 +1,6 @@
 """Old public names kept for one release: each use warns and names the new one.
 
-Three shapes of rename, one helper each:
-
-- a moved module (``learners.lm_weights`` is now ``learners.lm.weights``):
-  :class:`MovedModules`, a finder on :data:`sys.meta_path` put there by :func:`install`,
-  answers the old module name with the new module itself (so classes keep their identity
-  and old pickles load), after a :class:`DeprecationWarning` naming the new path;
+Two shapes of rename, one helper each:
 
 - a renamed module attribute (class, function, constant): :func:`deprecated_names`
   builds the module's ``__getattr__``, which answers the old name with the new object
@@ -32,15 +27,11 @@ Examples
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MOVED", "MovedModules", "deprecated_names", "install", "renamed_keywords"]
+__all__ = ["deprecated_names", "renamed_keywords"]
 
 
 def _resolve(path: str) -> Any:
@@ -162,61 +153,3 @@ def renamed_keywords(
         )
         out[new] = kwargs.pop(old)
     return out
-
-
-#: old module path -> new module path, for learners (installed by ``learners/__init__``)
-MOVED = {
-    "learners.lm_encoding": "learners.lm.encoding",
-    "learners.lm_families": "learners.lm.families",
-    "learners.lm_loading": "learners.lm.loading",
-    "learners.lm_persistence": "learners.lm.persistence",
-    "learners.lm_state": "learners.lm.state",
-    "learners.lm_weights": "learners.lm.weights",
-    "learners.gpt2": "learners.lm.gpt2",
-    "learners.gpt2_tokenizer": "learners.lm.tokenizer",
-}
-
-
-class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Answer each old module name with the module that now holds its code.
-
-    Parameters
-    ----------
-    moved : mapping of str to str
-        Old dotted module path -> new dotted module path.
-    """
-
-    def __init__(self, moved: Mapping[str, str]) -> None:
-        self.moved = dict(moved)
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        """A spec for an old name (loaded by this finder); None for every other name."""
-        if fullname not in self.moved:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        """The new module itself, after a :class:`DeprecationWarning` naming it."""
-        new = self.moved[spec.name]
-        warnings.warn(
-            f"{spec.name} moved to {new}; import it from there (the old path goes in the "
-            "next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return importlib.import_module(new)
-
-    def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the new module is already imported."""
-
-
-def install(moved: Mapping[str, str]) -> MovedModules:
-    """Put a :class:`MovedModules` finder for `moved` on :data:`sys.meta_path` (once)."""
-    for finder in sys.meta_path:
-        if isinstance(finder, MovedModules) and finder.moved == dict(moved):
-            return finder
-    finder = MovedModules(moved)
-    sys.meta_path.append(finder)
-    return finder

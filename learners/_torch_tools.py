@@ -29,8 +29,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
 try:
     import torch
     from torch import nn
@@ -41,7 +39,6 @@ __all__ = [
     "OPTIMIZERS",
     "build_module",
     "build_optimizer",
-    "check_int",
     "num_threads",
     "private_rng",
     "resolve_device",
@@ -54,21 +51,6 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
     "sgd": torch.optim.SGD,
 }
-
-
-def check_int(name: str, value: Any, low: int) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an integer ``>= low``.
-
-    Examples
-    --------
-    >>> from learners._torch_tools import check_int
-    >>> check_int("batch_size", 0, 1)
-    Traceback (most recent call last):
-    ...
-    ValueError: batch_size must be an integer >= 1, got 0
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 @contextmanager

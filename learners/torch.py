@@ -26,12 +26,12 @@ from ._soft_targets import check_soft_targets
 from ._torch_tools import (
     build_module,
     build_optimizer,
-    check_int,
     num_threads,
     private_rng,
     resolve_device,
     seeded_state,
 )
+from .checks import check_int
 from .sklearn_checks import WARM_START_REFIT
 
 try:
@@ -205,13 +205,13 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ building
     def _check_params(self) -> None:
-        check_int("max_epochs", self.max_epochs, 1)
-        check_int("epochs_per_fit", self.epochs_per_fit, 0)
+        check_int(self.max_epochs, "max_epochs", 1)
+        check_int(self.epochs_per_fit, "epochs_per_fit", 0)
         if self.steps_per_fit is not None:
-            check_int("steps_per_fit", self.steps_per_fit, 1)
-        check_int("batch_size", self.batch_size, 1)
+            check_int(self.steps_per_fit, "steps_per_fit", 1)
+        check_int(self.batch_size, "batch_size", 1)
         if self.n_threads is not None:
-            check_int("n_threads", self.n_threads, 1)
+            check_int(self.n_threads, "n_threads", 1)
         if not (isinstance(self.lr, int | float) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):

@@ -107,13 +107,12 @@ def test_yeom_auc_identity_and_ceiling():
     assert res.auc == pytest.approx(0.5 + (1 - test_acc) / 2, abs=1e-12)
 
 
-def test_label_is_a_deprecated_alias_of_yeom():
+def test_label_is_no_attack_name():
     Xm, ym, Xn, yn = _noisy_data(n=200)
     knn = KNeighborsClassifier(1).fit(Xm, ym)
     assert "yeom" in ATTACKS and "label" not in ATTACKS
-    with pytest.warns(DeprecationWarning, match="yeom"):
-        old = audit_labels(knn.predict, Xm, ym, Xn, yn, attack="label")
-    assert old == audit_labels(knn.predict, Xm, ym, Xn, yn, attack="yeom")
+    with pytest.raises(ValueError, match="attack"):
+        audit_labels(knn.predict, Xm, ym, Xn, yn, attack="label")
 
 
 def test_label_privatizer_is_still_exported():

@@ -10,13 +10,8 @@ from scipy import stats
 from sklearn.neighbors import KNeighborsClassifier
 
 from cotrain.audit import EpsilonClaim
-from cotrain.audit.canary import (
-    CanaryAudit,
-    canary_epsilon_lower_bound,
-    canary_p_value,
-    make_canaries,
-    one_run_audit,
-)
+from cotrain.audit.canary import CanaryAudit, make_canaries, one_run_audit
+from cotrain.audit.canary_bound import canary_epsilon_lower_bound, canary_p_value
 from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse
 from cotrain.privacy.accounting import epsilon_spent

@@ -25,7 +25,8 @@ from cotrain.baselines import (
     average_weights,
     gnmax,
 )
-from cotrain.baselines.fedavg import _epsilons, dp_aggregate
+from cotrain.baselines.aggregation import dp_aggregate
+from cotrain.baselines.fedavg import _epsilons
 from cotrain.wire.messages import HardLabels, SoftLabels
 
 

@@ -19,11 +19,12 @@ from cotrain.clustering import (
     get_clustering,
     separation_gap,
 )
-from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.server import CoTrainingServer
 from cotrain.history import History, RoundRecord
 from cotrain.params import check_params
 from cotrain.wire.broadcast import BroadcastDecoder, Downlink
 from cotrain.wire.format import WireFormat
+from cotrain.wire.upload import Upload
 
 # ----------------------------------------------------------------- pure functions
 

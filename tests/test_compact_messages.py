@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from cotrain.wire.compact import QuantizedSoftLabels, quantize_probs
 from cotrain.wire.delta import DELTA_HEADER_SIZE, DeltaHardLabels
 from cotrain.wire.format import MalformedMessage, WireFormat
-from cotrain.wire.messages import HEADER_SIZE, HardLabels, Message, decode
+from cotrain.wire.messages import HardLabels, Message, decode
+from cotrain.wire.packing import HEADER_SIZE
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,16 +9,12 @@ import pandas as pd
 import pytest
 from sklearn.datasets import load_breast_cancer
 
+from cotrain import datasets
 from cotrain.datasets import loaders, paths, splits, tabular
-from cotrain.datasets.loaders import (
-    PAPER_SPLITS,
-    data_home,
-    load_adult,
-    load_breast_cancer_split,
-    load_paper_split,
-    load_wine_quality,
-    paper_split,
-)
+from cotrain.datasets.loaders import PAPER_SPLITS, load_breast_cancer_split, load_paper_split
+from cotrain.datasets.paths import data_home
+from cotrain.datasets.splits import paper_split
+from cotrain.datasets.tabular import load_adult, load_wine_quality
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -296,8 +292,8 @@ def test_standardize_on_public_scales_every_part_by_the_pool():
         np.testing.assert_allclose(split[part], (before - mean) / std)
 
 
-def test_loaders_keeps_the_names_of_its_split_modules():
-    """``cotrain.datasets.loaders`` still exports what moved to paths, splits and tabular."""
+def test_split_modules_own_their_names_and_the_package_presents_them():
+    """Each name has one home module, presented by ``cotrain.datasets``, not by ``loaders``."""
     moved = {
         "data_home": paths,
         "paper_split": splits,
@@ -307,8 +303,8 @@ def test_loaders_keeps_the_names_of_its_split_modules():
         "WINE_FEATURES": tabular,
     }
     for name, home in moved.items():
-        assert getattr(loaders, name) is getattr(home, name), name
-        assert name in loaders.__all__
+        assert getattr(datasets, name) is getattr(home, name), name
+        assert name not in loaders.__all__
 
 
 # --------------------------------------------------------------------------------------------

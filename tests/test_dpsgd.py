@@ -349,9 +349,10 @@ def test_the_servers_ledger_accounts_dpsgd_without_any_reported_event():
     """The server composes the configured event for every client that answered; an upload
     needs no event (and any it carried would not be used)."""
     from consensus import MajorityVote
-    from cotrain.federation.server import CoTrainingServer, Upload
+    from cotrain.federation.server import CoTrainingServer
     from cotrain.privacy import PrivacyLedger
     from cotrain.wire.format import WireFormat
+    from cotrain.wire.upload import Upload
 
     m = mech(steps=10)
     wire = WireFormat(n_classes=2, n_public=4)

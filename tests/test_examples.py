@@ -57,7 +57,7 @@ def test_compare_methods_runs_every_method(examples_on_path, capsys):
 @pytest.mark.slow
 def test_finetune_gpt2_runs_offline(examples_on_path, capsys):
     pytest.importorskip("transformers")
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
 
     try:
         data_home()
@@ -261,7 +261,7 @@ def test_mixed_models_quick_leaves_out_rulefit_and_says_so(examples_on_path, cap
 
 def test_finetune_gpt2_shows_a_bar_per_round_and_per_client(examples_on_path, capsys):
     pytest.importorskip("transformers")
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
 
     try:
         data_home()

@@ -199,7 +199,7 @@ learner = "sklearn.linear_model.LogisticRegression"
 def test_shipped_experiment_files_are_valid(path):
     if 'learner = "TorchMLP"' in path.read_text():
         pytest.importorskip("torch", reason="the experiment trains TorchClassifier clients")
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
 
     try:  # the split sizes are checked against the data where ../shared/data is present
         data_home()

@@ -39,7 +39,7 @@ COLUMNS = [
 @pytest.fixture
 def finetune_lm(monkeypatch):
     pytest.importorskip("transformers")
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
 
     try:
         data_home()

@@ -26,7 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch
 
 from cotrain import FederatedCoTrainer
-from cotrain.federation.loop import Callback
+from cotrain.callbacks import Callback
 from cotrain.flower.localhost import LocalFederation
 from cotrain.flower.site import mechanism_from_spec
 from learners import TorchClassifier, XGBoostClassifier, continues_training

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from learners import ClassAlignedClassifier, GPT2Classifier  # noqa: E402
-from learners.lm.gpt2 import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
+from learners.lm.tokenizer import EOS_TOKEN, train_bpe_tokenizer  # noqa: E402
 
 POS = "good great fine excellent wonderful lovely superb".split()
 NEG = "bad awful terrible poor horrible dull boring".split()
@@ -304,7 +304,7 @@ def test_tiny_federation_runs_two_rounds(data):
 
 
 def test_load_movie_reviews():
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
     from cotrain.datasets.text import load_movie_reviews
 
     try:

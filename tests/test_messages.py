@@ -10,14 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cotrain.wire.messages import (
-    HEADER_SIZE,
-    HardLabels,
-    Message,
-    SoftLabels,
-    decode,
-    encode_labels,
-)
+from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_message
+from cotrain.wire.packing import HEADER_SIZE
 
 
 def test_header_is_ten_bytes_and_documented_layout():
@@ -64,7 +58,7 @@ def test_hard_label_sizes(n, n_classes, abstain, bits, payload):
 
 def test_paper_example_size():
     # FedCT: |U| = 10^4, C = 10 packs into |U| * ceil(log2 C) bits = 5000 bytes (+ header)
-    message = encode_labels(np.zeros(10**4, dtype=np.int64), 10)
+    message = encode_message(np.zeros(10**4, dtype=np.int64), 10)
     assert message.nbytes == 10 + 5000
 
 
@@ -199,17 +193,17 @@ def test_soft_accepts_numpy_dtype_and_integer_probs():
     assert message.nbytes == HEADER_SIZE + 18
 
 
-def test_encode_labels_dispatch():
-    hard = encode_labels([0, 2, -1], 3, allow_abstain=True)
+def test_encode_message_dispatch():
+    hard = encode_message([0, 2, -1], 3, allow_abstain=True)
     assert isinstance(hard, HardLabels)
     assert hard.nbytes == HEADER_SIZE + 1
-    soft = encode_labels(np.full((4, 3), 1 / 3), 3, soft_dtype="float16")
+    soft = encode_message(np.full((4, 3), 1 / 3), 3, soft_dtype="float16")
     assert isinstance(soft, SoftLabels)
     assert soft.nbytes == HEADER_SIZE + 24
     with pytest.raises(ValueError, match="n_classes"):
-        encode_labels(np.full((4, 3), 1 / 3), 4)
+        encode_message(np.full((4, 3), 1 / 3), 4)
     with pytest.raises(ValueError, match="1-D codes or 2-D"):
-        encode_labels(np.zeros((2, 2, 2)), 2)
+        encode_message(np.zeros((2, 2, 2)), 2)
 
 
 def test_repr_mentions_size():

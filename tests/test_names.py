@@ -1,5 +1,5 @@
-"""Public names: what dir() lists, American spelling, renamed names kept as warned aliases,
-GPT2Classifier as LMClassifier's preset."""
+"""Public names: what dir() lists, American spelling, old names removed (or, in privacy,
+flower and trust, kept as warned aliases), GPT2Classifier as LMClassifier's preset."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import warnings
 from collections import Counter
 
-import numpy as np
 import pytest
 from sklearn.base import clone
 
@@ -152,15 +151,7 @@ def test_public_names_use_american_spelling():
 @pytest.mark.parametrize(
     ("module", "old", "new"),
     [
-        ("cotrain.baselines", "Centralised", "Centralized"),
-        ("cotrain.baselines.reference", "Centralised", "Centralized"),
-        ("cotrain.history", "summarise_warnings", "summarize_warnings"),
-        ("cotrain.robustness", "BEHAVIOURS", "BEHAVIORS"),
-        ("cotrain.robustness.hostile", "BEHAVIOURS", "BEHAVIORS"),
-        ("cotrain.audit", "neighbour_agreement", "neighbor_agreement"),
-        ("cotrain.audit.lira", "neighbour_agreement", "neighbor_agreement"),
         ("cotrain.flower.protocol", "sanitise", "sanitize"),
-        ("cotrain.demo", "summarise", "summarize"),
     ],
 )
 def test_an_old_name_warns_naming_the_new_one_and_is_the_same_object(module, old, new):
@@ -171,31 +162,40 @@ def test_an_old_name_warns_naming_the_new_one_and_is_the_same_object(module, old
     assert old not in dir(mod)
 
 
-def test_summarize_warnings_and_its_old_name_warn_alike():
+@pytest.mark.parametrize(
+    ("module", "old"),
+    [
+        ("cotrain.baselines", "Centralised"),
+        ("cotrain.baselines", "SparseTernaryCompression"),
+        ("cotrain.baselines.reference", "Centralised"),
+        ("cotrain.history", "summarise_warnings"),
+        ("cotrain.robustness", "BEHAVIOURS"),
+        ("cotrain.robustness.hostile", "BEHAVIOURS"),
+        ("cotrain.audit", "neighbour_agreement"),
+        ("cotrain.audit.lira", "neighbour_agreement"),
+        ("cotrain.demo", "summarise"),
+        ("cotrain.federation", "make_ledger"),
+    ],
+)
+def test_a_removed_old_name_is_gone(module, old):
+    assert not hasattr(importlib.import_module(module), old)
+
+
+@pytest.mark.parametrize("old", ["cotrain.client", "cotrain.baselines.stc", "learners.gpt2"])
+def test_a_removed_old_module_path_is_gone(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_summarize_warnings_reports_each_warning_once():
     from cotrain import history
 
     counts = Counter({(0, "UserWarning", "odd"): 3, (2, "UserWarning", "odd"): 1})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history.summarize_warnings(counts)
-        history.summarise_warnings(counts)
     messages = [str(w.message) for w in caught if w.category is UserWarning]
-    assert messages == ["UserWarning raised 4 times by clients [0, 2] during fit: odd"] * 2
-
-
-def test_centralized_under_its_old_name_fits_the_same_model():
-    from sklearn.datasets import load_breast_cancer
-    from sklearn.tree import DecisionTreeClassifier
-
-    from cotrain.baselines import Centralized
-
-    X, y = load_breast_cancer(return_X_y=True)
-    with pytest.warns(DeprecationWarning, match="Centralized"):
-        from cotrain.baselines import Centralised
-    old = Centralised(DecisionTreeClassifier(), random_state=0).fit([X[:50]], [y[:50]])
-    new = Centralized(DecisionTreeClassifier(), random_state=0).fit([X[:50]], [y[:50]])
-    assert isinstance(old, Centralized)
-    np.testing.assert_array_equal(old.predict(X[400:]), new.predict(X[400:]))
+    assert messages == ["UserWarning raised 4 times by clients [0, 2] during fit: odd"]
 
 
 # ------------------------------------------------------------- GPT2Classifier preset
@@ -238,26 +238,19 @@ def test_the_lm_tokenizer_module_names_nothing_after_gpt2():
 
     assert tokenizer.__name__ == "learners.lm.tokenizer"
     assert not [n for n in tokenizer.__all__ if "gpt" in n.lower()]
-    with pytest.warns(DeprecationWarning, match="learners.lm.tokenizer"):
-        old = importlib.import_module("learners.gpt2_tokenizer")
-    assert old is tokenizer
 
 
 def test_deprecated_attribute_spellings_warn():
-    from sklearn.tree import DecisionTreeClassifier
-
     from cotrain.privacy import DPSGD
-    from cotrain.robustness import HostileClassifier
 
     for obj, old, new in [
         (DPSGD(sampling_rate=0.1, steps=20), "neighbours", "neighbors"),
-        (HostileClassifier(DecisionTreeClassifier(), "noise"), "behaviour", "behavior"),
     ]:
         with pytest.warns(DeprecationWarning, match=rf"\.{old} is deprecated: use {new}"):
             assert getattr(obj, old) == getattr(obj, new)
 
 
-def test_the_old_experiment_method_name_runs_the_new_one_with_a_warning(tmp_path):
+def test_the_old_experiment_method_name_is_refused(tmp_path):
     from cotrain.experiment import METHODS, load_experiment
     from cotrain.experiment.report import ONE_SHOT
 
@@ -282,11 +275,9 @@ learner = "DT"
 """
     path = tmp_path / "exp.toml"
     path.write_text(text.format(name="centralized"))
-    _, new = load_experiment(path)
+    load_experiment(path)
     path.write_text(text.format(name="centralised"))
-    with pytest.warns(FutureWarning, match='use "centralized"'):
-        _, old = load_experiment(path)
-    assert [r.config["method"]["name"] for r in old] == ["centralized"]
-    assert [r.config for r in old] == [r.config for r in new]
+    with pytest.raises(ValueError, match=r"method\.name must be one of"):
+        load_experiment(path)
     assert "centralized" in METHODS and "centralised" not in METHODS
     assert {"centralized", "centralised"} <= set(ONE_SHOT)  # old summaries still plot

@@ -5,15 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cotrain.partition import (
-    dirichlet,
-    iid,
-    label_distribution,
-    label_noise,
-    make_byzantine,
-    shards,
-    two_alpha,
-)
+from cotrain.partition import dirichlet, iid, label_distribution, shards, two_alpha
+from cotrain.robustness.corruption import label_noise, make_byzantine
 
 Y10 = np.repeat(np.arange(10), 300)  # 10 balanced classes, 3000 examples, sorted
 
@@ -345,22 +338,18 @@ def test_byzantine_errors():
         make_byzantine(y, "permuted", classes=[0, 1])
 
 
-def test_label_corruption_lives_in_robustness_and_partition_reexports_it():
-    """One function under three names, none of which warns."""
-    import warnings
-
+def test_label_corruption_lives_in_robustness_only():
+    """One function, one name: the package and the defining module, not partition."""
     from cotrain import partition, robustness
     from cotrain.robustness import corruption
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for name in ("label_noise", "make_byzantine"):
-            assert getattr(partition, name) is getattr(corruption, name), name
-            assert getattr(robustness, name) is getattr(corruption, name), name
-            assert name in partition.__all__ and name in robustness.__all__
+    for name in ("label_noise", "make_byzantine"):
+        assert getattr(robustness, name) is getattr(corruption, name), name
+        assert name in robustness.__all__
+        assert not hasattr(partition, name) and name not in partition.__all__
     assert robustness.BYZANTINE_KINDS == ("random", "constant", "permuted")
     y = np.array([0, 1, 2, 0, 1, 2])
-    assert partition.make_byzantine(y, "constant", constant=1).tolist() == [1] * 6
+    assert corruption.make_byzantine(y, "constant", constant=1).tolist() == [1] * 6
     with pytest.raises(ValueError, match=r"kind must be one of \('random', 'constant', 'perm"):
         corruption.make_byzantine(y, "evil")
 

@@ -16,20 +16,13 @@ import numpy as np
 import pytest
 
 from cotrain.runtime import pool_worker
-from cotrain.runtime.pools import (
-    ClientPool,
-    InProcessPool,
-    ProcessPool,
-    RayActorPool,
-    WorkerDiedError,
-    host_objects,
-)
-from cotrain.runtime.runtimes import (
-    JoblibRuntime,
-    RayRuntime,
-    SequentialRuntime,
-    Straggler,
-)
+from cotrain.runtime.pool_base import ClientPool, WorkerDiedError
+from cotrain.runtime.pools import InProcessPool, host_objects
+from cotrain.runtime.process_pool import ProcessPool
+from cotrain.runtime.ray_pool import RayActorPool
+from cotrain.runtime.ray_runtime import RayRuntime
+from cotrain.runtime.runtimes import JoblibRuntime, SequentialRuntime
+from cotrain.runtime.straggler import Straggler
 from cotrain.runtime.worker_processes import idle_workers
 
 # the workers get this module's classes by value, so that they need not import it (and

@@ -467,40 +467,6 @@ def test_make_hostile_mask_and_wrappers():
         make_hostile(base, 0.2, "sneaky")
 
 
-def test_the_british_spellings_still_work_with_a_warning():
-    import pickle
-
-    import cotrain.robustness
-    from cotrain.robustness import hostile
-
-    with pytest.warns(DeprecationWarning, match=r"use behavior="):
-        old = HostileClassifier(DecisionTreeClassifier(), behaviour="constant", constant=1)
-    assert old.get_params(deep=False)["behavior"] == "constant"
-    assert "behaviour" not in old.get_params(deep=False)
-    assert clone(old).behavior == "constant"
-    with pytest.warns(DeprecationWarning, match=r"use behavior="):
-        old.set_params(behaviour="noise", constant=None)
-    assert old.behavior == "noise"
-    with pytest.warns(DeprecationWarning, match=r"use behavior"):
-        assert old.behaviour == "noise"
-    with pytest.raises(TypeError, match="unexpected keyword argument 'behavour'"):
-        HostileClassifier(DecisionTreeClassifier(), behavour="noise")
-    with pytest.warns(DeprecationWarning, match=r"make_hostile's behaviour= is deprecated"):
-        ests, mask = make_hostile([DecisionTreeClassifier()] * 4, 0.5, behaviour="permuted")
-    assert [e.behavior for e, bad in zip(ests, mask, strict=True) if bad] == ["permuted"] * 2
-    for module in (hostile, cotrain.robustness):
-        with pytest.warns(DeprecationWarning, match=r"BEHAVIORS"):
-            assert module.BEHAVIOURS == ("random", "constant", "permuted", "noise")
-    # a classifier pickled before the rename kept its parameter as ``behaviour``
-    fitted = HostileClassifier(DecisionTreeClassifier(), "permuted", random_state=0).fit(X6, Y6)
-    state = dict(fitted.__getstate__())
-    state["behaviour"] = state.pop("behavior")
-    restored = HostileClassifier.__new__(HostileClassifier)
-    restored.__setstate__(state)
-    np.testing.assert_array_equal(restored.predict(X6), fitted.predict(X6))
-    assert pickle.loads(pickle.dumps(restored)).behavior == "permuted"
-
-
 # -------------------------------------------------------------------------- end to end
 
 

@@ -15,7 +15,7 @@ from cotrain import FederatedCoTrainer
 from cotrain.callbacks import Callback
 from cotrain.federation.client import Client
 from cotrain.federation.sampling import ClientSampler
-from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.server import CoTrainingServer
 from cotrain.privacy import RandomizedResponse
 from cotrain.privacy.ledger import PrivacyLedger
 from cotrain.runtime.pools import host_objects
@@ -23,6 +23,7 @@ from cotrain.runtime.runtimes import SequentialRuntime
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 from cotrain.wire.messages import HardLabels, SoftLabels
+from cotrain.wire.upload import Upload
 
 # ---------------------------------------------------------------- malformed uploads
 

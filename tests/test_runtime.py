@@ -7,13 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from cotrain.runtime.runtimes import (
-    JoblibRuntime,
-    RayRuntime,
-    SequentialRuntime,
-    Straggler,
-    make_runtime,
-)
+from cotrain.runtime.ray_runtime import RayRuntime
+from cotrain.runtime.runtimes import JoblibRuntime, SequentialRuntime, make_runtime
+from cotrain.runtime.straggler import Straggler
 
 
 def square_plus(x, y):

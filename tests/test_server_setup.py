@@ -14,11 +14,12 @@ from cotrain.callbacks import Callback
 from cotrain.federation import client as client_module
 from cotrain.federation.client import Client
 from cotrain.federation.seeding import client_seed
-from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun, build_server
 from cotrain.history import RoundRecord
 from cotrain.wire.broadcast import BroadcastDecoder, Downlink
 from cotrain.wire.format import WireFormat
+from cotrain.wire.upload import Upload
 
 # three clients' hard labels on a 16-example pool; the majority is ROWS[0] but for
 # example 3, where clients 1 and 2 outvote client 0

@@ -378,27 +378,6 @@ def test_fedavg_stc_with_a_torch_learner(digits):
     assert fedavg.history_[-1].bytes_up < 3 * 4 * sum(math.prod(s) for s in shapes.values()) / 30
 
 
-def test_old_import_paths_warn_and_give_the_moved_objects():
-    import cotrain.baselines
-    import cotrain.baselines.golomb as old_golomb
-    import cotrain.baselines.stc as old_stc
-    import cotrain.compression
-
-    for module, name, new in [
-        (old_stc, "SparseTernaryCompression", SparseTernaryCompression),
-        (old_stc, "CompressedExchange", CompressedExchange),
-        (old_stc, "make_compression", make_compression),
-        (cotrain.baselines, "TopK", TopK),
-        (old_golomb, "golomb_parameter", golomb_parameter),
-    ]:
-        with pytest.warns(DeprecationWarning, match=r"use cotrain\.compression\."):
-            assert getattr(module, name) is new
-    assert "TopK" not in dir(cotrain.baselines)
-    assert "TopK" in dir(cotrain.compression)
-    with pytest.raises(AttributeError, match="golomb_encoder"):
-        old_golomb.golomb_encoder  # noqa: B018
-
-
 def test_the_compression_package_imports_nothing_else_from_cotrain():
     import ast
     from pathlib import Path

@@ -20,7 +20,7 @@ def text_mixed(monkeypatch):
 
 @pytest.fixture
 def reviews_available():
-    from cotrain.datasets.loaders import data_home
+    from cotrain.datasets.paths import data_home
 
     try:
         if not (data_home() / "movie_reviews" / "review_polarity.tar.gz").is_file():

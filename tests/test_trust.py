@@ -14,7 +14,7 @@ from sklearn.tree import DecisionTreeClassifier
 from consensus import Consensus, MajorityVote
 from cotrain import FederatedCoTrainer
 from cotrain.federation.client import Client
-from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.server import CoTrainingServer
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -26,6 +26,7 @@ from cotrain.trust import (
 from cotrain.trust.cross_fit import CrossFitTrust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
+from cotrain.wire.upload import Upload
 
 CLASSES = np.array([0, 1, 2])
 

@@ -25,7 +25,6 @@ from cotrain.wire.messages import (
     Message,
     SoftLabels,
     decode,
-    encode_labels,
     encode_message,
 )
 from cotrain.wire.packing import HEADER_SIZE, register_kind, registered_kinds
@@ -329,7 +328,7 @@ def test_sender_state_unchanged_when_encoding_fails():
     before = sender.state_dict()
     with pytest.raises(ValueError, match=r"labels must be class codes in 0\.\.2"):
         sender.encode([0, 1, 3, 0], 2, 1)
-    with pytest.raises(ValueError, match="ref_round must be between 0"):
+    with pytest.raises(ValueError, match="ref_round must be an integer between 0"):
         sender.encode([0, 1, 2, 0], 2, -1)
     with pytest.raises(TypeError, match="round must be an int"):
         sender.encode([0, 1, 2, 0], 2.0, 1)
@@ -380,7 +379,12 @@ def test_state_dicts_round_trip_and_resume_delta_coding():
     [
         ("sender", [1, None], TypeError, "state must be a dict"),
         ("sender", {"round": 1}, ValueError, r"state is missing \['codes'\]"),
-        ("sender", {"round": -1, "codes": None}, ValueError, r"state\['round'\] must be between"),
+        (
+            "sender",
+            {"round": -1, "codes": None},
+            ValueError,
+            r"state\['round'\] must be an integer between",
+        ),
         ("sender", {"round": "1", "codes": None}, TypeError, r"state\['round'\] must be an int"),
         ("sender", {"round": 0, "codes": [0, 1, 2]}, ValueError, "must be None when"),
         ("sender", {"round": 1, "codes": [0, 1]}, ValueError, r"state\['codes'\] must be class"),
@@ -680,11 +684,15 @@ def test_receiver_keeps_its_state_after_a_malformed_upload():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_classes": 0}, ValueError, "n_classes must be between 1"),
-        ({"n_classes": 2**32 - 1}, ValueError, "n_classes must be between 1 and 4294967294"),
+        ({"n_classes": 0}, ValueError, "n_classes must be an integer between 1"),
+        (
+            {"n_classes": 2**32 - 1},
+            ValueError,
+            "n_classes must be an integer between 1 and 4294967294",
+        ),
         ({"n_classes": 2.0}, TypeError, "n_classes must be an int"),
         ({"n_classes": True}, TypeError, "n_classes must be an int"),
-        ({"n_public": -1}, ValueError, "n_public must be between 0"),
+        ({"n_public": -1}, ValueError, "n_public must be an integer between 0"),
         ({"n_public": "5"}, TypeError, "n_public must be an int"),
         ({"share": "both"}, ValueError, r"share must be one of \('hard', 'soft'\)"),
         ({"share": 1}, TypeError, "share must be a str"),
@@ -692,8 +700,8 @@ def test_receiver_keeps_its_state_after_a_malformed_upload():
         ({"encoding": None}, TypeError, "encoding must be a str"),
         ({"soft_dtype": "float64"}, ValueError, "soft_dtype must be one of"),
         ({"soft_dtype": np.float16}, TypeError, "soft_dtype must be a str"),
-        ({"soft_bits": 0}, ValueError, "soft_bits must be between 1 and 16"),
-        ({"soft_bits": 17}, ValueError, "soft_bits must be between 1 and 16"),
+        ({"soft_bits": 0}, ValueError, "soft_bits must be an integer between 1 and 16"),
+        ({"soft_bits": 17}, ValueError, "soft_bits must be an integer between 1 and 16"),
         ({"soft_bits": 4.0}, TypeError, "soft_bits must be an int"),
     ],
 )
@@ -734,7 +742,9 @@ def test_from_config_defaults_and_errors():
         WireFormat.from_config({"n-classes": 2})
     with pytest.raises(TypeError, match="config must be a mapping"):
         WireFormat.from_config([("n-classes", 2)])
-    with pytest.raises(ValueError, match="wire-format config: soft_bits must be between 1 and 16"):
+    with pytest.raises(
+        ValueError, match="wire-format config: soft_bits must be an integer between 1 and 16"
+    ):
         WireFormat.from_config({"n-classes": 2, "n-public": 5, "soft-bits": 20})
     with pytest.raises(TypeError, match="wire-format config: soft_bits must be an int"):
         WireFormat.from_config({"n-classes": 2, "n-public": 5, "soft-bits": False})
@@ -787,11 +797,10 @@ def test_delta_sender_and_receiver_round_trip_a_sequence():
         np.testing.assert_array_equal(sender.state_dict()["codes"], receiver.state_dict()["codes"])
 
 
-def test_encode_message_and_its_deprecated_alias():
+def test_encode_message_builds_the_message_of_its_labels():
     assert encode_message(np.array([1, 0, 1]), 2).to_bytes() == HardLabels([1, 0, 1], 2).to_bytes()
-    with pytest.warns(DeprecationWarning, match="use cotrain.wire.messages.encode_message"):
-        old = encode_labels(np.eye(2), 2, soft_dtype="float16")
-    assert old.to_bytes() == encode_message(np.eye(2), 2, soft_dtype="float16").to_bytes()
+    soft = encode_message(np.eye(2), 2, soft_dtype="float16")
+    assert soft.to_bytes() == SoftLabels(np.eye(2), dtype="float16").to_bytes()
 
 
 def test_every_kind_is_registered_and_decodes_through_messages():
@@ -862,12 +871,16 @@ def test_message_modules_have_no_cycle_and_no_private_imports():
         assert not private, (path.name, private)
 
 
-def test_old_import_paths_of_the_split_modules_still_work():
+def test_the_split_modules_are_the_only_homes_of_their_names():
     from cotrain.wire import compact
     from cotrain.wire import format as wire_format
 
-    assert compact.DeltaHardLabels is DeltaHardLabels
-    assert compact.DELTA_HEADER_SIZE == DELTA_HEADER_SIZE == 14
-    assert wire_format.UploadSender is UploadSender
-    assert wire_format.UploadReceiver is UploadReceiver
+    assert DELTA_HEADER_SIZE == 14
+    for module, name in [
+        (compact, "DeltaHardLabels"),
+        (compact, "DELTA_HEADER_SIZE"),
+        (wire_format, "UploadSender"),
+        (wire_format, "UploadReceiver"),
+    ]:
+        assert name not in module.__all__
     assert not hasattr(compact, "DeltaEncoder") and not hasattr(compact, "DeltaDecoder")

@@ -68,7 +68,6 @@ from cotrain.audit.sensitivity_search import (
     estimate_sensitivity,
     sensitivity_lower_bound,
 )
-from learners._deprecation import deprecated_names
 
 __all__ = [
     "ATTACKS",
@@ -99,12 +98,6 @@ __all__ = [
     "sensitivity_lower_bound",
     "tpr_at_fpr",
 ]
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(
-    __name__, {"neighbour_agreement": "cotrain.audit.neighbor_agreement"}
-)
 
 
 def __dir__() -> list[str]:

@@ -38,7 +38,8 @@ mechanisms only (randomized response).
 
 Power
 -----
-``r`` guesses among ``m`` canaries can certify at most :func:`max_certifiable_epsilon`
+``r`` guesses among ``m`` canaries can certify at most
+:func:`~cotrain.audit.canary_bound.max_certifiable_epsilon`
 (all guesses right): about ``ln(r / ln(1/β))``, 4.42 for 250 guesses at β = 0.05. An audit
 of a claim at or above that value cannot fail; :func:`one_run_audit` refuses it (ValueError)
 unless ``allow_powerless=True``, which warns and records ``can_fail=False`` in the result.
@@ -59,22 +60,19 @@ import numpy as np
 
 from cotrain.audit.canary_bound import (
     canary_epsilon_lower_bound,
-    canary_p_value,
-    check_count,
     check_probability,
     max_certifiable_epsilon,
 )
-from cotrain.audit.claims import EpsilonClaim, check_relation
+from cotrain.audit.claims import EpsilonClaim
 from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
+from cotrain.privacy.composition import check_relation
+from learners.checks import check_int
 
 __all__ = [
     "CanaryAudit",
     "audit_from_scores",
-    "canary_epsilon_lower_bound",
-    "canary_p_value",
     "make_canaries",
-    "max_certifiable_epsilon",
     "one_run_audit",
 ]
 
@@ -114,7 +112,7 @@ def make_canaries(
     Xp = np.asarray(X_public, dtype=np.float64)
     if Xp.ndim != 2:
         raise ValueError(f"X_public must be 2-D, got shape {Xp.shape}")
-    m = check_count(n_canaries, "n_canaries", 1)
+    m = check_int(n_canaries, "n_canaries", 1)
     if m > len(Xp):
         raise ValueError(f"n_canaries ({m}) cannot exceed the public points ({len(Xp)})")
     classes = np.asarray(classes)
@@ -146,7 +144,7 @@ class CanaryAudit:
         The neighbouring relation the experiment tests (canary absent, or replaced).
     max_certifiable_epsilon : float
         The design's power: the largest ε any outcome could certify
-        (:func:`max_certifiable_epsilon`).
+        (:func:`~cotrain.audit.canary_bound.max_certifiable_epsilon`).
     claimed_epsilon : float or None
         The audited claim's ε under ``relation``, when a claim was given.
 
@@ -209,8 +207,8 @@ def _plan(
     allow_powerless: bool,
 ) -> tuple[int, int, float, float, str, float, float | None]:
     """Check a design before any release: guesses, δ from the claim, relation, power."""
-    kp = check_count(k_plus, "k_plus")
-    km = check_count(k_minus, "k_minus")
+    kp = check_int(k_plus, "k_plus", 0)
+    km = check_int(k_minus, "k_minus", 0)
     if kp + km == 0 or kp + km > m:
         raise ValueError(f"k_plus + k_minus must be in 1..{m} (the canaries), got {kp + km}")
     beta = check_probability(beta, "beta", closed_low=False)
@@ -368,7 +366,8 @@ def one_run_audit(
     ``n_neighbors`` nearest public points whose released label is ``y_canaries[i]``
     (:func:`~cotrain.audit.lira.neighbor_agreement`); the auditor guesses IN for the
     ``k_plus`` highest scores and OUT for the ``k_minus`` lowest (ties broken at random,
-    independently of the coin flips), and :func:`canary_epsilon_lower_bound` turns the number
+    independently of the coin flips), and
+    :func:`~cotrain.audit.canary_bound.canary_epsilon_lower_bound` turns the number
     of correct guesses into the bound. ``k_plus`` and ``k_minus`` must be fixed before the
     run: choosing them after seeing the scores voids the confidence level.
 

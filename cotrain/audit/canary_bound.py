@@ -21,32 +21,20 @@ Examples
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
 
+from learners.checks import check_int
+
 __all__ = [
     "canary_epsilon_lower_bound",
     "canary_p_value",
-    "check_count",
     "check_probability",
     "max_certifiable_epsilon",
 ]
-
-
-def check_count(value: Any, name: str, low: int = 0) -> int:
-    """``value`` as an int >= ``low``, or a ValueError naming ``name`` (bools refused).
-
-    Examples
-    --------
-    >>> check_count(3, "n_canaries", 1)
-    3
-    """
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 def check_probability(value: Any, name: str, *, closed_low: bool) -> float:
@@ -66,9 +54,9 @@ def check_probability(value: Any, name: str, *, closed_low: bool) -> float:
 
 
 def _counts(n_guesses: Any, n_correct: Any, n_canaries: Any) -> tuple[int, int, int]:
-    r = check_count(n_guesses, "n_guesses")
-    v = check_count(n_correct, "n_correct")
-    m = r if n_canaries is None else check_count(n_canaries, "n_canaries")
+    r = check_int(n_guesses, "n_guesses", 0)
+    v = check_int(n_correct, "n_correct", 0)
+    m = r if n_canaries is None else check_int(n_canaries, "n_canaries", 0)
     if v > r:
         raise ValueError(f"n_correct ({v}) cannot exceed n_guesses ({r})")
     if r > m:
@@ -233,8 +221,8 @@ def max_certifiable_epsilon(
     >>> round(max_certifiable_epsilon(100_000, 1000, delta=1e-4), 3)   # 2 m δ = 20
     0.569
     """
-    m = check_count(n_canaries, "n_canaries", 1)
-    r = check_count(n_guesses, "n_guesses", 1)
+    m = check_int(n_canaries, "n_canaries", 1)
+    r = check_int(n_guesses, "n_guesses", 1)
     if r > m:
         raise ValueError(f"n_guesses ({r}) cannot exceed n_canaries ({m})")
     beta = check_probability(beta, "beta", closed_low=False)

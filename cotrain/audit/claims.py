@@ -24,30 +24,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from cotrain.audit.canary_bound import check_count, check_probability
+from cotrain.audit.canary_bound import check_probability
+from cotrain.privacy.composition import RELATIONS, check_relation
+from learners.checks import check_int
 
-__all__ = ["RELATIONS", "EpsilonClaim", "check_relation", "declares_gaussian"]
-
-RELATIONS: tuple[Literal["add_or_remove"], Literal["replace_one"]] = (
-    "add_or_remove",
-    "replace_one",
-)
-"""The neighbouring relations a claim may state an ε for (headline: add/remove)."""
-
-
-def check_relation(value: Any, name: str = "relation") -> str:
-    """``value`` if it is one of :data:`RELATIONS`, else a ValueError naming ``name``.
-
-    Examples
-    --------
-    >>> check_relation("replace_one")
-    'replace_one'
-    """
-    if value not in RELATIONS:
-        raise ValueError(f"{name} must be 'add_or_remove' or 'replace_one', got {value!r}")
-    return str(value)
+__all__ = ["EpsilonClaim", "declares_gaussian"]
 
 
 def declares_gaussian(events: Any) -> bool:
@@ -207,7 +190,7 @@ class EpsilonClaim:
         """
         from cotrain.privacy import epsilon_spent  # the audit reads privacy, never the reverse
 
-        rounds = check_count(rounds, "rounds", 1)
+        rounds = check_int(rounds, "rounds", 1)
         delta = getattr(mechanism, "delta", None) if delta is None else delta
         if delta is None:
             raise ValueError("delta is required: the mechanism states none")
@@ -222,7 +205,8 @@ class EpsilonClaim:
                 event = mechanism.dp_event(n_classes, n_labels) if relation == declared else None
             if event is not None:
                 events.append(event)
-                epsilon[relation] = epsilon_spent([event] * rounds, delta, relation=relation)
+                rel = cast(Literal["add_or_remove", "replace_one"], relation)
+                epsilon[relation] = epsilon_spent([event] * rounds, delta, relation=rel)
         if not epsilon:
             raise ValueError(f"{type(mechanism).__name__} states no privacy event to audit")
         return cls(epsilon, delta=delta, gaussian=declares_gaussian(events))

@@ -54,7 +54,6 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from cotrain.audit.metrics import AuditResult
-from learners._deprecation import deprecated_names
 
 __all__ = ["LIRA_MODELS", "lira_attack", "neighbor_agreement"]
 
@@ -309,9 +308,3 @@ def lira_attack(
     else:
         scores = _gaussian_scores(agree, masks, observed, bool(fix_variance))
     return AuditResult.from_scores(scores[: len(ym)], scores[len(ym) :], attack="lira")
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(
-    __name__, {"neighbour_agreement": "cotrain.audit.lira.neighbor_agreement"}
-)

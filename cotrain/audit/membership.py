@@ -22,8 +22,7 @@ given record is in a client's private data. It attacks what each method lets it 
   accuracy is 0: it is no worst-case measure. Finer: the label's stability under small
   input noise (the server
   puts noisy copies into the pool as well, ``attack="label-noise"``), or calibration by a
-  reference model (``attack="reference"``, below). ``attack="label"`` is a deprecated alias
-  of ``"yeom"``.
+  reference model (``attack="reference"``, below).
 - **DD** (soft labels): the same forged pool, but the server gets the client's class
   probabilities: the confidence on the true label (``attack="confidence"``, computed as
   the logit-scaled ``log p_y − log Σ_{k≠y} p_k``, which ranks records as ``p_y`` and the
@@ -67,7 +66,6 @@ Examples
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,20 +85,7 @@ __all__ = [
 ]
 
 ATTACKS = ("yeom", "label-noise", "confidence", "reference")
-"""Attack names: which apply depends on the observation (hard labels or probabilities).
-``"label"`` is still accepted as a deprecated alias of ``"yeom"``."""
-
-
-def _attack_name(attack: str | None) -> str | None:
-    """Map the deprecated ``"label"`` to ``"yeom"`` (with a DeprecationWarning)."""
-    if attack == "label":
-        warnings.warn(
-            'attack="label" is deprecated: the attack is the Yeom (gap) attack, attack="yeom"',
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return "yeom"
-    return attack
+"""Attack names: which apply depends on the observation (hard labels or probabilities)."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +263,6 @@ def membership_scores(
     >>> membership_scores(lambda X: np.array([0, 1, 1]), np.zeros((3, 2)), [0, 1, 0])
     array([1., 1., 0.])
     """
-    attack = _attack_name(attack)
     y = np.asarray(y)
     n = len(y)
     if kind not in ("hard", "soft"):
@@ -377,7 +361,6 @@ def audit_labels(
     >>> audit_labels(observe, X[:4], truth[:4], X[4:], truth[4:]).auc
     0.75
     """
-    attack = _attack_name(attack)
     mX, my = members_X, np.asarray(members_y)
     nX, ny = nonmembers_X, np.asarray(nonmembers_y)
     if len(my) == 0 or len(ny) == 0:
@@ -440,7 +423,6 @@ def audit_model(
     >>> audit_model(rf, X[:300], y[:300], X[300:], y[300:]).auc > 0.7
     True
     """
-    attack = _attack_name(attack)
     if attack is None:
         attack = "reference" if reference is not None else "confidence"
     if attack in ("yeom", "label-noise"):
@@ -585,7 +567,6 @@ def audit_clients(
     >>> len(audit.aucs), audit.attack
     (2, 'yeom')
     """
-    attack = _attack_name(attack)
     if isinstance(fitted, list | tuple):
         models, default_kind = list(fitted), "soft"
     else:

@@ -30,13 +30,13 @@ Examples
 
 from __future__ import annotations
 
+from cotrain.baselines.aggregation import average_weights
 from cotrain.baselines.distillation import DistributedDistillation
 from cotrain.baselines.ensemble_distillation import FedDF, FedDS
 from cotrain.baselines.fedaux_distillation import FedAUX
-from cotrain.baselines.fedavg import DPFedAvg, FedAvg, average_weights
+from cotrain.baselines.fedavg import DPFedAvg, FedAvg
 from cotrain.baselines.pate import PATE, gnmax
 from cotrain.baselines.reference import Centralized, LocalOnly
-from learners._deprecation import deprecated_names
 
 __all__ = [
     "PATE",
@@ -51,16 +51,6 @@ __all__ = [
     "average_weights",
     "gnmax",
 ]
-
-# old names, for one release: the compressors moved to cotrain.compression
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        "Centralised": "cotrain.baselines.Centralized",
-        "SparseTernaryCompression": "cotrain.compression.SparseTernaryCompression",
-        "TopK": "cotrain.compression.TopK",
-    },
-)
 
 
 def __dir__() -> list[str]:

@@ -32,7 +32,8 @@ import numpy as np
 
 from consensus import certainty_weighted, entropy_weighted, soft_mean
 from cotrain._validation import check_features, describe_shape, feature_shape
-from cotrain.baselines.fedavg import FedAvg, average_weights
+from cotrain.baselines.aggregation import average_weights
+from cotrain.baselines.fedavg import FedAvg
 
 __all__ = ["FedDF", "FedDS", "check_number", "distillation_targets"]
 

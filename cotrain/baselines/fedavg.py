@@ -38,7 +38,7 @@ from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
 
-__all__ = ["DPFedAvg", "FedAvg", "average_weights", "dp_aggregate"]
+__all__ = ["DPFedAvg", "FedAvg"]
 
 _WEIGHT_METHODS = ("initialize", "get_weights", "set_weights", "fit", "predict")
 

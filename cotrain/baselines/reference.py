@@ -22,7 +22,6 @@ from cotrain.baselines._common import (
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
-from learners._deprecation import deprecated_names
 
 __all__ = ["Centralized", "LocalOnly"]
 
@@ -276,7 +275,3 @@ class Centralized(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probabilities of the pooled model, columns in ``classes_`` order."""
         return self._model.predict_proba(check_predict_inputs(self, X))
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(__name__, {"Centralised": "cotrain.baselines.reference.Centralized"})

@@ -15,15 +15,16 @@ adult            10,000       31,073                 7,769
 ===============  ===========  =====================  ======
 
 Breast cancer ships with scikit-learn. Wine quality and adult income are read from the shared
-data folder (see :func:`data_home`), because the machines that run this project cannot download
+data folder (see :func:`~cotrain.datasets.paths.data_home`), because the machines that run this
+project cannot download
 anything.
 
 Features are standardised with a :class:`~sklearn.preprocessing.StandardScaler` fitted on the
 **public pool only** (:func:`~cotrain.datasets.splits.standardize_on_public`).
 
-The pieces live in their own modules and are importable from here as well: the data folder
-(:mod:`~cotrain.datasets.paths`), the exact-size split (:mod:`~cotrain.datasets.splits`) and the
-UCI readers (:mod:`~cotrain.datasets.tabular`).
+The pieces live in their own modules: the data folder (:mod:`~cotrain.datasets.paths`), the
+exact-size split (:mod:`~cotrain.datasets.splits`) and the UCI readers
+(:mod:`~cotrain.datasets.tabular`).
 
 Examples
 --------
@@ -42,21 +43,14 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import Bunch
 
-from cotrain.datasets.paths import data_home
 from cotrain.datasets.splits import paper_split, standardize_on_public
-from cotrain.datasets.tabular import ADULT_COLUMNS, WINE_FEATURES, load_adult, load_wine_quality
+from cotrain.datasets.tabular import load_adult, load_wine_quality
 
 __all__ = [
-    "ADULT_COLUMNS",
     "PAPER_SPLITS",
-    "WINE_FEATURES",
-    "data_home",
-    "load_adult",
     "load_breast_cancer_split",
     "load_digits_split",
     "load_paper_split",
-    "load_wine_quality",
-    "paper_split",
 ]
 
 #: The FedCT paper's tabular protocol (Table 3 and App. E: 5 clients, iid).
@@ -124,7 +118,8 @@ def load_breast_cancer_split(random_state: int | None = 0, standardize: bool = T
     Returns
     -------
     sklearn.utils.Bunch
-        The parts of :func:`paper_split`, plus ``feature_names``, ``target_names``,
+        The parts of :func:`~cotrain.datasets.splits.paper_split`, plus ``feature_names``,
+        ``target_names``,
         ``description`` (a short summary), ``DESCR`` (scikit-learn's dataset card) and
         ``scaler`` (the fitted scaler, or ``None``).
 
@@ -198,7 +193,8 @@ def load_paper_split(
 ) -> Bunch:
     """Load one of the FedCT tabular datasets and split it as the paper did.
 
-    Applies :func:`paper_split` with the sizes in :data:`PAPER_SPLITS` and standardises all
+    Applies :func:`~cotrain.datasets.splits.paper_split` with the sizes in :data:`PAPER_SPLITS` and
+    standardises all
     parts with a scaler fitted on the public pool only.
 
     Adult: dropping the rows with missing values (the default) leaves 45,222 rows, fewer than
@@ -220,7 +216,7 @@ def load_paper_split(
     standardize : bool, default=True
         Standardise with a scaler fitted on the public pool only.
     adult_missing : {"drop", "category"}, default="drop"
-        How :func:`load_adult` treats missing values.
+        How :func:`~cotrain.datasets.tabular.load_adult` treats missing values.
     sizes : dict, optional
         Override the paper's sizes (keys ``n_public``, ``n_labeled``, ``n_test``), e.g. a
         smaller public pool for a quick run.
@@ -228,7 +224,8 @@ def load_paper_split(
     Returns
     -------
     sklearn.utils.Bunch
-        The parts of :func:`paper_split` plus ``feature_names``, ``classes`` (sorted label
+        The parts of :func:`~cotrain.datasets.splits.paper_split` plus ``feature_names``,
+        ``classes`` (sorted label
         values), ``name``, ``sizes`` (the sizes used) and ``scaler``.
 
     Examples

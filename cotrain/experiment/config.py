@@ -28,7 +28,6 @@ from cotrain.experiment.methods import (
     CERTAINTY_CONSENSUS,
     METHODS,
     QUALITY_CONSENSUS,
-    RENAMED_METHODS,
     check_method,
 )
 from cotrain.params import did_you_mean
@@ -456,14 +455,6 @@ def _check_semantics(config: dict[str, Any]) -> None:
     if partition == "two_alpha" and not (isinstance(alpha, list) and len(alpha) == 2):
         raise InvalidValue(("split", "partition"), "two_alpha needs alpha = [a1, a2]")
     name = method.get("name")
-    if name in RENAMED_METHODS:  # a FutureWarning: the user of `cotrain run` sees it
-        warnings.warn(
-            f'method.name = "{name}" is deprecated: use "{RENAMED_METHODS[name]}" (the old '
-            "name goes in the next release)",
-            FutureWarning,
-            stacklevel=2,
-        )
-        name = method["name"] = RENAMED_METHODS[name]
     if name not in METHODS:
         raise InvalidValue(
             ("method", "name"),

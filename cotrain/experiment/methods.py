@@ -23,7 +23,6 @@ __all__ = [
     "CONSENSUS_METHODS",
     "METHODS",
     "QUALITY_CONSENSUS",
-    "RENAMED_METHODS",
     "Method",
     "MethodInput",
     "check_method",
@@ -471,9 +470,6 @@ METHODS: dict[str, Method] = {
     "local": Method(_local),
     "centralized": Method(_centralized),
 }
-
-#: old ``method.name`` -> its new name: still accepted for one release, with a warning
-RENAMED_METHODS = {"centralised": "centralized"}
 
 
 def noise_replayable(method: dict[str, Any]) -> bool:

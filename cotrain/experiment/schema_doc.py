@@ -43,7 +43,6 @@ from cotrain.experiment.methods import (
     PRIVACY_MECHANISMS,
     QUALITY_CONSENSUS,
     QUORUM_CONSENSUS,
-    RENAMED_METHODS,
 )
 from cotrain.params import PARAMS
 from cotrain.privacy.param_checks import UNITS
@@ -276,7 +275,6 @@ _PAPER = "; ".join(
     f"{name}: " + ", ".join(f"{k} = {v}" for k, v in sizes.items())
     for name, sizes in PAPER_SPLITS.items()
 )
-_RENAMED = ", ".join(f"``{old}`` (now ``{new}``)" for old, new in RENAMED_METHODS.items())
 _TRUST = PARAMS["trust"]
 
 #: One entry per key of an experiment file, by dotted path (see :func:`schema_keys`)
@@ -397,7 +395,7 @@ KEYS: dict[str, KeyDoc] = {
     "method.name": KeyDoc(
         "The method. "
         + "; ".join(f"``{name}``: {text}" for name, text in METHOD_SUMMARIES.items())
-        + f". Deprecated, still accepted with a warning: {_RENAMED}.",
+        + ".",
         default=REQUIRED,
         choices=tuple(METHODS),
     ),

@@ -20,26 +20,7 @@
 
 from __future__ import annotations
 
-from learners._deprecation import deprecated_names
-
 __all__: list[str] = []
-
-#: the names of the old module ``cotrain.federation`` (now this package) answer, with a
-#: warning, from the module that holds them now
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        name: f"cotrain.federation.privacy_setup.{name}"
-        for name in (
-            "bind_public",
-            "check_privacy_setup",
-            "dry_run_consensus",
-            "make_ledger",
-            "refuse_replayable_noise",
-            "replayable_noise_warning",
-        )
-    },
-)
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 from cotrain.callbacks import Callback
 from cotrain.history import History, RoundRecord
 
-__all__ = ["Callback", "RoundLoop"]
+__all__ = ["RoundLoop"]
 
 
 class RoundLoop:

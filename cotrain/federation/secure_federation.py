@@ -29,7 +29,7 @@ from cotrain.federation.simulation import SimulatedFederation
 from cotrain.history import RoundRecord
 from cotrain.privacy.secure_ledger import SecureVotesLedger
 from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
-from cotrain.runtime.runtimes import Straggler
+from cotrain.runtime.straggler import Straggler
 
 __all__ = ["SecureRound", "SecureSumFederation", "check_secure_run", "is_secure_sum"]
 

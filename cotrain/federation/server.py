@@ -5,7 +5,8 @@ as formed), the wire format and its delta state for each client, and the privacy
 ledger. It never sees private data or models. A round is two calls, as in Flower's
 configure/aggregate: :meth:`~CoTrainingServer.configure_round` hands each sampled
 client its one :class:`~cotrain.wire.broadcast.Downlink`, and
-:meth:`~CoTrainingServer.finish_round` takes each client's :class:`Upload` — the encoded
+:meth:`~CoTrainingServer.finish_round` takes each client's :class:`~cotrain.wire.upload.Upload` —
+the encoded
 message and its status — and forms the next consensus. :class:`~cotrain.FederatedCoTrainer`
 drives it with in-process, joblib or Ray clients, and :mod:`cotrain.flower` drives the
 same object with Flower SuperNodes, so the round logic is written once; both build it
@@ -32,13 +33,12 @@ from typing import Any
 import numpy as np
 
 from cotrain.clustering import AgreementClustering, get_clustering
-from cotrain.federation.sampling import sample_clients
 from cotrain.history import RoundRecord
 from cotrain.wire.broadcast import BroadcastEncoder, Downlink
 from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.upload import Upload
 
-__all__ = ["CoTrainingServer", "Upload", "hard_codes", "sample_clients"]
+__all__ = ["CoTrainingServer", "hard_codes"]
 
 
 class CoTrainingServer:

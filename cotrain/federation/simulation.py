@@ -25,7 +25,7 @@ from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.site_ledger import quote_site_epsilon
-from cotrain.runtime.runtimes import Straggler
+from cotrain.runtime.straggler import Straggler
 
 __all__ = ["SimulatedFederation"]
 

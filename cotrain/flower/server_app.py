@@ -32,7 +32,7 @@ from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.secure_federation import is_secure_sum
 from cotrain.federation.seeding import client_seed
-from cotrain.federation.server import CoTrainingServer, Upload
+from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
@@ -44,6 +44,7 @@ from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fin
 from cotrain.privacy.ledger import event_from_json
 from cotrain.privacy.site_ledger import quote_site_epsilon
 from cotrain.wire.broadcast import Downlink
+from cotrain.wire.upload import Upload
 
 _LOG = logging.getLogger("cotrain.flower")
 

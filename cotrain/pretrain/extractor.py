@@ -81,13 +81,13 @@ class PretrainedExtractor:
         feature_mean: ArrayLike | None = None,
         feature_scale: ArrayLike | None = None,
     ) -> None:
-        from cotrain.pretrain.validation import check_int
+        from learners.checks import check_int
 
         if architecture not in ("SmallCNN", "MLP"):
             raise ValueError(f"architecture must be 'SmallCNN' or 'MLP', got {architecture!r}")
         self.architecture = architecture
         self.params = dict(params)
-        self.n_features = check_int("n_features", n_features, 1)
+        self.n_features = check_int(n_features, "n_features", 1)
         self.state = {str(k): np.array(v, dtype=np.float32) for k, v in state.items()}
         self.method = str(method)
         self.loss_curve = [float(v) for v in loss_curve]

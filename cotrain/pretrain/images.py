@@ -12,7 +12,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cotrain.pretrain.extractor import PretrainedExtractor
-from cotrain.pretrain.validation import check_float, check_int, check_public_array, check_seed
+from cotrain.pretrain.validation import check_float, check_public_array, check_seed
+from learners.checks import check_int
 
 __all__ = ["IMAGE_METHODS", "pretrain_images"]
 
@@ -130,20 +131,20 @@ def pretrain_images(
     if method not in IMAGE_METHODS:
         raise ValueError(f"method must be one of {IMAGE_METHODS}, got {method!r}")
     arr = check_public_array(X_public)
-    in_channels = check_int("in_channels", in_channels, 1)
+    in_channels = check_int(in_channels, "in_channels", 1)
     if image_size is not None:
-        image_size = check_int("image_size", image_size, 4)
+        image_size = check_int(image_size, "image_size", 4)
     params: dict[str, Any] = _image_params(arr, in_channels, image_size)
-    params["width"] = check_int("width", width, 1)
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_int("batch_size", batch_size, 2)
-    projection_dim = check_int("projection_dim", projection_dim, 1)
+    params["width"] = check_int(width, "width", 1)
+    epochs = check_int(epochs, "epochs", 1)
+    batch_size = check_int(batch_size, "batch_size", 2)
+    projection_dim = check_int(projection_dim, "projection_dim", 1)
     lr = check_float("lr", lr, 0.0)
     temperature = check_float("temperature", temperature, 0.0)
     rotation_weight = check_float("rotation_weight", rotation_weight, 0.0)
     seed = check_seed(random_state)
     if n_threads is not None:
-        n_threads = check_int("n_threads", n_threads, 1)
+        n_threads = check_int(n_threads, "n_threads", 1)
 
     import torch
     from torch import nn

@@ -11,7 +11,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cotrain.pretrain.extractor import PretrainedExtractor
-from cotrain.pretrain.validation import check_float, check_int, check_public_array, check_seed
+from cotrain.pretrain.validation import check_float, check_public_array, check_seed
+from learners.checks import check_int
 
 __all__ = ["pretrain_tabular"]
 
@@ -90,16 +91,16 @@ def pretrain_tabular(
         raise ValueError(f"X_public must be 2-D (rows of features), got shape {arr.shape}")
     if isinstance(hidden, str) or not isinstance(hidden, Sequence) or len(hidden) == 0:
         raise ValueError(f"hidden must be a non-empty sequence of layer widths, got {hidden!r}")
-    widths = tuple(check_int("hidden", h, 1) for h in hidden)
+    widths = tuple(check_int(h, "hidden", 1) for h in hidden)
     corruption = check_float("corruption", corruption, 0.0, 1.0)
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_int("batch_size", batch_size, 2)
-    projection_dim = check_int("projection_dim", projection_dim, 1)
+    epochs = check_int(epochs, "epochs", 1)
+    batch_size = check_int(batch_size, "batch_size", 2)
+    projection_dim = check_int(projection_dim, "projection_dim", 1)
     lr = check_float("lr", lr, 0.0)
     temperature = check_float("temperature", temperature, 0.0)
     seed = check_seed(random_state)
     if n_threads is not None:
-        n_threads = check_int("n_threads", n_threads, 1)
+        n_threads = check_int(n_threads, "n_threads", 1)
 
     import torch
     from torch import nn

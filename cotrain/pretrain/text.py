@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.pretrain.validation import check_float, check_int, check_seed
+from cotrain.pretrain.validation import check_float, check_seed
+from learners.checks import check_int
 
 __all__ = ["PretrainedLanguageModel", "pretrain_text"]
 
@@ -208,13 +209,13 @@ def pretrain_text(
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output_dir {str(out)!r} exists and is not a folder")
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_int("batch_size", batch_size, 1)
-    max_length = check_int("max_length", max_length, 2)
+    epochs = check_int(epochs, "epochs", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    max_length = check_int(max_length, "max_length", 2)
     lr = check_float("lr", lr, 0.0)
     seed = check_seed(random_state)
     if n_threads is not None:
-        n_threads = check_int("n_threads", n_threads, 1)
+        n_threads = check_int(n_threads, "n_threads", 1)
 
     import torch
 

@@ -2,45 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_float", "check_int", "check_public_array", "check_seed"]
-
-
-def check_int(name: str, value: Any, low: int) -> int:
-    """`value` as an int, or a ValueError/TypeError naming `name`.
-
-    Parameters
-    ----------
-    name : str
-        The argument's name, for the message.
-    value : object
-        The value given.
-    low : int
-        The smallest allowed value.
-
-    Returns
-    -------
-    int
-        The value.
-
-    Examples
-    --------
-    >>> check_int("epochs", 3, 1)
-    3
-    >>> check_int("epochs", 0, 1)
-    Traceback (most recent call last):
-    ...
-    ValueError: epochs must be an integer >= 1, got 0
-    """
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer >= {low}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+__all__ = ["check_float", "check_public_array", "check_seed"]
 
 
 def check_float(name: str, value: Any, low: float, high: float | None = None) -> float:

@@ -127,8 +127,8 @@ def _check_delta(delta: Any) -> float:
     return float(delta)
 
 
-def check_relation(relation: Any) -> str:
-    """``relation`` if it is one of :data:`RELATIONS`, else ``ValueError``.
+def check_relation(relation: Any, name: str = "relation") -> str:
+    """``relation`` if it is one of :data:`RELATIONS`, else a ValueError naming ``name``.
 
     Examples
     --------
@@ -140,7 +140,7 @@ def check_relation(relation: Any) -> str:
     ValueError: relation must be 'add_or_remove' or 'replace_one', got 'replace'
     """
     if relation not in RELATIONS:
-        raise ValueError(f"relation must be 'add_or_remove' or 'replace_one', got {relation!r}")
+        raise ValueError(f"{name} must be 'add_or_remove' or 'replace_one', got {relation!r}")
     return str(relation)
 
 

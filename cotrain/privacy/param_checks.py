@@ -9,6 +9,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+# the one owner of "an integer >= low" (skellam, secure_votes, teachers, teacher_counts import it
+# from here as check_count until they import learners.checks.check_int themselves)
+from learners.checks import check_int as check_count
+
 __all__ = [
     "UNITS",
     "check_delta",
@@ -78,31 +82,14 @@ def check_delta(value: Any) -> float:
     return float(value)
 
 
-def check_count(value: Any, name: str, minimum: int) -> int:
-    """``value`` as an int if it is an integer >= ``minimum``.
-
-    Examples
-    --------
-    >>> check_count(3, "n_teachers", 1)
-    3
-    """
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def check_n_classes(n_classes: Any) -> int:
     """``n_classes`` as an int if it is an integer >= 1."""
-    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 1:
-        raise ValueError(f"n_classes must be an integer >= 1, got {n_classes!r}")
-    return int(n_classes)
+    return check_count(n_classes, "n_classes", 1)
 
 
 def check_n_labels(n_labels: Any) -> int:
     """``n_labels`` as an int if it is an integer >= 0."""
-    if isinstance(n_labels, bool) or not isinstance(n_labels, Integral) or n_labels < 0:
-        raise ValueError(f"n_labels must be an integer >= 0, got {n_labels!r}")
-    return int(n_labels)
+    return check_count(n_labels, "n_labels", 0)
 
 
 def check_hard_codes(labels: ArrayLike, n_classes: int) -> NDArray[np.int64]:

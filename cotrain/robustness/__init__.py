@@ -23,7 +23,6 @@ from cotrain.robustness.hostile import (
     HostileClassifier,
     make_hostile,
 )
-from learners._deprecation import deprecated_names
 
 __all__ = [
     "BEHAVIORS",
@@ -36,9 +35,6 @@ __all__ = [
     "make_byzantine",
     "make_hostile",
 ]
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(__name__, {"BEHAVIOURS": "cotrain.robustness.BEHAVIORS"})
 
 
 def __dir__() -> list[str]:

@@ -5,7 +5,7 @@ that *predicts* hostile labels makes a client Byzantine at the message level, wh
 transport. :class:`HostileClassifier` wraps any classifier that way; :class:`CrashingClassifier`
 and :class:`HangingClassifier` make a client fail or stall; :func:`make_hostile` turns a
 seeded share of a federation's estimators hostile. (To poison a client's *training data*
-instead, see :func:`cotrain.partition.make_byzantine`.)
+instead, see :func:`cotrain.robustness.corruption.make_byzantine`.)
 
 Examples
 --------
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numbers
 import time
-import warnings
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -30,8 +29,6 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
-
-from learners._deprecation import deprecated_names, renamed_keywords
 
 __all__ = [
     "BEHAVIORS",
@@ -44,14 +41,6 @@ __all__ = [
 
 #: The hostile behaviors of :class:`HostileClassifier`.
 BEHAVIORS = ("random", "constant", "permuted", "noise")
-
-# the British spellings, for one release
-__getattr__ = deprecated_names(__name__, {"BEHAVIOURS": f"{__name__}.BEHAVIORS"})
-
-
-def _renamed(owner: str, kwargs: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
-    """``behaviour=`` (deprecated) as ``behavior=``."""
-    return renamed_keywords(owner, kwargs, {"behaviour": "behavior"}, strict=strict, stacklevel=4)
 
 
 def _fit_inner(estimator: Any, X: Any, y: Any, sample_weight: Any) -> Any:
@@ -105,8 +94,6 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seed of every hostile draw (see Notes; the trainer gives each client's unset
         ``random_state`` its own seed).
-    **old
-        ``behaviour=``, the deprecated spelling of ``behavior=`` (warns).
 
     Attributes
     ----------
@@ -164,36 +151,12 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
         rate: float = 1.0,
         constant: Any = None,
         random_state: int | None = None,
-        **old: Any,
     ) -> None:
         self.estimator = estimator
-        self.behavior = _renamed("HostileClassifier", old, strict=True).get("behavior", behavior)
+        self.behavior = behavior
         self.rate = rate
         self.constant = constant
         self.random_state = random_state
-
-    def set_params(self, **params: Any) -> HostileClassifier:
-        """Set parameters (``behaviour=`` is taken as ``behavior=``, with a warning)."""
-        params.update(_renamed("HostileClassifier.set_params", params))
-        return super().set_params(**params)
-
-    @property
-    def behaviour(self) -> str:
-        """Deprecated spelling of :attr:`behavior`."""
-        warnings.warn(
-            "HostileClassifier.behaviour is deprecated: use behavior (the old name goes in the "
-            "next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return str(self.behavior)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # a classifier pickled before the rename holds ``behaviour``
-        if "behaviour" in state:
-            state = dict(state)
-            state["behavior"] = state.pop("behaviour")
-        super().__setstate__(state)
 
     def _check_params(self) -> float:
         if self.behavior not in BEHAVIORS:
@@ -538,8 +501,7 @@ def make_hostile(
         derangement and ``"constant"`` clients one class: a colluding bloc that votes alike.
     **kwargs
         Passed to the wrapper: ``rate``, ``constant`` (hostile); ``after_fits`` (crash,
-        hang); ``seconds`` (hang). ``behaviour=`` is the deprecated spelling of
-        ``behavior=`` (warns).
+        hang); ``seconds`` (hang).
 
     Returns
     -------
@@ -568,7 +530,6 @@ def make_hostile(
         or not (0 <= fraction <= 1)
     ):
         raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
-    behavior = _renamed("make_hostile", kwargs).get("behavior", behavior)
     kinds = (*BEHAVIORS, "crash", "hang")
     if behavior not in kinds:
         raise ValueError(f"behavior must be one of {kinds}, got {behavior!r}")

@@ -18,15 +18,15 @@ Examples
 [1, 2, 3]
 """
 
+from cotrain.runtime.ray_runtime import RayRuntime
 from cotrain.runtime.runtimes import (
     RUNTIMES,
     JoblibRuntime,
-    RayRuntime,
     Runtime,
     SequentialRuntime,
-    Straggler,
     make_runtime,
 )
+from cotrain.runtime.straggler import Straggler
 
 __all__ = [
     "RUNTIMES",

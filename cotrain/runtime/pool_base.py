@@ -33,7 +33,8 @@ class ClientPool(Protocol):
     """Objects that live where they run, called by method name.
 
     Implemented by :class:`~cotrain.runtime.pools.InProcessPool`,
-    :class:`~cotrain.runtime.pools.ProcessPool` and :class:`~cotrain.runtime.pools.RayActorPool`;
+    :class:`~cotrain.runtime.process_pool.ProcessPool` and
+    :class:`~cotrain.runtime.ray_pool.RayActorPool`;
     obtained from a runtime's ``host(objects)`` or from
     :func:`cotrain.runtime.pools.host_objects`.
 

@@ -1,4 +1,5 @@
-"""The worker side of :class:`cotrain.runtime.pools.ProcessPool`: its message format and main loop.
+"""The worker side of :class:`cotrain.runtime.process_pool.ProcessPool`: its message format and
+main loop.
 
 A worker is a fresh interpreter that runs this file on its own, as module
 :data:`WORKER_MODULE` (see :class:`cotrain.runtime.worker_processes.WorkerProcess`), not as
@@ -182,7 +183,8 @@ def _release(
 
 
 def worker_main(fd: int, threads: int) -> None:
-    """Entry point of a :class:`~cotrain.runtime.pools.ProcessPool` worker (a fresh interpreter).
+    """Entry point of a :class:`~cotrain.runtime.process_pool.ProcessPool` worker (a fresh
+    interpreter).
 
     Parameters
     ----------

@@ -20,18 +20,18 @@ Three pools, chosen by the runtime's ``host(objects)`` (see :func:`host_objects`
 - :class:`InProcessPool`: objects stay in this process and are called in place
   (sequential runtime, joblib with ``n_jobs=1``, and the fallback for a user runtime
   that has only ``map``).
-- :class:`ProcessPool`: long-lived worker processes, object ``i`` placed in worker
-  ``i % n_workers``; an idle worker steals a call not yet started from a busy one,
-  and the object moves with it (joblib runtime, which also keeps the emptied workers
-  of a closed pool for the next one, as joblib keeps its loky workers).
-- :class:`RayActorPool`: Ray actors, object ``i`` in actor ``i % n_actors`` (Ray runtime).
+- :class:`~cotrain.runtime.process_pool.ProcessPool`: long-lived worker processes, object
+  ``i`` placed in worker ``i % n_workers``; an idle worker steals a call not yet started
+  from a busy one, and the object moves with it (joblib runtime, which also keeps the
+  emptied workers of a closed pool for the next one, as joblib keeps its loky workers).
+- :class:`~cotrain.runtime.ray_pool.RayActorPool`: Ray actors, object ``i`` in actor
+  ``i % n_actors`` (Ray runtime).
 
-What they share (:class:`ClientPool`, :class:`WorkerDiedError`, the argument checks)
-is in :mod:`cotrain.runtime.pool_base`; :class:`ProcessPool` is in
-:mod:`cotrain.runtime.process_pool`
+What they share (:class:`~cotrain.runtime.pool_base.ClientPool`,
+:class:`~cotrain.runtime.pool_base.WorkerDiedError`, the argument checks) is in
+:mod:`cotrain.runtime.pool_base`; the process pool is in :mod:`cotrain.runtime.process_pool`
 (its workers: :mod:`cotrain.runtime.pool_worker`, :mod:`cotrain.runtime.worker_group`,
-:mod:`cotrain.runtime.worker_processes`), :class:`RayActorPool` in :mod:`cotrain.runtime.ray_pool`.
-All are importable from here.
+:mod:`cotrain.runtime.worker_processes`), the Ray pool in :mod:`cotrain.runtime.ray_pool`.
 
 For deterministic objects the results do not depend on which pool holds them; with a
 ``timeout`` the pools differ only in which calls straggle (see each pool).
@@ -42,17 +42,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cotrain.runtime.pool_base import ClientPool, WorkerDiedError, check_call, check_index
-from cotrain.runtime.process_pool import ProcessPool
-from cotrain.runtime.ray_pool import RayActorPool
+from cotrain.runtime.pool_base import ClientPool, check_call, check_index
 from cotrain.runtime.straggler import Straggler, check_timeout, run_in_order
 
 __all__ = [
-    "ClientPool",
     "InProcessPool",
-    "ProcessPool",
-    "RayActorPool",
-    "WorkerDiedError",
     "host_objects",
 ]
 

@@ -31,7 +31,7 @@ class RayRuntime:
     returned as :class:`Straggler`.
 
     :meth:`host` keeps objects resident in Ray actors of their own (a
-    :class:`cotrain.runtime.pools.RayActorPool`: ``actor_pool_size`` actors, or one per CPU).
+    :class:`cotrain.runtime.ray_pool.RayActorPool`: ``actor_pool_size`` actors, or one per CPU).
 
     Ray is imported only here, so ``import cotrain`` does not need it
     (``pip install "cotrain[ray]"``).
@@ -211,7 +211,7 @@ class RayRuntime:
 
         Returns
         -------
-        cotrain.runtime.pools.RayActorPool
+        cotrain.runtime.ray_pool.RayActorPool
             ``actor_pool_size`` actors (``None``: one per CPU of the cluster), at most
             one per object; its default timeout is this runtime's. Closed when the
             ``with`` block ends, if not before.

@@ -8,15 +8,16 @@ Every runtime is a context manager (see :class:`Runtime`) with two methods:
 
 - ``map(fn, tasks, timeout=None) -> list`` ships each task to a worker and its result
   back. With a ``timeout`` (seconds, measured from the start of the ``map`` call) a task
-  that has not finished in time is returned as a :class:`Straggler` in its place, so the
+  that has not finished in time is returned as a :class:`~cotrain.runtime.straggler.Straggler` in
+  its place, so the
   caller can treat slow clients like failed ones.
 - ``host(objects) -> ClientPool`` places objects (clients) once where they will run and
   keeps them there across calls, so that only each call's arguments and results travel
   (see :mod:`cotrain.runtime.pools`). A user runtime without ``host`` still works through
   :func:`cotrain.runtime.pools.host_objects`.
 
-:class:`RayRuntime` lives in :mod:`cotrain.runtime.ray_runtime`, :class:`Straggler` in
-:mod:`cotrain.runtime.straggler`; both are importable from here.
+The Ray runtime lives in :mod:`cotrain.runtime.ray_runtime`, the straggler marker in
+:mod:`cotrain.runtime.straggler`.
 """
 
 from __future__ import annotations
@@ -29,17 +30,17 @@ from typing import Any, Protocol
 
 from joblib import Parallel, delayed, effective_n_jobs
 
-from cotrain.runtime.pools import ClientPool, InProcessPool, ProcessPool
+from cotrain.runtime.pool_base import ClientPool
+from cotrain.runtime.pools import InProcessPool
+from cotrain.runtime.process_pool import ProcessPool
 from cotrain.runtime.ray_runtime import RayRuntime
 from cotrain.runtime.straggler import Straggler, check_timeout, run_in_order
 
 __all__ = [
     "RUNTIMES",
     "JoblibRuntime",
-    "RayRuntime",
     "Runtime",
     "SequentialRuntime",
-    "Straggler",
     "make_runtime",
 ]
 
@@ -51,7 +52,8 @@ class SequentialRuntime:
 
     A running task cannot be pre-empted, so a ``timeout`` is checked after each task:
     once the round's time is up, every *later* task is returned as a
-    :class:`Straggler` without being run. The task that overran is kept (it finished).
+    :class:`~cotrain.runtime.straggler.Straggler` without being run. The task that overran is kept
+    (it finished).
 
     Parameters
     ----------
@@ -94,7 +96,8 @@ class SequentialRuntime:
         Returns
         -------
         list
-            One result per task, in task order; :class:`Straggler` for tasks not run.
+            One result per task, in task order; :class:`~cotrain.runtime.straggler.Straggler` for
+            tasks not run.
         """
         return run_in_order(fn, tasks, check_timeout(timeout, self.timeout))
 
@@ -137,14 +140,15 @@ class JoblibRuntime:
 
     With a ``timeout`` the tasks are submitted to the pool's memory-mapping loky
     executor (the same workers, so no restart) and collected as they finish until the
-    deadline; unfinished tasks are returned as :class:`Straggler`. Queued stragglers
+    deadline; unfinished tasks are returned as :class:`~cotrain.runtime.straggler.Straggler`.
+    Queued stragglers
     are cancelled, but a straggler that is already running cannot be stopped: its
     worker finishes it (the result is dropped) and is busy meanwhile, which can delay
     the next round. With ``n_jobs=1`` joblib runs in this process and the timeout
     behaves as in :class:`SequentialRuntime`.
 
     :meth:`host` keeps objects resident in ``n_jobs`` worker processes of their own
-    (a :class:`cotrain.runtime.pools.ProcessPool`, with work stealing, closed at the latest
+    (a :class:`cotrain.runtime.process_pool.ProcessPool`, with work stealing, closed at the latest
     when the ``with`` block ends), or in this process with ``n_jobs=1``. As joblib
     does with its loky workers, the pool's worker processes outlive it: emptied of
     every object when it closes, they wait (up to 300 s) for the next ``host`` with
@@ -230,7 +234,8 @@ class JoblibRuntime:
         Returns
         -------
         list
-            One result per task, in task order; :class:`Straggler` for late tasks.
+            One result per task, in task order; :class:`~cotrain.runtime.straggler.Straggler` for
+            late tasks.
         """
         timeout = check_timeout(timeout, self.timeout)
         parallel = self._started_parallel()
@@ -262,12 +267,12 @@ class JoblibRuntime:
         objects : sequence
             Object ``i`` is ``objects[i]``; it is placed in worker ``i % n_workers``
             and moves when an idle worker steals its call (see
-            :class:`~cotrain.runtime.pools.ProcessPool`).
+            :class:`~cotrain.runtime.process_pool.ProcessPool`).
 
         Returns
         -------
-        cotrain.runtime.pools.ProcessPool or cotrain.runtime.pools.InProcessPool
-            A :class:`~cotrain.runtime.pools.ProcessPool` of ``n_jobs`` workers (effective
+        cotrain.runtime.process_pool.ProcessPool or cotrain.runtime.pools.InProcessPool
+            A :class:`~cotrain.runtime.process_pool.ProcessPool` of ``n_jobs`` workers (effective
             number, at most one per object), or an in-process pool when that is 1. Its
             default timeout is this runtime's. Closed when the ``with`` block ends, if
             not before; with ``reuse_workers``, its workers are then kept for the
@@ -298,7 +303,8 @@ class JoblibRuntime:
 class Runtime(Protocol):
     """What the trainer needs from a runtime: a context manager with ``map`` and ``host``.
 
-    :class:`SequentialRuntime`, :class:`JoblibRuntime` and :class:`RayRuntime` implement
+    :class:`SequentialRuntime`, :class:`JoblibRuntime` and
+    :class:`~cotrain.runtime.ray_runtime.RayRuntime` implement
     it. A user-supplied runtime may leave ``host`` out:
     :func:`cotrain.runtime.pools.host_objects` then keeps the objects in this process and ships
     each one through ``map`` with its call, taking the updated object back.
@@ -321,7 +327,8 @@ class Runtime(Protocol):
         tasks: Iterable[Sequence[Any]],
         timeout: float | None = None,
     ) -> list[Any]:
-        """``[fn(*task) for task in tasks]``, :class:`Straggler` for late tasks."""
+        """``[fn(*task) for task in tasks]``, :class:`~cotrain.runtime.straggler.Straggler` for
+        late tasks."""
         ...
 
     def host(self, objects: Sequence[Any]) -> ClientPool:
@@ -345,7 +352,8 @@ def make_runtime(n_jobs: int | None, runtime: str | Any = None) -> Runtime:
     Returns
     -------
     Runtime
-        A :class:`SequentialRuntime`, :class:`JoblibRuntime` or :class:`RayRuntime`, or
+        A :class:`SequentialRuntime`, :class:`JoblibRuntime` or
+        :class:`~cotrain.runtime.ray_runtime.RayRuntime`, or
         the given instance.
 
     Raises

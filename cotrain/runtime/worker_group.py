@@ -1,7 +1,8 @@
-"""The worker processes of one :class:`cotrain.runtime.pools.ProcessPool`, as message endpoints.
+"""The worker processes of one :class:`cotrain.runtime.process_pool.ProcessPool`, as message
+endpoints.
 
 A :class:`WorkerGroup` sends messages to its workers, waits for their replies without
-ever hanging on a dead one (a dead worker raises :class:`cotrain.runtime.pools.WorkerDiedError`
+ever hanging on a dead one (a dead worker raises :class:`cotrain.runtime.pool_base.WorkerDiedError`
 naming the objects it held), turns a worker's exception back into itself, and knows
 which call each worker is running. Closing it stops its workers, or, for a pool that
 reuses workers, empties them and hands them to

@@ -1,4 +1,5 @@
-"""Worker processes of :class:`cotrain.runtime.pools.ProcessPool`: start, stop, and keep them warm.
+"""Worker processes of :class:`cotrain.runtime.process_pool.ProcessPool`: start, stop, and keep
+them warm.
 
 A :class:`WorkerProcess` is one fresh interpreter running :mod:`cotrain.runtime.pool_worker`,
 joined to this process by a socket pair. :func:`stop_workers` stops and reaps workers.

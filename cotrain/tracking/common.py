@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cotrain.federation.loop import Callback
+from cotrain.callbacks import Callback
 
 if TYPE_CHECKING:  # pragma: no cover
     from cotrain.federation.loop import RoundLoop

@@ -28,7 +28,7 @@ from cotrain.wire.compact import QuantizedSoftLabels, quantize_probs
 from cotrain.wire.delta import DeltaHardLabels
 from cotrain.wire.endpoints import UploadReceiver, UploadSender
 from cotrain.wire.format import MalformedMessage, WireFormat
-from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_labels
+from cotrain.wire.messages import HardLabels, Message, SoftLabels, decode, encode_message
 from cotrain.wire.upload import Upload
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
     "UploadSender",
     "WireFormat",
     "decode",
-    "encode_labels",
+    "encode_message",
     "quantize_probs",
 ]
 

@@ -3,7 +3,7 @@ consensus that client last acknowledged.
 
 With ``encoding="delta"`` and a hard consensus, the broadcast of round ``t`` (the
 consensus formed in round ``t - 1``, its *version*) is coded per client against the
-version that client last acknowledged, as a :class:`~cotrain.wire.compact.DeltaHardLabels`
+version that client last acknowledged, as a :class:`~cotrain.wire.delta.DeltaHardLabels`
 message (abstentions allowed). Both sides keep a small state:
 
 1. every client keeps the consensus versions it decoded (:class:`BroadcastDecoder`) and

@@ -29,13 +29,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.wire.delta import DELTA_HEADER_SIZE, DeltaHardLabels
 from cotrain.wire.messages import Message
-from cotrain.wire.packing import HEADER, HEADER_SIZE, MAX_U32, check_int, check_probs, pack, unpack
+from cotrain.wire.packing import HEADER, HEADER_SIZE, MAX_U32, check_probs, pack, unpack
+from learners.checks import check_int
 
 __all__ = [
-    "DELTA_HEADER_SIZE",
-    "DeltaHardLabels",
     "QuantizedSoftLabels",
     "quantize_probs",
 ]

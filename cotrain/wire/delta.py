@@ -63,10 +63,10 @@ from cotrain.wire.packing import (
     HEADER_SIZE,
     MAX_U32,
     bits_per_label,
-    check_int,
     pack,
     unpack,
 )
+from learners.checks import check_int
 
 __all__ = ["DELTA_HEADER_SIZE", "DeltaHardLabels"]
 

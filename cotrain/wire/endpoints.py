@@ -44,7 +44,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.wire.packing import MAX_U32, check_int
+from cotrain.wire.packing import MAX_U32
+from learners.checks import check_int
 
 __all__ = ["UploadFormat", "UploadReceiver", "UploadSender"]
 

@@ -59,14 +59,14 @@ from cotrain.wire.packing import (
     MAX_U32,
     as_buffer,
     check_choice,
-    check_int,
     check_probs,
     message_class,
     row_sum_problem,
 )
+from learners.checks import check_int
 
 # UploadReceiver and UploadSender are defined in cotrain.wire.endpoints; importable here too
-__all__ = ["MalformedMessage", "UploadReceiver", "UploadSender", "WireFormat"]
+__all__ = ["MalformedMessage", "WireFormat"]
 
 _SHARES = ("hard", "soft")
 _ENCODINGS = ("packed", "delta")
@@ -85,7 +85,8 @@ _CONFIG_KEYS = {
 class MalformedMessage(ValueError):
     """A message that does not decode, or does not fit the federation's wire format.
 
-    Raised by the decoding methods of :class:`WireFormat` and :class:`UploadReceiver`; the
+    Raised by the decoding methods of :class:`WireFormat` and
+    :class:`~cotrain.wire.endpoints.UploadReceiver`; the
     message says what is wrong. A malformed upload is a failure of the client that sent it.
 
     Examples

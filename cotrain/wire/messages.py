@@ -43,7 +43,6 @@ chooses the kinds a federation uses.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -55,21 +54,19 @@ from cotrain.wire.packing import (
     MAX_U32,
     as_buffer,
     bits_per_label,
-    check_int,
     check_probs,
     message_class,
     pack,
     register_kind,
     unpack,
 )
+from learners.checks import check_int
 
 __all__ = [
-    "HEADER_SIZE",
     "HardLabels",
     "Message",
     "SoftLabels",
     "decode",
-    "encode_labels",
     "encode_message",
 ]
 
@@ -464,51 +461,3 @@ def encode_message(
     raise ValueError(
         f"labels must be 1-D codes or 2-D probabilities, got an array of shape {arr.shape}"
     )
-
-
-def encode_labels(
-    labels: Any,
-    n_classes: int,
-    *,
-    soft_dtype: str = "float32",
-    allow_abstain: bool = False,
-) -> HardLabels | SoftLabels:
-    """Deprecated alias of :func:`encode_message` (it returns a message, not labels).
-
-    .. deprecated:: 0.1.0
-        Use :func:`encode_message`; ``encode_labels`` will be removed in the next release.
-
-    Parameters
-    ----------
-    labels : array-like
-        ``(n,)`` integer class codes, or ``(n, n_classes)`` probabilities.
-    n_classes : int
-        Size of the label space.
-    soft_dtype : {"float32", "float16"}, default="float32"
-        Wire precision of soft labels.
-    allow_abstain : bool, default=False
-        Whether hard codes may be ``-1``.
-
-    Returns
-    -------
-    HardLabels or SoftLabels
-
-    Examples
-    --------
-    >>> import warnings
-    >>> import numpy as np
-    >>> from cotrain.wire.messages import encode_labels
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     size = encode_labels(np.array([1, 0, 1]), 2).nbytes
-    >>> size, caught[0].category.__name__
-    (11, 'DeprecationWarning')
-    """
-    warnings.warn(
-        "cotrain.wire.messages.encode_labels is deprecated and will be removed in the next "
-        "release; "
-        "use cotrain.wire.messages.encode_message",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return encode_message(labels, n_classes, soft_dtype=soft_dtype, allow_abstain=allow_abstain)

@@ -14,12 +14,13 @@ what those formats specify.
 
 from __future__ import annotations
 
-import numbers
 import struct
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from learners.checks import check_int
 
 __all__ = [
     "CHUNK",
@@ -29,7 +30,6 @@ __all__ = [
     "as_buffer",
     "bits_per_label",
     "check_choice",
-    "check_int",
     "check_probs",
     "message_class",
     "pack",
@@ -233,23 +233,6 @@ def as_buffer(data: Any) -> memoryview:
             f"truncated message: {len(view)} bytes, shorter than the {HEADER_SIZE}-byte header"
         )
     return view
-
-
-def check_int(value: Any, name: str, low: int, high: int) -> int:
-    """``value`` as an ``int`` in ``low..high``; TypeError/ValueError naming ``name``.
-
-    Examples
-    --------
-    >>> from cotrain.wire.packing import check_int
-    >>> check_int(3, "bits", 1, 16)
-    3
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    number = int(value)
-    if not low <= number <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {number}")
-    return number
 
 
 def check_probs(probs: NDArray[Any]) -> str:

@@ -8,7 +8,8 @@ initialised GPT-2 from a BERT or Llama folder, with only a warning).
 torch, transformers, tokenizers and peft are imported only when a model is built. A model
 given as a :class:`transformers.GPT2Config` is built offline with random weights; when no
 tokenizer is given with it, a small byte-level BPE tokenizer is trained on the texts of
-the first ``fit`` (see :func:`train_bpe_tokenizer`). Nothing is ever downloaded then.
+the first ``fit`` (see :func:`~learners.lm.tokenizer.train_bpe_tokenizer`). Nothing is ever
+downloaded then.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .classifier import LMClassifier
-from .tokenizer import EOS_TOKEN, train_bpe_tokenizer
 
-__all__ = ["EOS_TOKEN", "GPT2Classifier", "train_bpe_tokenizer"]
+__all__ = ["GPT2Classifier"]
 
 
 class GPT2Classifier(LMClassifier):
