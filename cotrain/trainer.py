@@ -130,8 +130,9 @@ PoolHalvesTrust, default="auto"
         Fraction of clients asked each round, sampled with ``random_state``.
     privacy : cotrain.privacy mechanism, default=None
         A privacy mechanism applied on each client before its labels leave it: record-level
-        DP for any learner with ``SubsampleAndAggregate(n_teachers, sigma)``, DP-SGD for
-        torch clients with ``DPSGD(noise_multiplier, max_grad_norm, sampling_rate, steps)``
+        DP for any learner with ``SubsampleAndAggregate(n_teachers=..., sigma=...)``,
+        DP-SGD for torch clients with ``DPSGD(noise_multiplier=..., max_grad_norm=...,
+        sampling_rate=..., steps=...)``
         (its sampling is public configuration; every row trains at weight 1, so a
         ``trust`` other than "auto", None or 1 is refused), or a label
         randomiser (``RandomizedResponse``, ``XORMechanism``, ``GaussianSoftLabels``). Its
@@ -245,6 +246,7 @@ PoolHalvesTrust, default="auto"
     def __init__(
         self,
         estimators: list[Any],
+        *,
         consensus: Any = "auto",
         share: str = "hard",
         soft_dtype: str = "float32",

@@ -119,7 +119,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
     [0.0, 0.0, 0.0, 0.0]
     """
 
-    def __init__(self, estimator: Any, classes: ArrayLike | None = None) -> None:
+    def __init__(self, estimator: Any, *, classes: ArrayLike | None = None) -> None:
         self.estimator = estimator
         self.classes = classes
 

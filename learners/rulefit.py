@@ -157,6 +157,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         tree_size: int = 4,
         max_rules: int = 200,

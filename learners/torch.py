@@ -147,7 +147,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     >>> from learners import MLP, TorchClassifier
     >>> X, y = load_iris(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = TorchClassifier(MLP, {"hidden": (16,)}, max_epochs=30, lr=1e-2,
+    >>> clf = TorchClassifier(MLP, module_params={"hidden": (16,)}, max_epochs=30, lr=1e-2,
     ...                       random_state=0)
     >>> clf.fit(X, y).score(X, y) > 0.9
     True
@@ -165,6 +165,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         module: Any = None,
+        *,
         module_params: dict[str, Any] | None = None,
         classes: ArrayLike | None = None,
         max_epochs: int = 10,

@@ -122,6 +122,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         continue_rounds: int = 10,
         warm_start: bool = True,

@@ -112,6 +112,7 @@ class DistributedDistillation(FederatedCoTrainer):
     def __init__(
         self,
         estimators: list[Any],
+        *,
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,

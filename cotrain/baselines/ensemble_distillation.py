@@ -160,6 +160,7 @@ class FedDF(FedAvg):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,
@@ -406,8 +407,8 @@ class FedDS(FedDF):
     >>> from cotrain.baselines import FedDS
     >>> X, y = load_digits(return_X_y=True)
     >>> X = X / 16
-    >>> ds = FedDS(TorchClassifier(SmallCNN, {"width": 4}), rounds=2, distill_epochs=1,
-    ...            random_state=0)
+    >>> ds = FedDS(TorchClassifier(SmallCNN, module_params={"width": 4}), rounds=2,
+    ...            distill_epochs=1, random_state=0)
     >>> ds = ds.fit([X[:100], X[100:200]], [y[:100], y[100:200]], X_public=X[200:400])
     >>> ds.rotation_head_.linear.out_features
     4
@@ -418,6 +419,7 @@ class FedDS(FedDF):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,

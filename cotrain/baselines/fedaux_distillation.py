@@ -127,6 +127,7 @@ class FedAUX(FedDF):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,

@@ -155,6 +155,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         participation: float = 1.0,
@@ -540,6 +541,7 @@ class DPFedAvg(FedAvg):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         participation: float = 1.0,

@@ -156,6 +156,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         self,
         teachers: list[Any],
         student: Any,
+        *,
         noise_sigma: float = 1.0,
         classes: Any = None,
         n_jobs: int | None = None,

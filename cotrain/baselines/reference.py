@@ -77,6 +77,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimators: list[Any],
+        *,
         classes: Any = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
@@ -208,7 +209,7 @@ class Centralized(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(
-        self, estimator: Any, classes: Any = None, random_state: int | None = None
+        self, estimator: Any, *, classes: Any = None, random_state: int | None = None
     ) -> None:
         self.estimator = estimator
         self.classes = classes

@@ -216,6 +216,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         model: Any,
+        *,
         tokenizer: Any = None,
         gguf_file: str | None = None,
         max_length: int = 128,

@@ -76,6 +76,7 @@ max_windows
     def __init__(
         self,
         model: Any = "gpt2",
+        *,
         tokenizer: Any = None,
         gguf_file: str | None = None,
         max_length: int = 128,
