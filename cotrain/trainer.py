@@ -30,6 +30,7 @@ from cotrain._validation import (
     require_public_classes,
 )
 from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
+from cotrain.callbacks import RoundLoop as CallbackLoop
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.secure_federation import client_class, make_federation
@@ -374,8 +375,10 @@ PoolHalvesTrust, default="auto"
     def _publish_consensus(self, server: CoTrainingServer) -> None:
         """``pseudo_labels_`` and ``pseudo_label_codes_`` from the server's last consensus
         (after every round, so that callbacks can read them during ``fit``)."""
-        labels = server.consensus_labels
-        self.pseudo_label_codes_ = server.hard_consensus
+        labels, codes = server.consensus_labels, server.hard_consensus
+        if labels is None or codes is None:  # a run checks its budget before round 1
+            raise RuntimeError("no consensus to publish: the run has not completed a round")
+        self.pseudo_label_codes_ = codes
         self.pseudo_labels_ = labels if labels.ndim == 2 else masked_labels(labels, self.classes_)
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:
@@ -385,7 +388,7 @@ PoolHalvesTrust, default="auto"
         check_share_consensus(self.share, rule)
         check_privacy_setup(self.privacy, rule, estimators)
         run = build_server(
-            consensus=rule, X_public=data.X_public, n_classes=len(data.classes),
+            consensus=rule, X_public=data.pool, n_classes=len(data.classes),
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
             share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
             soft_bits=self.soft_bits, clustering=self.clustering,
@@ -396,17 +399,17 @@ PoolHalvesTrust, default="auto"
         # a copy, so that a noisy consensus starts every fit from its own seed
         self.consensus_ = run.consensus
         self.classes_ = data.classes
-        self.feature_shape_ = feature_shape(data.X_public)
+        self.feature_shape_ = feature_shape(data.pool)
         if len(self.feature_shape_) == 1:
             self.n_features_in_ = self.feature_shape_[0]
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         eval_proba = self.consensus_.output == "soft" and data.X_eval is not None
         make_client = client_class(
-            self.privacy, len(estimators), len(data.X_public), len(data.classes), self.rounds
+            self.privacy, len(estimators), len(data.pool), len(data.classes), self.rounds
         )
         clients = [
-            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
+            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.pool,
                    wire=run.wire, privacy=self.privacy, X_eval=data.X_eval,
                    eval_proba=eval_proba, trust=client_trust(self.trust, self.privacy, s, est))
             for i, (est, s, Xi, yi) in enumerate(
@@ -423,7 +426,7 @@ PoolHalvesTrust, default="auto"
             self.random_state,
         )
         self.history_ = self._federation.history
-        self.stopped_reason_ = None
+        self.stopped_reason_: str | None = None
 
     def _run(self, start: int, checkpoint: CheckpointCallback | None) -> None:
         """The round loop, with the clients resident where the runtime keeps them."""
@@ -635,7 +638,7 @@ class ConsensusAttributes(Callback):
     def __init__(self, trainer: FederatedCoTrainer, federation: SimulatedFederation) -> None:
         self.trainer, self.federation = trainer, federation
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: CallbackLoop, record: RoundRecord) -> None:
         self.trainer._publish_consensus(self.federation.server)
 
 

@@ -314,7 +314,7 @@ class PATE(ClassifierMixin, BaseEstimator):
                 consensus_accuracy=accuracy(student_pred, y_eval),
             )
         self.epsilon_ = _gnmax_epsilon(
-            self.noise_sigma, self.delta, len(data.classes), data.X_public.shape[0]
+            self.noise_sigma, self.delta, len(data.classes), data.pool.shape[0]
         )
         return RoundRecord(
             round=t,

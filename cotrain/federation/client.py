@@ -15,7 +15,7 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,14 +25,18 @@ from cotrain.privacy.mechanisms import ClientRound
 from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger
 from cotrain.trust import (
     FixedTrust,
+    HoldoutTrust,
+    PoolHalvesTrust,
     PseudoLabelTrust,
     pseudo_labeled_rows,
     weighted_training_set,
     with_pseudo_labels,
 )
 from cotrain.wire.broadcast import BroadcastDecoder, Downlink, MissingReference
+from cotrain.wire.compact import QuantizedSoftLabels
+from cotrain.wire.endpoints import UploadSender
 from cotrain.wire.format import WireFormat
-from cotrain.wire.messages import HardLabels, decode
+from cotrain.wire.messages import HardLabels, SoftLabels, decode
 from cotrain.wire.upload import Upload
 from learners import ClassAlignedClassifier
 
@@ -41,6 +45,9 @@ __all__ = [
     "StepResult",
     "decode_labels",
 ]
+
+#: why a client without a public pool (and its wire format) cannot run a round
+NOT_SET_UP = "run_round needs a client set up with X_public (and a wire)"
 
 
 @dataclass
@@ -190,7 +197,12 @@ class Client:
         own_ledger: bool = True,
         X_eval: np.ndarray | None = None,
         eval_proba: bool = False,
-        trust: FixedTrust | PseudoLabelTrust | CrossFitTrust | None = None,
+        trust: FixedTrust
+        | PseudoLabelTrust
+        | CrossFitTrust
+        | HoldoutTrust
+        | PoolHalvesTrust
+        | None = None,
     ) -> None:
         self.client_id = client_id
         self.classes = classes
@@ -222,6 +234,31 @@ class Client:
         self.trust_cache: dict[Any, np.ndarray] = {}
         self._X = X
         self._y = y
+
+    # what a client that runs rounds has (:meth:`run_round` checks it before anything else)
+    @property
+    def _pool(self) -> np.ndarray:
+        if self.X_public is None:
+            raise ValueError(NOT_SET_UP)
+        return self.X_public
+
+    @property
+    def _wire(self) -> WireFormat:
+        if self.wire is None:
+            raise ValueError(NOT_SET_UP)
+        return self.wire
+
+    @property
+    def _sender(self) -> UploadSender:
+        if self.sender is None:
+            raise ValueError(NOT_SET_UP)
+        return self.sender
+
+    @property
+    def _decoder(self) -> BroadcastDecoder:
+        if self.broadcasts is None:
+            raise ValueError(NOT_SET_UP)
+        return self.broadcasts
 
     @property
     def n_samples(self) -> int:
@@ -277,7 +314,7 @@ class Client:
             round releases nothing and is not counted.
         """
         if self.wire is None or self.X_public is None:
-            raise ValueError("run_round needs a client set up with X_public (and a wire)")
+            raise ValueError(NOT_SET_UP)
         if downlink is None or isinstance(downlink, bytes):
             downlink = Downlink(downlink)
         elif not isinstance(downlink, Downlink):
@@ -299,15 +336,16 @@ class Client:
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
                     labels = self._release(labels, pseudo, privacy_seed, result)
-                result.message = self.sender.encode(labels, t, downlink.ref_round)
+                result.message = self._sender.encode(labels, t, downlink.ref_round)
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
-        result.broadcast_version = self.broadcasts.version
+        result.broadcast_version = self._decoder.version
         if ledger is not None:
-            if result.error is None:  # counted before it leaves; a failure releases nothing
-                try:
-                    ledger.record(t, result.message, result.dp_event)
+            message = result.message  # set whenever no error is
+            if result.error is None and message is not None:
+                try:  # counted before it leaves; a failure releases nothing
+                    ledger.record(t, message, result.dp_event)
                 except PrivacyBudgetSpent as err:  # its reported event is larger than assumed
                     result.error, result.message, result.dp_event = err, None, None
             result.site_epsilon = ledger.epsilon()
@@ -327,7 +365,7 @@ class Client:
             result.error = PrivacyBudgetSpent()
         else:
             return None
-        result.broadcast_version = self.broadcasts.version
+        result.broadcast_version = self._decoder.version
         result.site_epsilon = ledger.epsilon()
         return result
 
@@ -335,9 +373,9 @@ class Client:
         """The consensus of round ``t - 1``; None (and a warning) when it is a delta
         against a version this client lost."""
         try:
-            return self.broadcasts.decode(downlink, version=t - 1)
+            return self._decoder.decode(downlink, version=t - 1)
         except MissingReference as err:
-            self.broadcasts.forget()
+            self._decoder.forget()
             warnings.warn(
                 f"{err}; training on the private data alone this round", RuntimeWarning,
                 stacklevel=2,
@@ -350,10 +388,10 @@ class Client:
         """The labels that leave the client: its mechanism's ``release_round`` (and the
         round's privacy event, when the mechanism reports one)."""
         rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
-        X_train, y_train = self.training_set(self.X_public, pseudo)
+        X_train, y_train = self.training_set(self._pool, pseudo)
         n = self.n_samples
         step = ClientRound(
-            labels, self.classes, self.model, self._X, self._y, self.X_public,
+            labels, self.classes, self.model, self._X, self._y, self._pool,
             X_pool=X_train[n:], y_pool=y_train[n:],
         )  # fmt: skip
         release = self.privacy.release_round(step, rng)
@@ -368,7 +406,7 @@ class Client:
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
-            X_pool, y_pool = pseudo_labeled_rows(self.X_public, pseudo, self.classes)
+            X_pool, y_pool = pseudo_labeled_rows(self._pool, pseudo, self.classes)
             choice = self.trust.choose(
                 self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
                 cache=self.trust_cache,
@@ -382,7 +420,7 @@ class Client:
         self.fitted = True
         trust_time = time.perf_counter() - start - self.model.fit_time_
         start = time.perf_counter()
-        soft = self.wire.share == "soft"
+        soft = self._wire.share == "soft"
         on_public = (
             self.model.predict_proba(self.X_public) if soft else self.model.predict(self.X_public)
         )
@@ -398,11 +436,14 @@ class Client:
         :class:`~cotrain.federation.cross_fit.CrossFitTrust` client: the
         labels on U come from models that did not see those rows' pseudo-labels, and the
         client's predictor blends them with its local-only model."""
+        # _fit_and_label sends here only a trust with ``fit_round`` (a MODEL_TRUSTS one, or
+        # a user's of the same shape); `trust` is annotated with the library's ones
+        trust = cast("CrossFitTrust | HoldoutTrust | PoolHalvesTrust", self.trust)
         start = time.perf_counter()
         if self.fitted and "local" not in self.trust_cache:  # restored from a checkpoint
-            self.trust.resume(self.model.estimator_, self.trust_cache)
-        out = self.trust.fit_round(
-            self.estimator, self._X, self._y, self.X_public, pseudo, self.classes,
+            trust.resume(self.model.estimator_, self.trust_cache)
+        out = trust.fit_round(
+            self.estimator, self._X, self._y, self._pool, pseudo, self.classes,
             self.trust_cache,
         )  # fmt: skip
         self.model = ClassAlignedClassifier.from_fitted(out.model, self.classes, out.fit_time)
@@ -414,7 +455,7 @@ class Client:
             if self.eval_proba:
                 result.eval_proba = proba
         result.learner_time_s = time.perf_counter() - start
-        if self.wire.share == "soft":
+        if self._wire.share == "soft":
             return out.on_public
         return out.on_public.argmax(axis=1).astype(np.int64)
 
@@ -458,4 +499,8 @@ def decode_labels(data: bytes) -> np.ndarray:
     [1, 0, 2]
     """
     message = decode(data)
-    return message.codes if isinstance(message, HardLabels) else message.probs
+    if isinstance(message, HardLabels):
+        return message.codes
+    if isinstance(message, SoftLabels | QuantizedSoftLabels):
+        return message.probs
+    raise TypeError(f"a {type(message).__name__} carries no labels without its reference")
