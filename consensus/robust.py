@@ -330,7 +330,9 @@ class ReputationVote(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, *, decay: float = 0.5, floor: float = 0.0, base: Any = "majority") -> None:
+    def __init__(
+        self, *, decay: float = 0.5, floor: float = 0.0, base: str | Consensus = "majority"
+    ) -> None:
         self.decay = decay
         self.floor = floor
         self.base = base

@@ -5,15 +5,17 @@ from __future__ import annotations
 import copy
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from consensus import get_consensus, soft_mean
+from consensus import Consensus, get_consensus, soft_mean
 from cotrain._validation import (
     FitData,
     check_estimators,
@@ -31,6 +33,7 @@ from cotrain._validation import (
 )
 from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
 from cotrain.callbacks import RoundLoop as CallbackLoop
+from cotrain.clustering import AgreementClustering
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.secure_federation import client_class, make_federation
@@ -47,12 +50,37 @@ from cotrain.persistence.saving import (
     load_federation,
     save_federation,
 )
+from cotrain.privacy.mechanisms import LabelMechanism
 from cotrain.runtime.pools import host_objects
-from cotrain.runtime.runtimes import make_runtime
-from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
+from cotrain.runtime.runtimes import Runtime, make_runtime
+from cotrain.trust import (
+    DEFAULT_TRUST,
+    CrossFitTrust,
+    FixedTrust,
+    HoldoutTrust,
+    PoolHalvesTrust,
+    PseudoLabelTrust,
+    client_trust,
+    with_pseudo_labels,
+)
 from learners import ClassAlignedClassifier
 
 __all__ = ["FederatedCoTrainer", "client_seed", "seeded_clone"]
+
+#: what ``trust=`` takes: "auto", None (full weight), a fixed weight in [0, 1], or a trust
+TrustSpec: TypeAlias = (
+    str
+    | float
+    | FixedTrust
+    | PseudoLabelTrust
+    | CrossFitTrust
+    | HoldoutTrust
+    | PoolHalvesTrust
+    | None
+)
+
+#: the type of the estimator :meth:`FederatedCoTrainer.distill` is given and returns
+EstimatorT = TypeVar("EstimatorT")
 
 
 class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
@@ -248,26 +276,26 @@ PoolHalvesTrust, default="auto"
         self,
         estimators: list[Any],
         *,
-        consensus: Any = "auto",
+        consensus: str | Consensus = "auto",
         share: str = "hard",
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,
-        trust: Any = DEFAULT_TRUST,
-        clustering: Any = None,
+        trust: TrustSpec = DEFAULT_TRUST,
+        clustering: str | AgreementClustering | None = None,
         rounds: int = 20,
         participation: float = 1.0,
-        privacy: Any = None,
+        privacy: LabelMechanism | None = None,
         reproducible_noise: bool = False,
         early_stopping: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
-        classes: Any = None,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
-        runtime: Any = None,
+        runtime: str | Runtime | None = None,
         round_timeout: float | None = None,
-        checkpoint_dir: Any = None,
-        callbacks: list[Any] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        callbacks: Sequence[Callback] | None = None,
         random_state: int | None = None,
         verbose: int = 0,
     ) -> None:
@@ -298,13 +326,13 @@ PoolHalvesTrust, default="auto"
     # ------------------------------------------------------------------ fit
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
-        X_public: Any,
-        groups: Any = None,
-        eval_set: tuple[Any, Any] | None = None,
-        y_public: Any = None,
+        X_public: ArrayLike,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
+        y_public: ArrayLike | None = None,
         resume: bool = False,
     ) -> FederatedCoTrainer:
         """Run federated co-training.
@@ -504,7 +532,7 @@ PoolHalvesTrust, default="auto"
         return copy.deepcopy(self.privacy_report_)
 
     # -------------------------------------------------------------- saving
-    def save(self, path: str | os.PathLike, *, drop_data: bool = True) -> Path:
+    def save(self, path: str | os.PathLike[str], *, drop_data: bool = True) -> Path:
         """Write the fitted attributes to the folder ``path`` with skops (no pickle).
 
         The folder holds the fitted client models, ``classes_``, the consensus rule,
@@ -529,7 +557,9 @@ PoolHalvesTrust, default="auto"
         return save_federation(self, path, drop_data=drop_data)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted: Any = None) -> FederatedCoTrainer:
+    def load(
+        cls, path: str | os.PathLike[str], *, trusted: Iterable[str | type] | None = None
+    ) -> FederatedCoTrainer:
         """Read a folder written by :meth:`save`: a fitted trainer with the saved one's
         fitted attributes, that predicts as it did.
 
@@ -554,7 +584,7 @@ PoolHalvesTrust, default="auto"
         check_is_fitted(self, "client_models_")
         return [m for m in self.client_models_ if m is not None]
 
-    def _check_X(self, X: Any) -> np.ndarray:
+    def _check_X(self, X: ArrayLike) -> np.ndarray:
         models = [m.estimator for m in self._fitted_models()]
         allow_nan = [nan_allowed(m) for m in models]
         X = check_features(
@@ -568,7 +598,7 @@ PoolHalvesTrust, default="auto"
             )
         return X
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Consensus of the local models' predictions, in the caller's label values."""
         X = self._check_X(X)
         models = self._fitted_models()
@@ -586,7 +616,7 @@ PoolHalvesTrust, default="auto"
         ids = [i for i, m in enumerate(self.client_models_) if m is not None]
         return np.array([last.get(i, np.nan) for i in ids], dtype=np.float64)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Consensus probabilities of the local models, columns in ``classes_`` order.
 
         Soft consensus rules (mean, entropy) apply to the clients' probabilities; for
@@ -598,7 +628,7 @@ PoolHalvesTrust, default="auto"
             return self.consensus_(probas, n_classes=len(self.classes_))
         return soft_mean(probas, len(self.classes_))
 
-    def distill(self, estimator: Any) -> Any:
+    def distill(self, estimator: EstimatorT) -> EstimatorT:
         """Fit one global model on the public pool with the final consensus labels.
 
         Hard consensus: the labelled public rows; soft consensus: soft targets (weighted

@@ -313,7 +313,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         probs = np.divide(soft, sums, out=np.zeros(soft.shape, np.float32), where=sums > 0)
         return probs, has_mass.astype(np.float32)
 
-    def fit(self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None) -> TorchClassifier:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> TorchClassifier:
         """Train the network, or continue training it when `warm_start` is true.
 
         Parameters
@@ -459,7 +461,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             module.train(was_training)
         return torch.cat(chunks)
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities (softmax of the logits), in batches, in evaluation mode.
 
         Parameters
@@ -474,7 +476,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         return torch.softmax(self._logits(X), dim=1).numpy()
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class of each sample.
 
         Parameters

@@ -23,12 +23,14 @@ difference. Nothing here imports torch at import time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from numbers import Real
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from consensus import certainty_weighted, entropy_weighted, soft_mean
 from cotrain._validation import check_features, describe_shape, feature_shape
@@ -174,7 +176,7 @@ class FedDF(FedAvg):
         random_state: int | None = None,
         verbose: int = 0,
         early_stopping: int | None = None,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
@@ -219,12 +221,12 @@ class FedDF(FedAvg):
 
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
         X_public: Any = None,
-        groups: Any = None,
-        eval_set: Any = None,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
         resume: bool = False,
     ) -> FedDF:
         """Run federated averaging with server-side ensemble distillation on ``X_public``.
@@ -436,7 +438,7 @@ class FedDS(FedDF):
         random_state: int | None = None,
         verbose: int = 0,
         early_stopping: int | None = None,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         super().__init__(

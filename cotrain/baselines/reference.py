@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -78,7 +80,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         self,
         estimators: list[Any],
         *,
-        classes: Any = None,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
     ) -> None:
@@ -87,7 +89,14 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None) -> LocalOnly:
+    def fit(
+        self,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
+    ) -> LocalOnly:
         """Fit every client's model on its own data.
 
         Parameters
@@ -156,13 +165,13 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return [m.estimator_ for m in self._models]
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Majority vote of the local models (ties to the smallest class)."""
         X = check_predict_inputs(self, X)
         codes = np.stack([np.searchsorted(self.classes_, m.predict(X)) for m in self._models])
         return self.classes_[majority_vote(codes, len(self.classes_))]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Mean of the local models' probabilities, columns in ``classes_`` order."""
         X = check_predict_inputs(self, X)
         return soft_mean(np.stack([m.predict_proba(X) for m in self._models]), len(self.classes_))
@@ -216,7 +225,12 @@ class Centralized(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(
-        self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None
+        self,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
     ) -> Centralized:
         """Fit one model on the union of the clients' data.
 
@@ -235,9 +249,11 @@ class Centralized(ClassifierMixin, BaseEstimator):
         self
         """
         check_estimators([self.estimator], "hard")
-        if groups is None and not isinstance(X, list | tuple):
-            X, y = [X], [y]
-        data = check_client_data(X, y, groups=groups, classes=self.classes, eval_set=eval_set)
+        pooled = groups is None and not isinstance(X, list | tuple)  # one client: all rows
+        data = check_client_data(
+            [X] if pooled else X, [y] if pooled else y, groups=groups, classes=self.classes,
+            eval_set=eval_set,
+        )  # fmt: skip
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
         self.n_features_in_ = self._row_shape[0]
@@ -270,11 +286,11 @@ class Centralized(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return self._model.estimator_
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions of the pooled model, in the caller's label values."""
         return self._model.predict(check_predict_inputs(self, X))
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probabilities of the pooled model, columns in ``classes_`` order."""
         return self._model.predict_proba(check_predict_inputs(self, X))
 

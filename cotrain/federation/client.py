@@ -421,9 +421,7 @@ class Client:
         trust_time = time.perf_counter() - start - self.model.fit_time_
         start = time.perf_counter()
         soft = self._wire.share == "soft"
-        on_public = (
-            self.model.predict_proba(self.X_public) if soft else self.model.predict(self.X_public)
-        )
+        on_public = self.model.predict_proba(self._pool) if soft else self.model.predict(self._pool)
         if self.X_eval is not None:
             result.eval_codes = self.codes(self.model.predict(self.X_eval))
             if self.eval_proba:
