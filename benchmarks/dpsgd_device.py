@@ -1,6 +1,6 @@
 """DP-SGD with public sampling on a CUDA device: the same privacy event, and what a fit costs.
 
-``DPSGD(sampling_rate, steps)`` makes the privacy event of a round public configuration:
+``DPSGD(sampling_rate=..., steps=...)`` makes the privacy event of a round public configuration:
 ``steps`` Poisson-sampled Gaussian steps at rate q, whatever the device or the number of
 rows. This script checks that on the device it is given (``--device cuda`` on a GPU machine,
 ``cpu`` elsewhere): one ``DPTorchClassifier`` fit on digits for each of two row counts

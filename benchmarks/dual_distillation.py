@@ -48,7 +48,7 @@ N_CLIENTS, N_PUBLIC, N_TEST = 10, 500, 360
 def mlp(seed: int, warm_start: bool, epochs: int) -> TorchClassifier:
     """The small MLP every client and the server train."""
     return TorchClassifier(
-        MLP, {"hidden": (32,)}, max_epochs=epochs, epochs_per_fit=epochs, lr=1e-2,
+        MLP, module_params={"hidden": (32,)}, max_epochs=epochs, epochs_per_fit=epochs, lr=1e-2,
         warm_start=warm_start, random_state=seed, n_threads=1,
     )  # fmt: skip
 

@@ -54,7 +54,7 @@ def data(seed: int) -> tuple[np.ndarray, ...]:
 
 def net(seed: int) -> TorchClassifier:
     return TorchClassifier(
-        SmallCNN, {"width": 8}, batch_size=32, lr=3e-3, n_threads=1, random_state=seed
+        SmallCNN, module_params={"width": 8}, batch_size=32, lr=3e-3, n_threads=1, random_state=seed
     )
 
 

@@ -190,7 +190,12 @@ def tabular_data(seed: int) -> tuple[list, list, np.ndarray, np.ndarray, np.ndar
 
 def mlp(seed: int) -> TorchClassifier:
     return TorchClassifier(
-        MLP, {"hidden": (64,)}, classes=[0, 1], lr=1e-3, n_threads=1, random_state=seed
+        MLP,
+        module_params={"hidden": (64,)},
+        classes=[0, 1],
+        lr=1e-3,
+        n_threads=1,
+        random_state=seed,
     )
 
 

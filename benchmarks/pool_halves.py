@@ -35,7 +35,9 @@ def run(seed: int, rows: int, trust: object, sites: int = 5) -> dict:
     parts = np.array_split(labelled, sites)
     settings = dict(max_epochs=60, epochs_per_fit=5, lr=3e-3, n_threads=1)
     learners = [
-        TorchClassifier(MLP, {"hidden": (64,)}, random_state=seed * 10 + i, **settings)
+        TorchClassifier(
+            MLP, module_params={"hidden": (64,)}, random_state=seed * 10 + i, **settings
+        )
         for i in range(sites)
     ]
     trainer = FederatedCoTrainer(

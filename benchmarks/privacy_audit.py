@@ -8,7 +8,7 @@ the public pool U (700 digits, scaled to [0, 1]), after the client's privacy mec
 - ``deep tree``: ``DecisionTreeClassifier()`` (no depth limit), labels shared without noise;
 - ``1-NN + RR``: the 1-NN's labels through K-ary randomized response with record-level
   sensitivity s* = |U| (one record may change every released label, under either relation),
-  ε = 2 per release at δ = 0 (``RandomizedResponse(2, sensitivity=700)``; the ledger reports
+  ε = 2 per release at δ = 0 (``RandomizedResponse(epsilon=2, sensitivity=700)``; the ledger reports
   0.105 at δ = 1e-5);
 - ``S&A (1-NN teachers)``: record-level DP for any learner, subsample-and-aggregate inside the
   client (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`, 25 disjoint 1-NN teachers,
@@ -128,7 +128,7 @@ def client(name: str, X_pool: np.ndarray, seed: int) -> tuple[Release, EpsilonCl
 
         return tree, None
     if name.startswith("1-NN + RR"):
-        rr = RandomizedResponse(float(name.split("ε=")[1].rstrip(")")), sensitivity=n)
+        rr = RandomizedResponse(epsilon=float(name.split("ε=")[1].rstrip(")")), sensitivity=n)
 
         def noisy(X: Any, y: Any) -> np.ndarray:
             labels = knn.fit(X, y).predict(X_pool).astype(np.int64)

@@ -90,7 +90,7 @@ class ParamsMixin:
         >>> from consensus import QualifiedMajority, ReputationVote
         >>> QualifiedMajority(quorum=0.8).get_params()
         {'quorum': 0.8}
-        >>> ReputationVote(base=QualifiedMajority(0.8)).get_params()["base__quorum"]
+        >>> ReputationVote(base=QualifiedMajority(quorum=0.8)).get_params()["base__quorum"]
         0.8
         """
         out: dict[str, Any] = {}

@@ -118,6 +118,7 @@ class CertaintyWeighted(Consensus):
     def __init__(
         self,
         scores: ArrayLike | None = None,
+        *,
         scorer_epsilon: float | None = None,
         scorer_delta: float | None = None,
     ) -> None:

@@ -187,7 +187,9 @@ class DualDistillation(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "soft"
 
-    def __init__(self, server_model: Any, base: Any = "mean", targets: str = "auto") -> None:
+    def __init__(
+        self, server_model: Any, *, base: str | Consensus = "mean", targets: str = "auto"
+    ) -> None:
         self.server_model = server_model
         self.base = base
         self.targets = targets

@@ -273,7 +273,7 @@ class QualifiedMajority(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, quorum: float = 0.9) -> None:
+    def __init__(self, *, quorum: float = 0.9) -> None:
         self.quorum = quorum
 
     def __call__(

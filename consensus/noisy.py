@@ -60,7 +60,7 @@ class NoisyArgmax(Consensus):
     >>> votes = np.array([[0, 1, 2, -1], [0, 2, 1, -1], [1, 2, -1, -1]])
     >>> NoisyArgmax(sigma=0.0)(votes, n_classes=3)
     array([ 0,  2,  1, -1])
-    >>> a, b = NoisyArgmax(5.0, random_state=0), NoisyArgmax(5.0, random_state=0)
+    >>> a, b = NoisyArgmax(sigma=5.0, random_state=0), NoisyArgmax(sigma=5.0, random_state=0)
     >>> bool(np.array_equal(a(votes, n_classes=3), b(votes, n_classes=3)))
     True
     """
@@ -69,6 +69,7 @@ class NoisyArgmax(Consensus):
 
     def __init__(
         self,
+        *,
         sigma: float = 1.0,
         sensitivity: int | None = None,
         delta: float = 1e-5,
@@ -178,9 +179,9 @@ class NoisyArgmax(Consensus):
 
         Examples
         --------
-        >>> a = NoisyArgmax(5.0, random_state=0)
+        >>> a = NoisyArgmax(sigma=5.0, random_state=0)
         >>> _ = a(np.array([[0, 1], [1, 1]]), n_classes=2)
-        >>> b = NoisyArgmax(5.0, random_state=0)
+        >>> b = NoisyArgmax(sigma=5.0, random_state=0)
         >>> b.load_state_dict(a.state_dict())
         >>> votes = np.array([[0, 1], [1, 0]])
         >>> bool((a(votes, n_classes=2) == b(votes, n_classes=2)).all())

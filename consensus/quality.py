@@ -267,6 +267,7 @@ class QualityVote(CertaintyWeighted):
     def __init__(
         self,
         scores: ArrayLike | None = None,
+        *,
         power: float = 16.0,
         quality_power: float = 1.0,
         top_k: int | None = None,

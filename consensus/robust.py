@@ -249,7 +249,7 @@ class TrimmedVote(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, trim: float = 0.2) -> None:
+    def __init__(self, *, trim: float = 0.2) -> None:
         self.trim = trim
 
     def __call__(
@@ -330,7 +330,9 @@ class ReputationVote(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "hard"
 
-    def __init__(self, decay: float = 0.5, floor: float = 0.0, base: Any = "majority") -> None:
+    def __init__(
+        self, *, decay: float = 0.5, floor: float = 0.0, base: str | Consensus = "majority"
+    ) -> None:
         self.decay = decay
         self.floor = floor
         self.base = base

@@ -215,7 +215,7 @@ class EntropyWeighted(Consensus):
 
     output: ClassVar[Literal["hard", "soft"]] = "soft"
 
-    def __init__(self, k: float = 5.0) -> None:
+    def __init__(self, *, k: float = 5.0) -> None:
         self.k = k
 
     def __call__(

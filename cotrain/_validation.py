@@ -39,12 +39,19 @@ class FitData:
 
     X_clients: list[np.ndarray]
     y_clients: list[np.ndarray]
-    X_public: np.ndarray
+    X_public: np.ndarray | None
     classes: np.ndarray
     X_eval: np.ndarray | None
     y_eval_codes: np.ndarray | None
     y_public_codes: np.ndarray | None
     feature_names: np.ndarray | None
+
+    @property
+    def pool(self) -> np.ndarray:
+        """The public pool, for a caller that required one (``require_public=True``)."""
+        if self.X_public is None:
+            raise ValueError("this fit has no public pool (X_public)")
+        return self.X_public
 
 
 def is_text(X: Any) -> bool:
@@ -366,20 +373,26 @@ def check_fit_inputs(
     if estimators is None:
         estimators = [None] * n_estimators
     allow_nan = [e is not None and nan_allowed(e) for e in estimators]
-    shared_nan = {
-        "allow_nan": all(allow_nan),
-        "nan_refused_by": refusing_nan(estimators, allow_nan),
-    }
+    # the public pool and the evaluation set reach every learner: NaN only if all take it
+    shared_allow_nan = all(allow_nan)
+    shared_refused_by = refusing_nan(estimators, allow_nan)
     # the public pool fixes the feature space; without one (FedAvg, local-only), client 0
     if X_public is not None or require_public:
         text = is_text(X_public)
-        X_public_arr = check_features(X_public, "X_public", text=text, **shared_nan)
-        shape, reference = feature_shape(X_public_arr), "X_public"
+        pool = check_features(
+            X_public, "X_public", text=text, allow_nan=shared_allow_nan,
+            nan_refused_by=shared_refused_by,
+        )  # fmt: skip
+        X_public_arr: np.ndarray | None = pool
+        shape: tuple[int, ...] | None = feature_shape(pool)
+        reference = "X_public"
     else:
         text, X_public_arr, shape, reference = is_text(X_list[0]), None, None, "client 0"
     names = _columns(X_public)
 
-    X_clients, y_clients, families = [], [], {}
+    X_clients: list[np.ndarray] = []
+    y_clients: list[np.ndarray] = []
+    families: dict[str, list[int]] = {}
     for i, (Xi, yi) in enumerate(zip(X_list, y_list, strict=True)):
         if Xi is None or _n_rows(Xi) == 0:
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
@@ -405,6 +418,8 @@ def check_fit_inputs(
         families.setdefault(label_family(yi_arr, f"y[{i}]"), []).append(i)
         X_clients.append(Xi_arr)
         y_clients.append(yi_arr)
+    if shape is None:  # no client at all (check_estimators refuses an empty list)
+        raise ValueError("the data has no clients")
     if len(families) > 1:
         detail = "; ".join(f"{fam}: clients {ids}" for fam, ids in families.items())
         raise TypeError(f"y: clients use labels of different types ({detail})")
@@ -414,7 +429,10 @@ def check_fit_inputs(
     if eval_set is not None:
         if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
             raise TypeError("eval_set must be a pair (X_eval, y_eval)")
-        X_eval = check_features(eval_set[0], "eval_set[0] (X_eval)", text=text, **shared_nan)
+        X_eval = check_features(
+            eval_set[0], "eval_set[0] (X_eval)", text=text, allow_nan=shared_allow_nan,
+            nan_refused_by=shared_refused_by,
+        )  # fmt: skip
         if feature_shape(X_eval) != shape:
             raise ValueError(
                 f"eval_set[0] (X_eval) has {describe_shape(feature_shape(X_eval))}, "
@@ -425,9 +443,9 @@ def check_fit_inputs(
         y_eval_codes = class_indices(y_eval, classes_arr, unknown=-2)
         _warn_unseen(y_eval, y_eval_codes, "eval_set[1] (y_eval)")
     y_public_codes = None
-    if y_public is not None and X_public_arr is None:
-        raise ValueError("y_public is given but there is no public pool (X_public)")
     if y_public is not None:
+        if X_public_arr is None:
+            raise ValueError("y_public is given but there is no public pool (X_public)")
         y_pub = check_labels(y_public, "y_public", X_public_arr.shape[0])
         _check_same_label_kind(y_pub, "y_public", families)
         y_public_codes = class_indices(y_pub, classes_arr, unknown=-2)
@@ -614,9 +632,10 @@ def pipeline_steps_before(estimator: Any, depth: int = 6) -> list[str]:
 
     frame = sys._getframe(1)
     for _ in range(depth):
-        frame = frame.f_back
-        if frame is None:
+        caller = frame.f_back
+        if caller is None:
             break
+        frame = caller
         owner = frame.f_locals.get("self")
         if isinstance(owner, Pipeline) and owner.steps and owner.steps[-1][1] is estimator:
             return [n for n, step in owner.steps[:-1] if step not in (None, "passthrough")]

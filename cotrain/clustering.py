@@ -240,7 +240,7 @@ def separation_gap(similarity: np.ndarray, first: np.ndarray, second: np.ndarray
     return intra - float(s[np.ix_(first, second)].max())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgreementClustering:
     """When and how a cluster of clients splits in clustered co-training.
 

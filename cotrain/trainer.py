@@ -5,15 +5,17 @@ from __future__ import annotations
 import copy
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from consensus import get_consensus, soft_mean
+from consensus import Consensus, get_consensus, soft_mean
 from cotrain._validation import (
     FitData,
     check_estimators,
@@ -29,7 +31,8 @@ from cotrain._validation import (
     refusing_nan,
     require_public_classes,
 )
-from cotrain.callbacks import Callback, PrivacyBudget, ProgressBar, loop_callbacks
+from cotrain.callbacks import Callback, LoopView, PrivacyBudget, ProgressBar, loop_callbacks
+from cotrain.clustering import AgreementClustering
 from cotrain.federation.bookkeeping import aggregate
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
@@ -47,12 +50,26 @@ from cotrain.persistence.saving import (
     load_federation,
     save_federation,
 )
+from cotrain.privacy.mechanisms import LabelMechanism
 from cotrain.runtime.pools import host_objects
-from cotrain.runtime.runtimes import make_runtime
-from cotrain.trust import DEFAULT_TRUST, client_trust, with_pseudo_labels
+from cotrain.runtime.runtimes import Runtime, make_runtime
+from cotrain.trust import (
+    DEFAULT_TRUST,
+    FixedTrust,
+    PseudoLabelTrust,
+    Trust,
+    client_trust,
+    with_pseudo_labels,
+)
 from learners import ClassAlignedClassifier
 
 __all__ = ["FederatedCoTrainer"]
+
+#: what ``trust=`` takes: "auto", None (full weight), a fixed weight in [0, 1], or a trust
+TrustSpec: TypeAlias = str | float | FixedTrust | PseudoLabelTrust | Trust | None
+
+#: the type of the estimator :meth:`FederatedCoTrainer.distill` is given and returns
+EstimatorT = TypeVar("EstimatorT")
 
 
 class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
@@ -131,8 +148,9 @@ PoolHalvesTrust, default="auto"
         Fraction of clients asked each round, sampled with ``random_state``.
     privacy : cotrain.privacy mechanism, default=None
         A privacy mechanism applied on each client before its labels leave it: record-level
-        DP for any learner with ``SubsampleAndAggregate(n_teachers, sigma)``, DP-SGD for
-        torch clients with ``DPSGD(noise_multiplier, max_grad_norm, sampling_rate, steps)``
+        DP for any learner with ``SubsampleAndAggregate(n_teachers=..., sigma=...)``,
+        DP-SGD for torch clients with ``DPSGD(noise_multiplier=..., max_grad_norm=...,
+        sampling_rate=..., steps=...)``
         (its sampling is public configuration; every row trains at weight 1, so a
         ``trust`` other than "auto", None or 1 is refused), or a label
         randomiser (``RandomizedResponse``, ``XORMechanism``, ``GaussianSoftLabels``). Its
@@ -246,26 +264,27 @@ PoolHalvesTrust, default="auto"
     def __init__(
         self,
         estimators: list[Any],
-        consensus: Any = "auto",
+        *,
+        consensus: str | Consensus = "auto",
         share: str = "hard",
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,
-        trust: Any = DEFAULT_TRUST,
-        clustering: Any = None,
+        trust: TrustSpec = DEFAULT_TRUST,
+        clustering: str | AgreementClustering | None = None,
         rounds: int = 20,
         participation: float = 1.0,
-        privacy: Any = None,
+        privacy: LabelMechanism | None = None,
         reproducible_noise: bool = False,
         early_stopping: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
-        classes: Any = None,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
-        runtime: Any = None,
+        runtime: str | Runtime | None = None,
         round_timeout: float | None = None,
-        checkpoint_dir: Any = None,
-        callbacks: list[Any] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        callbacks: Sequence[Callback] | None = None,
         random_state: int | None = None,
         verbose: int = 0,
     ) -> None:
@@ -296,13 +315,13 @@ PoolHalvesTrust, default="auto"
     # ------------------------------------------------------------------ fit
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
-        X_public: Any,
-        groups: Any = None,
-        eval_set: tuple[Any, Any] | None = None,
-        y_public: Any = None,
+        X_public: ArrayLike,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
+        y_public: ArrayLike | None = None,
         resume: bool = False,
     ) -> FederatedCoTrainer:
         """Run federated co-training.
@@ -373,8 +392,10 @@ PoolHalvesTrust, default="auto"
     def _publish_consensus(self, server: CoTrainingServer) -> None:
         """``pseudo_labels_`` and ``pseudo_label_codes_`` from the server's last consensus
         (after every round, so that callbacks can read them during ``fit``)."""
-        labels = server.consensus_labels
-        self.pseudo_label_codes_ = server.hard_consensus
+        labels, codes = server.consensus_labels, server.hard_consensus
+        if labels is None or codes is None:  # a run checks its budget before round 1
+            raise RuntimeError("no consensus to publish: the run has not completed a round")
+        self.pseudo_label_codes_ = codes
         self.pseudo_labels_ = labels if labels.ndim == 2 else masked_labels(labels, self.classes_)
 
     def _setup(self, estimators: list[Any], data: FitData) -> None:
@@ -384,7 +405,7 @@ PoolHalvesTrust, default="auto"
         check_share_consensus(self.share, rule)
         check_privacy_setup(self.privacy, rule, estimators)
         run = build_server(
-            consensus=rule, X_public=data.X_public, n_classes=len(data.classes),
+            consensus=rule, X_public=data.pool, n_classes=len(data.classes),
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
             share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
             soft_bits=self.soft_bits, clustering=self.clustering,
@@ -395,17 +416,17 @@ PoolHalvesTrust, default="auto"
         # a copy, so that a noisy consensus starts every fit from its own seed
         self.consensus_ = run.consensus
         self.classes_ = data.classes
-        self.feature_shape_ = feature_shape(data.X_public)
+        self.feature_shape_ = feature_shape(data.pool)
         if len(self.feature_shape_) == 1:
             self.n_features_in_ = self.feature_shape_[0]
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         eval_proba = self.consensus_.output == "soft" and data.X_eval is not None
         make_client = client_class(
-            self.privacy, len(estimators), len(data.X_public), len(data.classes), self.rounds
+            self.privacy, len(estimators), len(data.pool), len(data.classes), self.rounds
         )
         clients = [
-            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.X_public,
+            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.pool,
                    wire=run.wire, privacy=self.privacy, X_eval=data.X_eval,
                    eval_proba=eval_proba, trust=client_trust(self.trust, self.privacy, s, est))
             for i, (est, s, Xi, yi) in enumerate(
@@ -422,7 +443,7 @@ PoolHalvesTrust, default="auto"
             self.random_state,
         )
         self.history_ = self._federation.history
-        self.stopped_reason_ = None
+        self.stopped_reason_: str | None = None
 
     def _run(self, start: int, checkpoint: CheckpointCallback | None) -> None:
         """The round loop, with the clients resident where the runtime keeps them."""
@@ -500,7 +521,7 @@ PoolHalvesTrust, default="auto"
         return copy.deepcopy(self.privacy_report_)
 
     # -------------------------------------------------------------- saving
-    def save(self, path: str | os.PathLike, *, drop_data: bool = True) -> Path:
+    def save(self, path: str | os.PathLike[str], *, drop_data: bool = True) -> Path:
         """Write the fitted attributes to the folder ``path`` with skops (no pickle).
 
         The folder holds the fitted client models, ``classes_``, the consensus rule,
@@ -525,7 +546,9 @@ PoolHalvesTrust, default="auto"
         return save_federation(self, path, drop_data=drop_data)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted: Any = None) -> FederatedCoTrainer:
+    def load(
+        cls, path: str | os.PathLike[str], *, trusted: Iterable[str | type] | None = None
+    ) -> FederatedCoTrainer:
         """Read a folder written by :meth:`save`: a fitted trainer with the saved one's
         fitted attributes, that predicts as it did.
 
@@ -550,7 +573,7 @@ PoolHalvesTrust, default="auto"
         check_is_fitted(self, "client_models_")
         return [m for m in self.client_models_ if m is not None]
 
-    def _check_X(self, X: Any) -> np.ndarray:
+    def _check_X(self, X: ArrayLike) -> np.ndarray:
         models = [m.estimator for m in self._fitted_models()]
         allow_nan = [nan_allowed(m) for m in models]
         X = check_features(
@@ -564,7 +587,7 @@ PoolHalvesTrust, default="auto"
             )
         return X
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Consensus of the local models' predictions, in the caller's label values."""
         X = self._check_X(X)
         models = self._fitted_models()
@@ -582,7 +605,7 @@ PoolHalvesTrust, default="auto"
         ids = [i for i, m in enumerate(self.client_models_) if m is not None]
         return np.array([last.get(i, np.nan) for i in ids], dtype=np.float64)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Consensus probabilities of the local models, columns in ``classes_`` order.
 
         Soft consensus rules (mean, entropy) apply to the clients' probabilities; for
@@ -594,7 +617,7 @@ PoolHalvesTrust, default="auto"
             return self.consensus_(probas, n_classes=len(self.classes_))
         return soft_mean(probas, len(self.classes_))
 
-    def distill(self, estimator: Any) -> Any:
+    def distill(self, estimator: EstimatorT) -> EstimatorT:
         """Fit one global model on the public pool with the final consensus labels.
 
         Hard consensus: the labelled public rows; soft consensus: soft targets (weighted
@@ -634,7 +657,7 @@ class ConsensusAttributes(Callback):
     def __init__(self, trainer: FederatedCoTrainer, federation: SimulatedFederation) -> None:
         self.trainer, self.federation = trainer, federation
 
-    def on_round_end(self, loop: RoundLoop, record: RoundRecord) -> None:
+    def on_round_end(self, loop: LoopView, record: RoundRecord) -> None:
         self.trainer._publish_consensus(self.federation.server)
 
 

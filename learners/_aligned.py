@@ -119,12 +119,12 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
     [0.0, 0.0, 0.0, 0.0]
     """
 
-    def __init__(self, estimator: Any, classes: ArrayLike | None = None) -> None:
+    def __init__(self, estimator: Any, *, classes: ArrayLike | None = None) -> None:
         self.estimator = estimator
         self.classes = classes
 
     def fit(
-        self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ClassAlignedClassifier:
         """Fit a copy of the estimator (or continue the previous fit) on `X`, `y`.
 
@@ -274,7 +274,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
             est.set_params(classes=classes)
         return est
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities with one column per global class.
 
         Parameters
@@ -298,7 +298,7 @@ class ClassAlignedClassifier(ClassifierMixin, BaseEstimator):
         out[np.arange(codes.size), codes] = 1.0
         return out
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Predicted labels, in the caller's label values (from ``classes_``).
 
         Parameters

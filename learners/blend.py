@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -146,7 +146,9 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         self.fit_time_ = 0.0
         return self
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BlendedClassifier:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> BlendedClassifier:
         """Fit a copy of the local model on ``X``, ``y`` and drop the co-trained models
         (the blend is then the local model alone, ``alpha`` unchanged but unused).
 
@@ -164,7 +166,7 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         self.fit_time_ = float(getattr(local, "fit_time_", 0.0))
         return self
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """The blend of the mean co-trained probabilities and the local model's
         (:func:`blend_proba`), one column per class of ``classes_``."""
         check_is_fitted(self, "classes_")
@@ -178,7 +180,7 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
             proba = blend_proba(co, proba, alpha, held)
         return proba
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """The most probable class of each row (ties to the first class)."""
         proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
         return self.classes_[proba.argmax(axis=1)]

@@ -254,6 +254,7 @@ event=GaussianDpEvent(noise_multiplier=1.0)), count=30)
     def __init__(
         self,
         module: Any = None,
+        *,
         module_params: dict[str, Any] | None = None,
         classes: ArrayLike | None = None,
         max_epochs: int = 10,

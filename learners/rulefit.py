@@ -157,6 +157,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         tree_size: int = 4,
         max_rules: int = 200,
@@ -185,7 +186,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.classes = classes
 
-    def fit(self, X: Any, y: ArrayLike) -> RuleFitClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> RuleFitClassifier:
         """Fit one binary RuleFit (two classes) or one per class (one-vs-rest).
 
         Parameters
@@ -251,7 +252,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self.n_classes_ = int(classes.size)
         return self
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities, one column per class of ``classes_``.
 
         Parameters
@@ -282,7 +283,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         out[:, cols] = np.divide(scores, total, out=uniform, where=total > 0)
         return out
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class of each sample.
 
         Parameters

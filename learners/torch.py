@@ -147,7 +147,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     >>> from learners import MLP, TorchClassifier
     >>> X, y = load_iris(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = TorchClassifier(MLP, {"hidden": (16,)}, max_epochs=30, lr=1e-2,
+    >>> clf = TorchClassifier(MLP, module_params={"hidden": (16,)}, max_epochs=30, lr=1e-2,
     ...                       random_state=0)
     >>> clf.fit(X, y).score(X, y) > 0.9
     True
@@ -165,6 +165,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         module: Any = None,
+        *,
         module_params: dict[str, Any] | None = None,
         classes: ArrayLike | None = None,
         max_epochs: int = 10,
@@ -312,7 +313,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         probs = np.divide(soft, sums, out=np.zeros(soft.shape, np.float32), where=sums > 0)
         return probs, has_mass.astype(np.float32)
 
-    def fit(self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None) -> TorchClassifier:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> TorchClassifier:
         """Train the network, or continue training it when `warm_start` is true.
 
         Parameters
@@ -458,7 +461,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             module.train(was_training)
         return torch.cat(chunks)
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities (softmax of the logits), in batches, in evaluation mode.
 
         Parameters
@@ -473,7 +476,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         return torch.softmax(self._logits(X), dim=1).numpy()
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class of each sample.
 
         Parameters

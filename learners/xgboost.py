@@ -122,6 +122,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         n_estimators: int = 100,
         continue_rounds: int = 10,
         warm_start: bool = True,
@@ -186,7 +187,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         return {key: value for key, value in params.items() if value is not None}
 
     def fit(
-        self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> XGBoostClassifier:
         """Train a booster, or continue the previous one when `warm_start` is true.
 
@@ -246,7 +247,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         self.n_classes_ = int(classes.size)
         return self
 
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities, one column per class of ``classes_``.
 
         Parameters
@@ -265,7 +266,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         proba = self.booster_.predict(xgb.DMatrix(Xm))
         return np.asarray(proba, dtype=np.float64).reshape(Xm.shape[0], self.n_classes_)
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class of each sample.
 
         Parameters

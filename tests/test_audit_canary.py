@@ -100,7 +100,7 @@ def _release(X_public, epsilon=None, seed=0):
     """A 1-NN client labels U; with ``epsilon``, record-level randomized response (s* = |U|:
     one record may change every released label), a fresh draw on each call."""
     parent = np.random.default_rng(seed)
-    rr = None if epsilon is None else RandomizedResponse(epsilon, sensitivity=len(X_public))
+    rr = None if epsilon is None else RandomizedResponse(epsilon=epsilon, sensitivity=len(X_public))
 
     def release(X, y):
         labels = KNeighborsClassifier(1).fit(X, y).predict(X_public).astype(np.int64)
@@ -155,7 +155,7 @@ def test_dp_release_bound_stays_below_the_accounted_epsilon(digits, epsilon):
     seeds. 250 guesses certify at most ε = 4.42, so both claims could be refuted."""
     X_public, X, y = digits
     n_public = len(X_public)
-    event = RandomizedResponse(epsilon, sensitivity=n_public).dp_event(10, n_public)
+    event = RandomizedResponse(epsilon=epsilon, sensitivity=n_public).dp_event(10, n_public)
     eps_at_delta = epsilon_spent([event], 1e-5)
     assert eps_at_delta < epsilon
     both = ("add_or_remove", "replace_one")

@@ -34,7 +34,9 @@ def _one_nn_release(X_public: np.ndarray, epsilon: float | None = None, seed: in
     randomized response at record level (s* = |U|: one record can change every label),
     a fresh draw on every call."""
     parent = np.random.default_rng(seed)
-    mechanism = None if epsilon is None else RandomizedResponse(epsilon, sensitivity=len(X_public))
+    mechanism = (
+        None if epsilon is None else RandomizedResponse(epsilon=epsilon, sensitivity=len(X_public))
+    )
 
     def release(X, y):
         labels = KNeighborsClassifier(1).fit(X, y).predict(X_public)

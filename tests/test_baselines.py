@@ -60,7 +60,7 @@ def torch_learner(**params):
     params.setdefault("random_state", 0)
     params.setdefault("lr", 1e-2)
     params.setdefault("classes", list(range(10)))
-    return TorchClassifier(MLP, {"hidden": (16,)}, **params)
+    return TorchClassifier(MLP, module_params={"hidden": (16,)}, **params)
 
 
 class NumpySoftmax(ClassifierMixin, BaseEstimator):

@@ -63,14 +63,14 @@ def mlp():
     from learners import TorchClassifier
     from learners.modules import MLP
 
-    return TorchClassifier(MLP, {"hidden": (16,)}, random_state=0, lr=1e-2)
+    return TorchClassifier(MLP, module_params={"hidden": (16,)}, random_state=0, lr=1e-2)
 
 
 def cnn():
     pytest.importorskip("torch")
     from learners import SmallCNN, TorchClassifier
 
-    return TorchClassifier(SmallCNN, {"width": 4}, random_state=0)
+    return TorchClassifier(SmallCNN, module_params={"width": 4}, random_state=0)
 
 
 def make(cls, estimator, callbacks, kw, **defaults):

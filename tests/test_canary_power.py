@@ -267,7 +267,7 @@ def test_claim_of_a_mechanism_states_each_relation_it_bounds():
     from cotrain.privacy import RandomizedResponse, SubsampleAndAggregate, epsilon_spent
     from cotrain.privacy.mechanisms import LabelMechanism
 
-    rr = RandomizedResponse(2.0, sensitivity=3)  # s* = 3 add/remove, 6 replace-one
+    rr = RandomizedResponse(epsilon=2.0, sensitivity=3)  # s* = 3 add/remove, 6 replace-one
     claim = EpsilonClaim.of_mechanism(rr, 10, 100, rounds=2)
     for relation in ALL:
         event = rr.relation_event(10, 100, relation)

@@ -312,7 +312,7 @@ def test_noise_streams_and_privacy_ledger_continue_exactly(cancer, tmp_path):
     def noisy(rounds, **kw):
         return trainer(
             rounds,
-            consensus=NoisyArgmax(50.0, random_state=5),
+            consensus=NoisyArgmax(sigma=50.0, random_state=5),
             privacy=RandomizedResponse(epsilon=300.0),
             classes=[0, 1],
             reproducible_noise=True,

@@ -404,7 +404,7 @@ def test_classes_delegate_and_describe_themselves():
     votes = votes_of([0, 0, 1], [1, 1, 0], [0, 1, -1])
     probs = np.array([[[0.8, 0.2]], [[0.4, 0.6]]])
     np.testing.assert_array_equal(MajorityVote()(votes, n_classes=2), [0, 1, 0])
-    np.testing.assert_array_equal(QualifiedMajority(0.6)(votes, n_classes=2), [0, 1, -1])
+    np.testing.assert_array_equal(QualifiedMajority(quorum=0.6)(votes, n_classes=2), [0, 1, -1])
     np.testing.assert_allclose(SoftMean()(probs, n_classes=2), [[0.6, 0.4]])
     np.testing.assert_allclose(
         EntropyWeighted(k=0.0)(probs, n_classes=2, weights=[1.0, 0.0]), [[0.8, 0.2]]

@@ -361,7 +361,12 @@ def test_epsilon_delta_checked(small):
 def test_clone_and_pickle_fitted(small):
     X, y, _ = small
     clf = DPTorchClassifier(
-        MLP, {"hidden": (8,)}, max_epochs=2, batch_size=8, noise_multiplier=1.5, random_state=0
+        MLP,
+        module_params={"hidden": (8,)},
+        max_epochs=2,
+        batch_size=8,
+        noise_multiplier=1.5,
+        random_state=0,
     )
     cloned = clone(clf)
     assert cloned.get_params() == clf.get_params() and not hasattr(cloned, "module_")
@@ -413,7 +418,7 @@ SKLEARN_EXPECTED_FAILURES = {
     [
         DPTorchClassifier(
             MLP,
-            {"hidden": (16,)},
+            module_params={"hidden": (16,)},
             max_epochs=10,
             lr=3e-2,
             batch_size=64,

@@ -174,7 +174,9 @@ def test_mechanism_kind_and_its_public_event():
 
 
 def test_prepare_converts_a_torch_client():
-    base = TorchClassifier(MLP, {"hidden": (8,)}, batch_size=16, lr=0.05, random_state=3)
+    base = TorchClassifier(
+        MLP, module_params={"hidden": (8,)}, batch_size=16, lr=0.05, random_state=3
+    )
     dp_est = mech(noise_multiplier=1.3, max_grad_norm=0.7, steps=9).prepare(base)
     assert type(dp_est) is DPTorchClassifier and type(base) is TorchClassifier
     params = dp_est.get_params()

@@ -121,7 +121,7 @@ def test_hard_fit_uses_the_argmax_and_missing_classes_get_zero_probability():
 def test_rows_where_the_base_abstains_are_left_out_of_the_fit_but_labelled():
     U = np.array([[0.0], [1.0], [2.0], [3.0]])
     votes = np.array([[0, 0, 1, 1], [0, 1, 1, 0]])  # ties on rows 1 and 3 at quorum 1.0
-    rule = DualDistillation(KNeighborsClassifier(n_neighbors=1), QualifiedMajority(quorum=1.0))
+    rule = DualDistillation(KNeighborsClassifier(n_neighbors=1), base=QualifiedMajority(quorum=1.0))
     rule.bind_public(U)
     out = server_round(rule, votes, 2)
     assert np.isnan(rule.base_consensus_[[1, 3]]).all()

@@ -34,7 +34,7 @@ def digits():
 
 
 def mlp(seed: int = 0) -> TorchClassifier:
-    return TorchClassifier(MLP, {"hidden": (8,)}, n_threads=1, random_state=seed)
+    return TorchClassifier(MLP, module_params={"hidden": (8,)}, n_threads=1, random_state=seed)
 
 
 def n_params(n_features: int = 64, hidden: int = 8, n_classes: int = 10) -> int:
@@ -187,7 +187,7 @@ def test_fedaux_partial_participation_uses_the_sampled_clients(digits):
 
 def test_fedds_rotation_head_and_init_weights(digits):
     Xs, ys, U, _ = digits
-    cnn = TorchClassifier(SmallCNN, {"width": 2}, n_threads=1, random_state=0)
+    cnn = TorchClassifier(SmallCNN, module_params={"width": 2}, n_threads=1, random_state=0)
     ds = FedDS(cnn, rounds=1, distill_epochs=1, random_state=0).fit(Xs, ys, X_public=U)
     assert ds.rotation_head_.linear.in_features == 2 * 2 * 2 * 2
     assert ds.gamma == pytest.approx(300 / 64) == FEDDS_GAMMA

@@ -228,7 +228,7 @@ def test_audit_and_privacy_columns(tmp_path):
     # exact composition at δ = 1e-5 is far below basic composition's 2ε
     from cotrain.privacy import RandomizedResponse, epsilon_spent
 
-    expected = epsilon_spent([RandomizedResponse(1.0).dp_event(10, 200)] * 2, 1e-5)
+    expected = epsilon_spent([RandomizedResponse(epsilon=1.0).dp_event(10, 200)] * 2, 1e-5)
     assert summary.loc["local", "epsilon"] == pytest.approx(expected)
     assert 0.05 < expected < 1.0
     assert np.isnan(summary.loc["FedCT trees", "epsilon"])

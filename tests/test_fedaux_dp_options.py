@@ -18,7 +18,7 @@ from learners.modules import MLP
 
 
 def mlp(seed: int = 0) -> TorchClassifier:
-    return TorchClassifier(MLP, {"hidden": (8,)}, n_threads=1, random_state=seed)
+    return TorchClassifier(MLP, module_params={"hidden": (8,)}, n_threads=1, random_state=seed)
 
 
 @pytest.fixture(scope="module")

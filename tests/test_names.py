@@ -211,10 +211,10 @@ def test_gpt2_classifier_is_lm_classifier_with_another_default_model():
         if name != "model":
             assert other.default == param.default, name
     assert gpt2["model"].default == "gpt2" and lm["model"].default is inspect.Parameter.empty
-    positional = ("folder", None, "m.gguf", 64, "right")
+    given = {"tokenizer": None, "gguf_file": "m.gguf", "max_length": 64, "truncation_side": "right"}
     assert (
-        GPT2Classifier(*positional).get_params()
-        == LMClassifier(*positional).get_params()
+        GPT2Classifier("folder", **given).get_params()
+        == LMClassifier("folder", **given).get_params()
         == GPT2Classifier(
             model="folder", gguf_file="m.gguf", max_length=64, truncation_side="right"
         ).get_params()

@@ -62,14 +62,14 @@ def test_the_trainers_own_parameters_pass():
 
 
 GOOD = {
-    "consensus": ["qualified", QualifiedMajority(0.6)],
+    "consensus": ["qualified", QualifiedMajority(quorum=0.6)],
     "share": ["hard", "soft"],
     "soft_dtype": ["float16"],
     "encoding": ["delta"],
     "soft_bits": [None, 1, 16, np.int32(8)],
     "rounds": [1, np.int64(50)],
     "participation": [1, 0.01, np.float32(0.5)],
-    "privacy": [None, RandomizedResponse(1.0)],
+    "privacy": [None, RandomizedResponse(epsilon=1.0)],
     "early_stopping": [None, 1],
     "on_client_error": ["skip"],
     "min_clients": [1, 3],
@@ -152,7 +152,7 @@ def test_rule_min_clients_at_most_the_federation():
 def test_rule_privacy_randomises_what_share_sends():
     check_params({"privacy": GaussianSoftLabels(sigma=1.0), "share": "soft"})
     with pytest.raises(ValueError, match="randomises hard labels but share='soft'"):
-        check_params({"privacy": RandomizedResponse(1.0), "share": "soft"})
+        check_params({"privacy": RandomizedResponse(epsilon=1.0), "share": "soft"})
     with pytest.raises(ValueError, match="randomises soft labels but share='hard'"):
         check_params({"privacy": GaussianSoftLabels(sigma=1.0)})  # share takes its default
     check_params({"privacy": None, "share": "soft"})
@@ -211,7 +211,7 @@ RULE_OBJECTS = [
     CertaintyWeighted(scores=np.array([0.5, 1.0, 2.0])),
     NoisyArgmax(sigma=2.0, random_state=0),
     TrimmedVote(trim=0.3),
-    ReputationVote(decay=0.3, base=QualifiedMajority(0.6)),
+    ReputationVote(decay=0.3, base=QualifiedMajority(quorum=0.6)),
 ]
 MECHANISMS = [
     RandomizedResponse(epsilon=1.0, sensitivity=2),
@@ -270,7 +270,7 @@ def test_set_params_sets_and_refuses_unknown_names(obj):
 
 
 def test_nested_parameters_of_a_base_rule():
-    rule = ReputationVote(base=QualifiedMajority(0.6))
+    rule = ReputationVote(base=QualifiedMajority(quorum=0.6))
     assert rule.get_params()["base__quorum"] == 0.6
     assert "base__quorum" not in rule.get_params(deep=False)
     rule.set_params(base__quorum=0.8, decay=0.1)
@@ -286,7 +286,7 @@ def test_repr_summarises_arrays_and_sorts_parameters():
         "CertaintyWeighted(scorer_delta=None, scorer_epsilon=None, "
         "scores=<array shape=(2, 3) dtype=float64>)"
     )
-    assert repr(RandomizedResponse(2.0)) == (
+    assert repr(RandomizedResponse(epsilon=2.0)) == (
         "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, unit='record')"
     )
 
@@ -349,16 +349,18 @@ def test_stateful_and_noisy_rules_override_the_hooks():
 
 def test_noisy_argmax_state_round_trip_and_bad_state():
     votes = np.array([[0, 1, 1], [1, 1, 0]])
-    a = NoisyArgmax(4.0, random_state=0)
+    a = NoisyArgmax(sigma=4.0, random_state=0)
     a(votes, n_classes=2)
-    b = NoisyArgmax(4.0, random_state=0)
+    b = NoisyArgmax(sigma=4.0, random_state=0)
     b.load_state_dict(a.state_dict())
     np.testing.assert_array_equal(a(votes, n_classes=2), b(votes, n_classes=2))
     with pytest.raises(ValueError, match="single key 'spawned'"):
-        NoisyArgmax(4.0, random_state=0).load_state_dict({})
+        NoisyArgmax(sigma=4.0, random_state=0).load_state_dict({})
     with pytest.raises(ValueError, match="single key 'generator'"):
-        NoisyArgmax(4.0, random_state=np.random.default_rng(0)).load_state_dict({"spawned": 1})
-    g = NoisyArgmax(4.0, random_state=np.random.default_rng(0))
+        NoisyArgmax(sigma=4.0, random_state=np.random.default_rng(0)).load_state_dict(
+            {"spawned": 1}
+        )
+    g = NoisyArgmax(sigma=4.0, random_state=np.random.default_rng(0))
     g.load_state_dict(g.state_dict())
 
 
@@ -383,8 +385,8 @@ class QuietDuck(DuckMechanism):
     ("obj", "expected"),
     [
         (None, False),
-        (RandomizedResponse(1.0), True),
-        (XORMechanism(1.0, 2), True),
+        (RandomizedResponse(epsilon=1.0), True),
+        (XORMechanism(epsilon=1.0, sensitivity=2), True),
         (GaussianSoftLabels(sigma=1.0), True),
         (NoisyArgmax(sigma=2.0), True),
         (NoisyArgmax(sigma=0.0), False),

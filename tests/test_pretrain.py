@@ -101,7 +101,9 @@ def test_images_of_any_layout_and_the_architecture_they_give(digits):
         assert ext.params == {"in_channels": 1, "image_size": 8, "width": 4}
         assert ext.n_features == 64 and ext.embedding_dim == 32
     # the pretrained network is a SmallCNN with the random client's parameter shapes
-    random = TorchClassifier(SmallCNN, {"image_size": 8, "width": 4}, classes=range(10))
+    random = TorchClassifier(
+        SmallCNN, module_params={"image_size": 8, "width": 4}, classes=range(10)
+    )
     pretrained = TorchClassifier(flat.module_factory(), classes=range(10))
     shapes = {k: v.shape for k, v in random.initialize(X[:2]).get_weights().items()}
     assert shapes == {k: v.shape for k, v in pretrained.initialize(X[:2]).get_weights().items()}
@@ -210,7 +212,9 @@ def test_pretrained_features_beat_a_random_body_on_few_labels(digits):
         idx = np.random.default_rng(seed).permutation(len(y))
         public, labelled, test = idx[:600], idx[600:700], idx[1000:]
         ext = pretrain_images(X[public], method="simclr", epochs=30, width=8, random_state=seed)
-        start = TorchClassifier(SmallCNN, {"image_size": 8, "width": 8}, classes=range(10))
+        start = TorchClassifier(
+            SmallCNN, module_params={"image_size": 8, "width": 8}, classes=range(10)
+        )
         weights = start.set_params(random_state=seed).initialize(X[:1]).get_weights()
         random = PretrainedExtractor(
             "SmallCNN", ext.params, 64, {k: weights[k] for k in ext.state}, method="none"

@@ -246,7 +246,10 @@ def test_pure_events_match_dp_accounting(mech, k, rounds):
 
 
 def test_one_round_is_epsilon():
-    for mech in (RandomizedResponse(epsilon=1.5, sensitivity=2), XORMechanism(1.5, 6)):
+    for mech in (
+        RandomizedResponse(epsilon=1.5, sensitivity=2),
+        XORMechanism(epsilon=1.5, sensitivity=6),
+    ):
         eps = epsilon_spent([mech.dp_event(5, 1000)], 1e-5)
         assert 1.4 < eps <= 1.5 + 1e-9
         # ... and exactly ε at (almost) δ = 0
@@ -392,7 +395,7 @@ def test_noisy_argmax_seeded_and_flips():
     assert not np.array_equal(first_a, second_a)  # successive calls: fresh noise
     assert np.mean(first_a != 0) > 0.3  # large sigma flips labels
     assert np.mean(NoisyArgmax(sigma=0.1, random_state=0)(votes, n_classes=3) == 0) == 1.0
-    assert np.all(NoisyArgmax(5.0, 0)(np.full((3, 4), -1), n_classes=2) == -1)
+    assert np.all(NoisyArgmax(sigma=5.0, sensitivity=0)(np.full((3, 4), -1), n_classes=2) == -1)
     gen = NoisyArgmax(sigma=1.0, random_state=np.random.default_rng(0))
     assert gen(votes, n_classes=3).shape == (2000,)
 
@@ -400,7 +403,7 @@ def test_noisy_argmax_seeded_and_flips():
 def test_noisy_argmax_registered_and_validated():
     assert isinstance(get_consensus("gnmax"), NoisyArgmax)
     assert isinstance(get_consensus("noisy_argmax"), NoisyArgmax)
-    assert NoisyArgmax(2.0, random_state=1).get_params() == {
+    assert NoisyArgmax(sigma=2.0, random_state=1).get_params() == {
         "random_state": 1,
         "sigma": 2.0,
         "sensitivity": None,
@@ -522,7 +525,10 @@ def test_bad_inputs_and_params():
 def test_outputs_are_always_valid_codes(k, n, eps, s, seed):
     rng = np.random.default_rng(seed)
     labels = rng.integers(k, size=n)
-    for mech in (RandomizedResponse(eps, sensitivity=s), XORMechanism(eps, sensitivity=s)):
+    for mech in (
+        RandomizedResponse(epsilon=eps, sensitivity=s),
+        XORMechanism(epsilon=eps, sensitivity=s),
+    ):
         out = mech.randomize(labels, k, rng)
         assert out.shape == (n,) and out.dtype == np.int64
         assert n == 0 or (out.min() >= 0 and out.max() < k)

@@ -208,7 +208,12 @@ def test_a_private_site_that_refuses_to_start_says_why_locally(data, tmp_path):
         load_site(path)
     with pytest.raises(ValueError, match="classes is required with privacy"):
         write_site(
-            tmp_path / "t", X, y, U, DecisionTreeClassifier(), privacy=RandomizedResponse(1.0)
+            tmp_path / "t",
+            X,
+            y,
+            U,
+            DecisionTreeClassifier(),
+            privacy=RandomizedResponse(epsilon=1.0),
         )
     path.write_text(path.read_text().replace("classes = [\n    0,\n    2,\n]\n", ""))
     with pytest.raises(ValueError, match=r"site\.toml: a site with \[privacy\] must declare"):
@@ -290,7 +295,7 @@ def test_a_private_sites_warm_worker_answers_a_failure_with_fixed_words(data, tm
     from cotrain.flower.worker import SiteWorker
 
     X, y, U = data
-    path = _site(tmp_path, "w", X, y, U, DecisionTreeClassifier(), RandomizedResponse(1.0))
+    path = _site(tmp_path, "w", X, y, U, DecisionTreeClassifier(), RandomizedResponse(epsilon=1.0))
     content = protocol.to_plain(_round(U, 1, pool_hash="0" * 64).content)
     reply = SiteWorker(path).handle({"op": "train", "content": content})
     assert reply == {

@@ -212,7 +212,7 @@ def test_reputation_soft_labels_and_base_rule():
     rule.observe([0, 1, 2], probs, np.array([[1.0, 0.0], [0.0, 1.0], [np.nan, np.nan]]))
     # compared where consensus and client both have a label: client 2 only on example 1
     np.testing.assert_allclose(rule.reputation_, [1.0, 1.0, 0.0])
-    assert repr(get_consensus(ReputationVote(base=TrimmedVote(0.4)))).startswith("Reputation")
+    assert repr(get_consensus(ReputationVote(base=TrimmedVote(trim=0.4)))).startswith("Reputation")
     with pytest.raises(ValueError, match="hard-label consensus"):
         ReputationVote(base="mean")(np.zeros((2, 1), dtype=int), n_classes=2)
     with pytest.raises(ValueError, match="unknown consensus"):
@@ -294,9 +294,9 @@ Y6 = np.array([0, 0, 1, 1, 2, 2])
 
 def test_hostile_classifier_seeded_outputs():
     def fitted(behavior, seed=0, **kw):
-        return HostileClassifier(DecisionTreeClassifier(), behavior, random_state=seed, **kw).fit(
-            X6, Y6
-        )
+        return HostileClassifier(
+            DecisionTreeClassifier(), behavior=behavior, random_state=seed, **kw
+        ).fit(X6, Y6)
 
     # pinned outputs of the documented seeding (regression values)
     assert fitted("random").predict(X6).tolist() == fitted("random").predict(X6).tolist()
@@ -317,7 +317,7 @@ def test_hostile_classifier_seeded_outputs():
     assert np.all(fitted("noise", rate=1.0).predict(X6) != Y6)  # rate 1: always another class
 
     # the fixed choices depend only on the seed: same seed, other data -> same liar
-    other = HostileClassifier(DecisionTreeClassifier(), "permuted", random_state=0).fit(
+    other = HostileClassifier(DecisionTreeClassifier(), behavior="permuted", random_state=0).fit(
         X6[::-1], Y6
     )
     assert other.permutation_.tolist() == PINNED_PERMUTATION
@@ -332,7 +332,9 @@ def test_hostile_permuted_never_honest_and_consistent():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 5))
     y = np.array(list("abcde"))[np.argmax(X, axis=1)]
-    liar = HostileClassifier(DecisionTreeClassifier(random_state=0), "permuted", random_state=3)
+    liar = HostileClassifier(
+        DecisionTreeClassifier(random_state=0), behavior="permuted", random_state=3
+    )
     liar.fit(X, y)
     honest = liar.estimator_.predict(X)
     lies = liar.predict(X)
@@ -349,13 +351,15 @@ def test_hostile_noise_and_random_rates_within_5_sigma():
     X = rng.normal(size=(n, n_classes))
     y = np.argmax(X, axis=1)
     noisy = HostileClassifier(
-        DecisionTreeClassifier(random_state=0), "noise", rate=rate, random_state=0
+        DecisionTreeClassifier(random_state=0), behavior="noise", rate=rate, random_state=0
     ).fit(X, y)
     honest = noisy.estimator_.predict(X)
     flipped = noisy.predict(X) != honest
     sigma = np.sqrt(rate * (1 - rate) / n)
     assert abs(flipped.mean() - rate) < 5 * sigma
-    random = HostileClassifier(DecisionTreeClassifier(), "random", random_state=0).fit(X, y)
+    random = HostileClassifier(DecisionTreeClassifier(), behavior="random", random_state=0).fit(
+        X, y
+    )
     shares = np.bincount(random.predict(X), minlength=n_classes) / n
     p = 1 / n_classes
     assert np.all(np.abs(shares - p) < 5 * np.sqrt(p * (1 - p) / n))
@@ -366,7 +370,9 @@ def test_hostile_noise_and_random_rates_within_5_sigma():
 
 
 def test_hostile_classifier_sklearn_conventions_and_errors():
-    est = HostileClassifier(DecisionTreeClassifier(max_depth=2), "noise", rate=0.2, random_state=1)
+    est = HostileClassifier(
+        DecisionTreeClassifier(max_depth=2), behavior="noise", rate=0.2, random_state=1
+    )
     copy = clone(est)
     assert copy.get_params(deep=False).keys() == est.get_params(deep=False).keys()
     assert copy.rate == 0.2 and copy.estimator is not est.estimator
@@ -385,7 +391,7 @@ def test_hostile_classifier_sklearn_conventions_and_errors():
         with pytest.raises(ValueError, match=match):
             HostileClassifier(DecisionTreeClassifier(), **kwargs).fit(X6, Y6)
     with pytest.raises(ValueError, match="at least two classes"):
-        HostileClassifier(DecisionTreeClassifier(), "permuted").fit(X6, np.zeros(6))
+        HostileClassifier(DecisionTreeClassifier(), behavior="permuted").fit(X6, np.zeros(6))
 
 
 def test_crashing_classifier_counts_across_clones():
@@ -489,7 +495,7 @@ def _honest_accuracy(consensus, fraction, kind="random", seed=0):
 @pytest.mark.slow
 def test_end_to_end_random_label_clients_cost_honest_clients_little():
     honest, _ = _honest_accuracy("majority", 0.0)
-    trimmed, _ = _honest_accuracy(TrimmedVote(0.2), 0.2)
+    trimmed, _ = _honest_accuracy(TrimmedVote(trim=0.2), 0.2)
     rule = ReputationVote(floor=0.1)
     reputation, trainer = _honest_accuracy(rule, 0.2)
     # measured (seed 0): all honest 0.926; with 2 of 10 clients sending random labels the

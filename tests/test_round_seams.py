@@ -295,9 +295,9 @@ def test_state_dicts_round_trip():
     sampler.load_state_dict(state)
     assert [sampler.sample().tolist() for _ in range(3)] == draws
 
-    ledger = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10)
+    ledger = PrivacyLedger([RandomizedResponse(epsilon=1.0)], 3, 2, 10)
     ledger.record([0, 2])
-    other = PrivacyLedger([RandomizedResponse(1.0)], 3, 2, 10)
+    other = PrivacyLedger([RandomizedResponse(epsilon=1.0)], 3, 2, 10)
     other.load_state_dict(ledger.state_dict())
     assert other.rounds_taken.tolist() == [1, 0, 1]
     with pytest.raises(ValueError, match="rounds_taken"):

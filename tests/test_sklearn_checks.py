@@ -134,7 +134,11 @@ def torch_estimators() -> list[Any]:
         return []
     from learners import MLP, TorchClassifier
 
-    return [TorchClassifier(MLP, {"hidden": (16,)}, max_epochs=10, lr=3e-2, random_state=0)]
+    return [
+        TorchClassifier(
+            MLP, module_params={"hidden": (16,)}, max_epochs=10, lr=3e-2, random_state=0
+        )
+    ]
 
 
 def dp_torch_estimators() -> list[Any]:
@@ -145,7 +149,7 @@ def dp_torch_estimators() -> list[Any]:
     return [
         DPTorchClassifier(
             MLP,
-            {"hidden": (16,)},
+            module_params={"hidden": (16,)},
             max_epochs=10,
             lr=3e-2,
             noise_multiplier=0.5,

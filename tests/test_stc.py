@@ -367,7 +367,7 @@ def test_fedavg_stc_with_a_torch_learner(digits):
 
     X, y, test = digits
     learner = TorchClassifier(
-        MLP, {"hidden": (16,)}, lr=1e-2, random_state=0, classes=list(range(10))
+        MLP, module_params={"hidden": (16,)}, lr=1e-2, random_state=0, classes=list(range(10))
     )
     fedavg = FedAvg(learner, rounds=2, compression="stc", random_state=0).fit(X, y, eval_set=test)
     shapes = {k: v.shape for k, v in fedavg.global_model_.get_weights().items()}

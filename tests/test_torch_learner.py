@@ -322,7 +322,7 @@ def test_module_protocol(small):
     assert clf.module_ is not instance  # deep-copied; the given instance is untouched
     assert not torch.equal(clf.module_[0].weight, instance[0].weight)
     with pytest.raises(ValueError, match="injected"):
-        TorchClassifier(MLP, {"n_classes": 3}).fit(X, y)
+        TorchClassifier(MLP, module_params={"n_classes": 3}).fit(X, y)
     with pytest.raises(ValueError, match="optimizer"):
         TorchClassifier(optimizer="lbfgs").fit(X, y)
     with pytest.raises(ValueError, match="max_epochs"):
@@ -338,7 +338,7 @@ def test_bad_module_optimizer_and_device_name_the_argument(small):
     X, y = small
     instance = torch.nn.Linear(64, 10)
     with pytest.raises(ValueError, match="module_params cannot be used with a module instance"):
-        TorchClassifier(instance, {"hidden": (4,)}).fit(X, y)
+        TorchClassifier(instance, module_params={"hidden": (4,)}).fit(X, y)
     with pytest.raises(TypeError, match=r"module must be an nn\.Module class, a callable"):
         TorchClassifier("mlp").fit(X, y)
     with pytest.raises(TypeError, match=r"module must build an nn\.Module, got int"):
@@ -354,10 +354,14 @@ def test_bad_module_optimizer_and_device_name_the_argument(small):
 def test_image_input(small):
     X, y = small
     images = X.reshape(-1, 1, 8, 8)
-    cnn = TorchClassifier(SmallCNN, {"width": 4}, max_epochs=1, random_state=0).fit(images, y)
+    cnn = TorchClassifier(SmallCNN, module_params={"width": 4}, max_epochs=1, random_state=0).fit(
+        images, y
+    )
     assert cnn.module_.image_size == 8  # inferred from n_features = 64
     assert cnn.input_shape_ == (1, 8, 8) and cnn.n_features_in_ == 1
-    flat = TorchClassifier(SmallCNN, {"width": 4}, max_epochs=1, random_state=0).fit(X, y)
+    flat = TorchClassifier(SmallCNN, module_params={"width": 4}, max_epochs=1, random_state=0).fit(
+        X, y
+    )
     np.testing.assert_allclose(flat.predict_proba(X), cnn.predict_proba(images), atol=1e-6)
     with pytest.raises(ValueError, match="shape"):
         cnn.predict(X.reshape(-1, 1, 4, 16))
@@ -400,7 +404,7 @@ def test_wrapper_passes_soft_targets_through_and_continues(small):
 )
 def test_digits_accuracy(digits, module, params, epochs):
     X, y, X_test, y_test = digits
-    clf = TorchClassifier(module, params, max_epochs=epochs, lr=3e-3, random_state=0)
+    clf = TorchClassifier(module, module_params=params, max_epochs=epochs, lr=3e-3, random_state=0)
     assert clf.fit(X, y).score(X_test, y_test) >= 0.90
 
 
@@ -411,7 +415,9 @@ def test_federation_with_torch_clients(digits):
     X_public = X_test[:400]
     parts = np.array_split(np.arange(600), 4)
     clients = [
-        TorchClassifier(MLP, {"hidden": (32,)}, max_epochs=5, epochs_per_fit=2, lr=1e-2)
+        TorchClassifier(
+            MLP, module_params={"hidden": (32,)}, max_epochs=5, epochs_per_fit=2, lr=1e-2
+        )
     ] * 3 + [DecisionTreeClassifier()]
     trainer = FederatedCoTrainer(clients, rounds=3, random_state=0)
     trainer.fit([X[p] for p in parts], [y[p] for p in parts], X_public=X_public)

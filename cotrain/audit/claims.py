@@ -12,7 +12,7 @@ the ε of the relation its experiment realises.
 Examples
 --------
 >>> from cotrain.privacy import RandomizedResponse
->>> rr = RandomizedResponse(2.0, sensitivity=3)   # s* = 3 under add/remove, 6 replace-one
+>>> rr = RandomizedResponse(epsilon=2.0, sensitivity=3)   # s* = 3 under add/remove, 6 replace-one
 >>> claim = EpsilonClaim.of_mechanism(rr, 10, 100)  # at the mechanism's δ = 1e-5
 >>> {k: round(v, 3) for k, v in claim.epsilon.items()}, claim.delta, claim.gaussian
 ({'add_or_remove': 1.998, 'replace_one': 3.621}, 1e-05, False)
@@ -55,7 +55,7 @@ def declares_gaussian(events: Any) -> bool:
     >>> from cotrain.privacy.accounting import gaussian_event, self_composed
     >>> declares_gaussian([self_composed(gaussian_event(2.0), 3)])
     True
-    >>> declares_gaussian(RandomizedResponse(1.0).dp_event(10, 100))
+    >>> declares_gaussian(RandomizedResponse(epsilon=1.0).dp_event(10, 100))
     False
     """
     stack = list(events) if isinstance(events, Iterable) else [events]

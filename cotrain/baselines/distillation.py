@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from numpy.typing import ArrayLike
 from sklearn.base import clone
 
-from cotrain.trainer import FederatedCoTrainer
+from cotrain.callbacks import Callback
+from cotrain.clustering import AgreementClustering
+from cotrain.privacy.mechanisms import LabelMechanism
+from cotrain.runtime.runtimes import Runtime
+from cotrain.trainer import FederatedCoTrainer, TrustSpec
 from cotrain.trust import DEFAULT_TRUST
 
 __all__ = ["DistributedDistillation"]
@@ -112,24 +119,25 @@ class DistributedDistillation(FederatedCoTrainer):
     def __init__(
         self,
         estimators: list[Any],
+        *,
         soft_dtype: str = "float32",
         encoding: str = "packed",
         soft_bits: int | None = None,
-        trust: Any = DEFAULT_TRUST,
-        clustering: Any = None,
+        trust: TrustSpec = DEFAULT_TRUST,
+        clustering: str | AgreementClustering | None = None,
         rounds: int = 20,
         participation: float = 1.0,
-        privacy: Any = None,
+        privacy: LabelMechanism | None = None,
         reproducible_noise: bool = False,
         early_stopping: int | None = None,
         on_client_error: str = "raise",
         min_clients: int = 1,
-        classes: Any = None,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
-        runtime: Any = None,
+        runtime: str | Runtime | None = None,
         round_timeout: float | None = None,
-        checkpoint_dir: Any = None,
-        callbacks: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        callbacks: Sequence[Callback] | None = None,
         random_state: int | None = None,
         verbose: int = 0,
     ) -> None:

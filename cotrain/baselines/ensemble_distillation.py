@@ -23,12 +23,14 @@ difference. Nothing here imports torch at import time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from numbers import Real
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from consensus import certainty_weighted, entropy_weighted, soft_mean
 from cotrain._validation import check_features, describe_shape, feature_shape
@@ -161,6 +163,7 @@ class FedDF(FedAvg):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,
@@ -174,7 +177,7 @@ class FedDF(FedAvg):
         random_state: int | None = None,
         verbose: int = 0,
         early_stopping: int | None = None,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
@@ -219,12 +222,12 @@ class FedDF(FedAvg):
 
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
         X_public: Any = None,
-        groups: Any = None,
-        eval_set: Any = None,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
         resume: bool = False,
     ) -> FedDF:
         """Run federated averaging with server-side ensemble distillation on ``X_public``.
@@ -407,8 +410,8 @@ class FedDS(FedDF):
     >>> from cotrain.baselines import FedDS
     >>> X, y = load_digits(return_X_y=True)
     >>> X = X / 16
-    >>> ds = FedDS(TorchClassifier(SmallCNN, {"width": 4}), rounds=2, distill_epochs=1,
-    ...            random_state=0)
+    >>> ds = FedDS(TorchClassifier(SmallCNN, module_params={"width": 4}), rounds=2,
+    ...            distill_epochs=1, random_state=0)
     >>> ds = ds.fit([X[:100], X[100:200]], [y[:100], y[100:200]], X_public=X[200:400])
     >>> ds.rotation_head_.linear.out_features
     4
@@ -419,6 +422,7 @@ class FedDS(FedDF):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,
@@ -435,7 +439,7 @@ class FedDS(FedDF):
         random_state: int | None = None,
         verbose: int = 0,
         early_stopping: int | None = None,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         super().__init__(

@@ -13,10 +13,13 @@ weighted by their certainty scores (:func:`consensus.certainty_weighted`, eq. 3)
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.decomposition import PCA
 from sklearn.utils.validation import check_is_fitted
 
@@ -127,6 +130,7 @@ class FedAUX(FedDF):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         distill_epochs: int = 5,
@@ -149,7 +153,7 @@ class FedAUX(FedDF):
         negatives: str = "split",
         calibration: str = "classic",
         early_stopping: int | None = None,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         super().__init__(
@@ -200,12 +204,12 @@ class FedAUX(FedDF):
 
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
         X_public: Any = None,
-        groups: Any = None,
-        eval_set: Any = None,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
         resume: bool = False,
     ) -> FedAUX:
         """Prepare the scorers, then run FedDF's rounds with certainty-weighted targets.

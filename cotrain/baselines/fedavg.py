@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
+from collections.abc import Sequence
 from numbers import Real
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -155,6 +158,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         participation: float = 1.0,
@@ -163,7 +167,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
     ) -> None:
         self.estimator = estimator
@@ -227,11 +231,11 @@ class FedAvg(ClassifierMixin, BaseEstimator):
     # --------------------------------------------------------------------- fit
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
-        groups: Any = None,
-        eval_set: Any = None,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
         resume: bool = False,
     ) -> FedAvg:
         """Run federated averaging.
@@ -442,11 +446,11 @@ class FedAvg(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return list(self._clients)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions of the global model, in the caller's label values."""
         return self.global_model_.predict(check_predict_inputs(self, X))
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probabilities of the global model, columns in ``classes_`` order."""
         return self.global_model_.predict_proba(check_predict_inputs(self, X))
 
@@ -540,6 +544,7 @@ class DPFedAvg(FedAvg):
     def __init__(
         self,
         estimator: Any,
+        *,
         rounds: int = 20,
         local_epochs: int = 1,
         participation: float = 1.0,
@@ -549,7 +554,7 @@ class DPFedAvg(FedAvg):
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: int = 0,
-        checkpoint_dir: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
         callbacks: list[Any] | None = None,
         reproducible_noise: bool = False,
     ) -> None:

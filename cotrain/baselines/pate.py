@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from numbers import Real
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -156,8 +158,9 @@ class PATE(ClassifierMixin, BaseEstimator):
         self,
         teachers: list[Any],
         student: Any,
+        *,
         noise_sigma: float = 1.0,
-        classes: Any = None,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
         delta: float = 1e-5,
@@ -178,13 +181,13 @@ class PATE(ClassifierMixin, BaseEstimator):
 
     def fit(
         self,
-        X: Any,
-        y: Any = None,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
         *,
-        X_public: Any,
-        groups: Any = None,
-        eval_set: Any = None,
-        y_public: Any = None,
+        X_public: ArrayLike,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
+        y_public: ArrayLike | None = None,
     ) -> PATE:
         """Train the teachers, label U with GNMax, train the student.
 
@@ -294,7 +297,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.pseudo_label_codes_ = pseudo
 
         self._student = ClassAlignedClassifier(seeded(self.student, student_seed), classes=classes)
-        self._student.fit(data.X_public, classes[pseudo])
+        self._student.fit(data.pool, classes[pseudo])
         learner_time += self._student.fit_time_
 
         record: dict[str, Any] = {}
@@ -313,7 +316,7 @@ class PATE(ClassifierMixin, BaseEstimator):
                 consensus_accuracy=accuracy(student_pred, y_eval),
             )
         self.epsilon_ = _gnmax_epsilon(
-            self.noise_sigma, self.delta, len(data.classes), data.X_public.shape[0]
+            self.noise_sigma, self.delta, len(data.classes), data.pool.shape[0]
         )
         return RoundRecord(
             round=t,
@@ -349,11 +352,11 @@ class PATE(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return self.classes_[self.pseudo_label_codes_]
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The student's predictions, in the caller's label values."""
         return self._student.predict(check_predict_inputs(self, X))
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """The student's probabilities, columns in ``classes_`` order."""
         return self._student.predict_proba(check_predict_inputs(self, X))
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -76,7 +78,8 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimators: list[Any],
-        classes: Any = None,
+        *,
+        classes: ArrayLike | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
     ) -> None:
@@ -85,7 +88,14 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None) -> LocalOnly:
+    def fit(
+        self,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
+    ) -> LocalOnly:
         """Fit every client's model on its own data.
 
         Parameters
@@ -154,13 +164,13 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return [m.estimator_ for m in self._models]
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Majority vote of the local models (ties to the smallest class)."""
         X = check_predict_inputs(self, X)
         codes = np.stack([np.searchsorted(self.classes_, m.predict(X)) for m in self._models])
         return self.classes_[majority_vote(codes, len(self.classes_))]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Mean of the local models' probabilities, columns in ``classes_`` order."""
         X = check_predict_inputs(self, X)
         return soft_mean(np.stack([m.predict_proba(X) for m in self._models]), len(self.classes_))
@@ -207,14 +217,19 @@ class Centralized(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(
-        self, estimator: Any, classes: Any = None, random_state: int | None = None
+        self, estimator: Any, *, classes: Any = None, random_state: int | None = None
     ) -> None:
         self.estimator = estimator
         self.classes = classes
         self.random_state = random_state
 
     def fit(
-        self, X: Any, y: Any = None, *, groups: Any = None, eval_set: Any = None
+        self,
+        X: ArrayLike | Sequence[ArrayLike],
+        y: ArrayLike | Sequence[ArrayLike] | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        eval_set: tuple[ArrayLike, ArrayLike] | None = None,
     ) -> Centralized:
         """Fit one model on the union of the clients' data.
 
@@ -233,9 +248,11 @@ class Centralized(ClassifierMixin, BaseEstimator):
         self
         """
         check_estimators([self.estimator], "hard")
-        if groups is None and not isinstance(X, list | tuple):
-            X, y = [X], [y]
-        data = check_client_data(X, y, groups=groups, classes=self.classes, eval_set=eval_set)
+        pooled = groups is None and not isinstance(X, list | tuple)  # one client: all rows
+        data = check_client_data(
+            [X] if pooled else X, [y] if pooled else y, groups=groups, classes=self.classes,
+            eval_set=eval_set,
+        )  # fmt: skip
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
         self.n_features_in_ = self._row_shape[0]
@@ -268,10 +285,10 @@ class Centralized(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "history_")
         return self._model.estimator_
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions of the pooled model, in the caller's label values."""
         return self._model.predict(check_predict_inputs(self, X))
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probabilities of the pooled model, columns in ``classes_`` order."""
         return self._model.predict_proba(check_predict_inputs(self, X))

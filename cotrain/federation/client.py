@@ -32,8 +32,10 @@ from cotrain.trust import (
     with_pseudo_labels,
 )
 from cotrain.wire.broadcast import BroadcastDecoder, Downlink, MissingReference
+from cotrain.wire.compact import QuantizedSoftLabels
+from cotrain.wire.endpoints import UploadSender
 from cotrain.wire.format import WireFormat
-from cotrain.wire.messages import HardLabels, decode
+from cotrain.wire.messages import HardLabels, SoftLabels, decode
 from cotrain.wire.upload import Upload
 from learners import ClassAlignedClassifier
 
@@ -42,6 +44,9 @@ __all__ = [
     "StepResult",
     "decode_labels",
 ]
+
+#: why a client without a public pool (and its wire format) cannot run a round
+NOT_SET_UP = "run_round needs a client set up with X_public (and a wire)"
 
 
 @dataclass
@@ -226,6 +231,31 @@ class Client:
         self._X = X
         self._y = y
 
+    # what a client that runs rounds has (:meth:`run_round` checks it before anything else)
+    @property
+    def _pool(self) -> np.ndarray:
+        if self.X_public is None:
+            raise ValueError(NOT_SET_UP)
+        return self.X_public
+
+    @property
+    def _wire(self) -> WireFormat:
+        if self.wire is None:
+            raise ValueError(NOT_SET_UP)
+        return self.wire
+
+    @property
+    def _sender(self) -> UploadSender:
+        if self.sender is None:
+            raise ValueError(NOT_SET_UP)
+        return self.sender
+
+    @property
+    def _decoder(self) -> BroadcastDecoder:
+        if self.broadcasts is None:
+            raise ValueError(NOT_SET_UP)
+        return self.broadcasts
+
     @property
     def n_samples(self) -> int:
         """Number of private training examples."""
@@ -280,7 +310,7 @@ class Client:
             round releases nothing and is not counted.
         """
         if self.wire is None or self.X_public is None:
-            raise ValueError("run_round needs a client set up with X_public (and a wire)")
+            raise ValueError(NOT_SET_UP)
         if downlink is None or isinstance(downlink, bytes):
             downlink = Downlink(downlink)
         elif not isinstance(downlink, Downlink):
@@ -306,7 +336,7 @@ class Client:
                     result.eval_proba = self.model.predict_proba(self.X_eval)
         elif served.outcome == "refused":  # before the round, or its event was too large
             result.error, result.message, result.dp_event = served.error, None, None
-        result.broadcast_version = self.broadcasts.version
+        result.broadcast_version = self._decoder.version
         result.site_epsilon = served.epsilon
         return result
 
@@ -324,20 +354,20 @@ class Client:
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
                     labels = self._release(labels, pseudo, privacy_seed, result)
-                result.message = self.sender.encode(labels, t, downlink.ref_round)
+                result.message = self._sender.encode(labels, t, downlink.ref_round)
             except Exception as err:  # reported to the server, which raises or skips
                 result.error = err
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
-        result.broadcast_version = self.broadcasts.version
+        result.broadcast_version = self._decoder.version
         return result
 
     def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:
         """The consensus of round ``t - 1``; None (and a warning) when it is a delta
         against a version this client lost."""
         try:
-            return self.broadcasts.decode(downlink, version=t - 1)
+            return self._decoder.decode(downlink, version=t - 1)
         except MissingReference as err:
-            self.broadcasts.forget()
+            self._decoder.forget()
             warnings.warn(
                 f"{err}; training on the private data alone this round", RuntimeWarning,
                 stacklevel=2,
@@ -350,10 +380,10 @@ class Client:
         """The labels that leave the client: its mechanism's ``release_round`` (and the
         round's privacy event, when the mechanism reports one)."""
         rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
-        X_train, y_train = self.training_set(self.X_public, pseudo)
+        X_train, y_train = self.training_set(self._pool, pseudo)
         n = self.n_samples
         step = ClientRound(
-            labels, self.classes, self.model, self._X, self._y, self.X_public,
+            labels, self.classes, self.model, self._X, self._y, self._pool,
             X_pool=X_train[n:], y_pool=y_train[n:],
         )  # fmt: skip
         release = self.privacy.release_round(step, rng)
@@ -368,7 +398,7 @@ class Client:
         start = time.perf_counter()
         X_train, y_train, weight = self._X, self._y, None
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
-            X_pool, y_pool = pseudo_labeled_rows(self.X_public, pseudo, self.classes)
+            X_pool, y_pool = pseudo_labeled_rows(self._pool, pseudo, self.classes)
             choice = self.trust.choose(
                 self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
                 cache=self.trust_cache,
@@ -382,10 +412,8 @@ class Client:
         self.fitted = True
         trust_time = time.perf_counter() - start - self.model.fit_time_
         start = time.perf_counter()
-        soft = self.wire.share == "soft"
-        on_public = (
-            self.model.predict_proba(self.X_public) if soft else self.model.predict(self.X_public)
-        )
+        soft = self._wire.share == "soft"
+        on_public = self.model.predict_proba(self._pool) if soft else self.model.predict(self._pool)
         if self.X_eval is not None:
             result.eval_codes = self.codes(self.model.predict(self.X_eval))
             if self.eval_proba:
@@ -403,7 +431,7 @@ class Client:
         if self.fitted and "local" not in self.trust_cache:  # restored from a checkpoint
             trust.resume(self.model.estimator_, self.trust_cache)
         out = trust.fit_round(
-            self.estimator, self._X, self._y, self.X_public, pseudo, self.classes,
+            self.estimator, self._X, self._y, self._pool, pseudo, self.classes,
             self.trust_cache,
         )  # fmt: skip
         self.model = ClassAlignedClassifier.from_fitted(out.model, self.classes, out.fit_time)
@@ -415,7 +443,7 @@ class Client:
             if self.eval_proba:
                 result.eval_proba = proba
         result.learner_time_s = time.perf_counter() - start
-        if self.wire.share == "soft":
+        if self._wire.share == "soft":
             return out.on_public
         return out.on_public.argmax(axis=1).astype(np.int64)
 
@@ -459,4 +487,8 @@ def decode_labels(data: bytes) -> np.ndarray:
     [1, 0, 2]
     """
     message = decode(data)
-    return message.codes if isinstance(message, HardLabels) else message.probs
+    if isinstance(message, HardLabels):
+        return message.codes
+    if isinstance(message, SoftLabels | QuantizedSoftLabels):
+        return message.probs
+    raise TypeError(f"a {type(message).__name__} carries no labels without its reference")

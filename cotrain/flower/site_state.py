@@ -72,7 +72,7 @@ def open_site_ledger(site: Site, n_classes: int) -> SiteLedger:
     >>> folder = Path(tempfile.mkdtemp())
     >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
     ...             DecisionTreeClassifier(), folder / "site.toml",
-    ...             privacy=RandomizedResponse(1.0))
+    ...             privacy=RandomizedResponse(epsilon=1.0))
     >>> ledger = open_site_ledger(site, 2)
     >>> ledger.directory.relative_to(folder).as_posix(), ledger.releases
     ('state/privacy', 0)

@@ -33,8 +33,8 @@ Every mechanism is an object the client calls at each step of its round (``prepa
 
 GNMax on the server is a consensus, :class:`consensus.NoisyArgmax` (against broadcast
 observers only). FedAUX certainty weighting: :class:`CertaintyScorer` and
-:func:`fedaux_weights` feed ``consensus.CertaintyWeighted(scores, scorer_epsilon,
-scorer_delta)``, whose one-off cost enters the ledger; :func:`one_shot_fedaux` is the
+:func:`fedaux_weights` feed ``consensus.CertaintyWeighted(scores, scorer_epsilon=...,
+scorer_delta=...)``, whose one-off cost enters the ledger; :func:`one_shot_fedaux` is the
 one-round, fully private variant (FedAUXfdp). :func:`epsilon_spent` and
 :class:`RunningComposition` compose events exactly (a :class:`PrivacyLedger` does it per
 client during a run). :func:`cotrain.audit.sensitivity_lower_bound` searches adversarial

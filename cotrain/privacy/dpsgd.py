@@ -170,6 +170,7 @@ reveal it; e.g. DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1
 
     def __init__(
         self,
+        *,
         noise_multiplier: float = 1.0,
         max_grad_norm: float = 1.0,
         sampling_rate: float | None = None,

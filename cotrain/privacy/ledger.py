@@ -51,7 +51,7 @@ def guarantee_of(mechanism: Any) -> tuple[str, str]:
     --------
     >>> from consensus import NoisyArgmax
     >>> from cotrain.privacy import RandomizedResponse
-    >>> guarantee_of(RandomizedResponse(1.0, unit="label"))
+    >>> guarantee_of(RandomizedResponse(epsilon=1.0, unit="label"))
     ('label', 'server')
     >>> guarantee_of(NoisyArgmax(sigma=5.0))
     ('record', 'broadcast observers')
@@ -130,7 +130,7 @@ def relation_events(mechanism: Any, n_classes: int, n_labels: int) -> dict[str, 
     --------
     >>> from consensus import NoisyArgmax
     >>> from cotrain.privacy import RandomizedResponse
-    >>> sorted(relation_events(RandomizedResponse(1.0, sensitivity=3), 10, 100))
+    >>> sorted(relation_events(RandomizedResponse(epsilon=1.0, sensitivity=3), 10, 100))
     ['add_or_remove', 'replace_one']
     >>> sorted(relation_events(NoisyArgmax(sigma=5.0), 10, 100))   # it states both
     ['add_or_remove', 'replace_one']
@@ -517,7 +517,7 @@ class PrivacyLedger:
         Examples
         --------
         >>> from cotrain.privacy import RandomizedResponse
-        >>> PrivacyLedger([RandomizedResponse(1.0)], 2, 2, 10).report_problem(None) is None
+        >>> PrivacyLedger([RandomizedResponse(epsilon=1.0)], 2, 2, 10).report_problem(None) is None
         True
         """
         if not any(g.reported for g in self.guarantees):

@@ -499,14 +499,15 @@ class RandomizedResponse(LabelMechanism):
     Record level with a claimed sensitivity of 50 labels: ε' = 2/50 per label; without a
     claim, all 1000 released labels: ε' = 2/1000.
 
-    >>> round(RandomizedResponse(2.0, sensitivity=50).keep_probability(10), 4)
+    >>> round(RandomizedResponse(epsilon=2.0, sensitivity=50).keep_probability(10), 4)
     0.1037
-    >>> round(RandomizedResponse(2.0).keep_probability(10, n_labels=1000), 4)
+    >>> round(RandomizedResponse(epsilon=2.0).keep_probability(10, n_labels=1000), 4)
     0.1002
     """
 
     def __init__(
         self,
+        *,
         epsilon: float,
         sensitivity: int | None = None,
         budget: float | None = None,

@@ -275,6 +275,7 @@ class SecureTeacherVotes(LabelMechanism):
 
     def __init__(
         self,
+        *,
         n_teachers: int = 50,
         epsilon: float | None = None,
         mu: float | None = None,

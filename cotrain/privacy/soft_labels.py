@@ -85,6 +85,7 @@ class GaussianSoftLabels(LabelMechanism):
 
     def __init__(
         self,
+        *,
         sigma: float | None = None,
         epsilon: float | None = None,
         sensitivity: int | None = None,

@@ -199,6 +199,7 @@ class SubsampleAndAggregate(LabelMechanism):
 
     def __init__(
         self,
+        *,
         n_teachers: int = 50,
         sigma: float | None = None,
         epsilon: float | None = None,

@@ -89,6 +89,7 @@ class XORMechanism(LabelMechanism):
 
     def __init__(
         self,
+        *,
         epsilon: float,
         sensitivity: int | None = None,
         budget: float | None = None,

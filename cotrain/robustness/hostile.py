@@ -131,12 +131,14 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
     >>> import numpy as np
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> X = np.arange(6.0).reshape(-1, 1); y = np.array([0, 0, 1, 1, 2, 2])
-    >>> liar = HostileClassifier(DecisionTreeClassifier(), "permuted", random_state=0).fit(X, y)
+    >>> liar = HostileClassifier(DecisionTreeClassifier(), behavior="permuted", random_state=0)
+    >>> liar = liar.fit(X, y)
     >>> liar.estimator_.predict(X).tolist()
     [0, 0, 1, 1, 2, 2]
     >>> bool(np.all(liar.predict(X) != y))
     True
-    >>> HostileClassifier(DecisionTreeClassifier(), "constant", constant=1).fit(X, y).predict(X)
+    >>> spite = HostileClassifier(DecisionTreeClassifier(), behavior="constant", constant=1)
+    >>> spite.fit(X, y).predict(X)
     array([1, 1, 1, 1, 1, 1])
     >>> liar.hostile_
     True
@@ -147,6 +149,7 @@ class HostileClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimator: Any,
+        *,
         behavior: str = "random",
         rate: float = 1.0,
         constant: Any = None,
@@ -366,7 +369,7 @@ class CrashingClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(
-        self, estimator: Any, after_fits: int = 0, counter: FitCounter | None = None
+        self, estimator: Any, *, after_fits: int = 0, counter: FitCounter | None = None
     ) -> None:
         self.estimator = estimator
         self.after_fits = after_fits
@@ -433,6 +436,7 @@ class HangingClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         estimator: Any,
+        *,
         seconds: float,
         after_fits: int = 0,
         counter: FitCounter | None = None,
@@ -548,5 +552,5 @@ def make_hostile(
             params = dict(kwargs)
             if isinstance(random_state, numbers.Integral):
                 params["random_state"] = int(random_state) + (0 if collude else int(i))
-            out[i] = HostileClassifier(est, behavior, **params)
+            out[i] = HostileClassifier(est, behavior=behavior, **params)
     return out, mask

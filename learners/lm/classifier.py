@@ -216,6 +216,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         model: Any,
+        *,
         tokenizer: Any = None,
         gguf_file: str | None = None,
         max_length: int = 128,
@@ -447,7 +448,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
         return self._batch(self._token_ids(texts))
 
     # ------------------------------------------------------------------ training
-    def fit(self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None) -> LMClassifier:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+    ) -> LMClassifier:
         """Fine-tune on texts `X` with labels (or soft targets) `y`.
 
         Parameters
@@ -523,7 +526,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
             model.eval()
 
     # ------------------------------------------------------------------ prediction
-    def predict_proba(self, X: Any) -> NDArray[np.float64]:
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities, one column per class of ``classes_``.
 
         Texts are batched by length (each batch padded to its own longest text) under
@@ -560,7 +563,7 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
             model.train(was_training)
         return pool_windows(out, owner, counts)
 
-    def predict(self, X: Any) -> NDArray[Any]:
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Most probable class of each text.
 
         Parameters

@@ -117,6 +117,7 @@ class DPSoftmaxHead(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         lam: float = 0.1,
         epsilon: float = 0.5,
         delta: float = 1e-5,
@@ -256,9 +257,9 @@ def one_shot_fedaux(
     ----------
     heads : DPSoftmaxHead, sequence of DPSoftmaxHead, or None
         Unfitted head template(s) (cloned; one template for all clients or one per client).
-        ``None``: ``DPSoftmaxHead(lam, epsilon_labels, delta)``. A head's own ``lam``,
-        ``epsilon`` and ``delta`` are used and reported. Arbitrary scikit-learn estimators are
-        refused: their labels carry no DP guarantee.
+        ``None``: ``DPSoftmaxHead(lam=lam, epsilon=epsilon_labels, delta=delta)``. A head's
+        own ``lam``, ``epsilon`` and ``delta`` are used and reported. Arbitrary scikit-learn
+        estimators are refused: their labels carry no DP guarantee.
     X_clients, y_clients : sequence of array-like
         The clients' private data.
     X_negative : array-like

@@ -346,6 +346,7 @@ class CertaintyScorer(BaseEstimator):
 
     def __init__(
         self,
+        *,
         lam: float = 0.1,
         epsilon: float = 0.1,
         delta: float = 1e-5,
