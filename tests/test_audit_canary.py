@@ -19,7 +19,7 @@ from cotrain.audit.canary import (
 )
 from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.accounting import epsilon_spent
+from cotrain.privacy.accounting.epsilon import epsilon_spent
 
 BETA = 0.05
 

@@ -159,7 +159,6 @@ def test_public_names_use_american_spelling():
         ("cotrain.robustness.hostile", "BEHAVIOURS", "BEHAVIORS"),
         ("cotrain.audit", "neighbour_agreement", "neighbor_agreement"),
         ("cotrain.audit.lira", "neighbour_agreement", "neighbor_agreement"),
-        ("cotrain.flower.protocol", "sanitise", "sanitize"),
         ("cotrain.demo", "summarise", "summarize"),
         ("cotrain.trust", "pseudo_labelled_rows", "pseudo_labeled_rows"),
     ],
@@ -247,11 +246,9 @@ def test_the_lm_tokenizer_module_names_nothing_after_gpt2():
 def test_deprecated_attribute_spellings_warn():
     from sklearn.tree import DecisionTreeClassifier
 
-    from cotrain.privacy import DPSGD
     from cotrain.robustness import HostileClassifier
 
     for obj, old, new in [
-        (DPSGD(sampling_rate=0.1, steps=20), "neighbours", "neighbors"),
         (HostileClassifier(DecisionTreeClassifier(), "noise"), "behaviour", "behavior"),
     ]:
         with pytest.warns(DeprecationWarning, match=rf"\.{old} is deprecated: use {new}"):

@@ -25,7 +25,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain.federation.client import Client
-from cotrain.privacy.sensitivity import (
+from cotrain.privacy.accounting.sensitivity import (
     SensitivityBound,
     analytic_sensitivity_bound,
     estimate_sensitivity,

@@ -1,4 +1,5 @@
-"""cotrain.privacy.teachers: subsample-and-aggregate (PATE inside a client), record-level DP."""
+"""cotrain.privacy.mechanisms.teachers: subsample-and-aggregate (PATE inside a client), record-level
+DP."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from cotrain.privacy.accounting import epsilon_spent, gaussian_epsilon
-from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
+from cotrain.privacy.accounting.epsilon import epsilon_spent, gaussian_epsilon
+from cotrain.privacy.mechanisms.shards import teacher_shards
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
+from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
 from learners import ClassAlignedClassifier
 
 CLASSES3 = np.array([0, 1, 2])

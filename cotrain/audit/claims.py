@@ -69,7 +69,7 @@ def declares_gaussian(events: Any) -> bool:
     Examples
     --------
     >>> from cotrain.privacy import RandomizedResponse
-    >>> from cotrain.privacy.accounting import gaussian_event, self_composed
+    >>> from cotrain.privacy.accounting.epsilon import gaussian_event, self_composed
     >>> declares_gaussian([self_composed(gaussian_event(2.0), 3)])
     True
     >>> declares_gaussian(RandomizedResponse(1.0).dp_event(10, 100))

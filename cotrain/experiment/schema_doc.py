@@ -46,7 +46,7 @@ from cotrain.experiment.methods import (
     RENAMED_METHODS,
 )
 from cotrain.params import PARAMS
-from cotrain.privacy.param_checks import UNITS
+from cotrain.privacy.mechanisms.param_checks import UNITS
 
 __all__ = [
     "KEYS",

@@ -10,8 +10,8 @@ in labels. :class:`XORMechanism` takes bits; :class:`RandomizedResponse` and
 Nothing here gives s*:
 
 * the only s* valid for every learner is the trivial one: |U| labels, 2|U| bits;
-* :func:`sensitivity_lower_bound` (re-exported from
-  :mod:`cotrain.privacy.sensitivity_search`) searches for adversarial neighbours and returns a
+* :func:`~cotrain.privacy.sensitivity_search.sensitivity_lower_bound` searches for adversarial
+  neighbours and returns a
   *lower* bound — it refutes a claimed s* that is too small, it never certifies one;
 * :func:`estimate_sensitivity` (deprecated) is the paper's benign version of that search:
   a lower bound too, and a weak one;
@@ -20,7 +20,7 @@ Nothing here gives s*:
   must be added to δ.
 
 Record-level DP for any learner comes by construction, without s*, from subsample-and-aggregate
-(:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
+(:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`).
 """
 
 from __future__ import annotations
@@ -34,14 +34,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from cotrain.privacy.sensitivity_search import SensitivityLowerBound, sensitivity_lower_bound
+from cotrain.privacy.sensitivity_search import sensitivity_lower_bound
 
 __all__ = [
     "SensitivityBound",
-    "SensitivityLowerBound",
     "analytic_sensitivity_bound",
     "estimate_sensitivity",
-    "sensitivity_lower_bound",
 ]
 
 
@@ -78,7 +76,7 @@ def estimate_sensitivity(
     |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
     NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
     the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
-    :class:`cotrain.privacy.teachers.SubsampleAndAggregate`.
+    :class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`.
 
     Parameters
     ----------
@@ -230,7 +228,7 @@ def analytic_sensitivity_bound(
 
     The only s* valid for every learner is the trivial one, |U| labels (2|U| bits); record-level
     DP for any learner comes by construction from subsample-and-aggregate
-    (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
+    (:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`).
 
     Parameters
     ----------
