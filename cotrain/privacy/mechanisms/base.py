@@ -608,7 +608,7 @@ class RandomizedResponse(LabelMechanism):
         return self_composed(rr_event(q, k), count)
 
 
-def as_mechanism(privacy: Any) -> LabelMechanism | None:
+def as_mechanism(privacy: Any) -> Any:
     """The mechanism the client and the server call for ``privacy``: the object itself.
 
     Parameters

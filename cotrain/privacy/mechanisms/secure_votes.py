@@ -417,8 +417,8 @@ votes (their argmax); consensus=SoftMean cannot apply: use consensus='majority' 
         self, step: ClientRound, queries: NDArray[np.intp], rng: np.random.Generator
     ) -> NDArray[np.int64]:
         """A site's clean teacher vote histogram ``(len(queries), C)`` on the queries
-        (:func:`~cotrain.privacy.mechanisms.teachers.teacher_votes`, shard key from ``rng``); it
-        never leaves the site without noise (:meth:`noisy_share`).
+        (:func:`~cotrain.privacy.mechanisms.teacher_counts.teacher_votes`, shard key from ``rng``);
+        it never leaves the site without noise (:meth:`noisy_share`).
 
         Examples
         --------

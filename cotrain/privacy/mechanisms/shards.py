@@ -149,7 +149,7 @@ def teacher_shards(
     adding or removing one record changes the shard of that record's teacher and of no other.
     Shards have random sizes and may be empty (a teacher with an empty shard trains on the
     pseudo-labelled public rows alone, or abstains without them; see
-    :func:`cotrain.privacy.mechanisms.teachers.teacher_votes`).
+    :func:`cotrain.privacy.mechanisms.teacher_counts.teacher_votes`).
 
     Parameters
     ----------
