@@ -216,8 +216,8 @@ n_epochs_, n_steps_
 
     See Also
     --------
-    cotrain.privacy.mechanisms.dpsgd.DPSGD : the mechanism that makes a co-training client train
-    this way.
+    cotrain.privacy.mechanisms.dpsgd.DPSGD
+        The mechanism that makes a co-training client train this way.
 
     Examples
     --------
