@@ -128,12 +128,6 @@ def test_shards_are_a_keyed_partition_by_record_content_not_position():
     assert any(not np.array_equal(s, t) for s, t in zip(a, flipped, strict=True))
 
 
-def test_old_positional_call_warns_and_still_splits():
-    with pytest.warns(DeprecationWarning, match="only for replace-one neighbours"):
-        shards = teacher_shards(7, 3, np.random.default_rng(0))
-    assert [len(s) for s in shards] == [3, 2, 2]
-
-
 @pytest.mark.parametrize(
     "learner",
     [KNeighborsClassifier(n_neighbors=1), DecisionTreeClassifier(random_state=0)],
