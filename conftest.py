@@ -60,7 +60,7 @@ SLOW_EXAMPLES = {
     "cotrain.baselines.ensemble_distillation.FedDS",
     "cotrain.baselines.fedaux_distillation.FedAUX",
     "cotrain.pretrain.text.pretrain_text",
-    "cotrain.privacy.dpsgd.dpsgd_epsilon",
+    "cotrain.privacy.mechanisms.dpsgd.dpsgd_epsilon",
     "cotrain.runtime.runtimes.JoblibRuntime",
     "learners.dp_torch.DPTorchClassifier",
     "learners.lm.classifier.LMClassifier",

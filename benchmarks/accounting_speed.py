@@ -48,8 +48,8 @@ except ModuleNotFoundError:  # a checkout without `pip install -e .`
 
 from consensus import NoisyArgmax
 from cotrain.privacy import RandomizedResponse, XORMechanism, epsilon_spent
-from cotrain.privacy._privacy_loss import clear_cache
-from cotrain.privacy.composition import RunningComposition, pld_interval
+from cotrain.privacy.accounting._privacy_loss import clear_cache
+from cotrain.privacy.accounting.composition import RunningComposition, pld_interval
 
 DELTA = 1e-5
 ROUNDS = 10

@@ -5,7 +5,7 @@ One private site (a depth-4 tree on 300 private rows, |U| = 60, two classes) run
 ``--releases`` rounds. The site runs ``--nodes`` real SuperNodes, each with its warm
 worker, all on the same site folder (Flower's SuperNode handles one message at a time;
 several processes answering at once is what the site ledger's lock is for), on a real
-SuperLink (:class:`cotrain.flower.localhost.LocalFederation`, every process on this
+SuperLink (:class:`cotrain.flower.local.localhost.LocalFederation`, every process on this
 machine). The ServerApp is not cotrain's: it deviates from the protocol to get more noisy
 releases of the same private data than the printed ε allows. In order, on the site's
 ``train`` messages (each message's run token and round are the server's to choose):
@@ -24,8 +24,8 @@ The ε of the whole transcript is computed from what was actually received: ever
 distinct (run token, round, payload) among the replies that carry labels is one release
 (an identical re-send is post-processing and costs nothing), and that many round events of
 the site's public mechanism (``dp_event(2, |U|)``) are composed with
-:class:`cotrain.privacy.accounting.RunningComposition`, the accountant the ledgers use. It
-is compared with the site's own ledger ε, read from its state folder
+:class:`cotrain.privacy.accounting.composition.RunningComposition`, the accountant the ledgers use.
+It is compared with the site's own ledger ε, read from its state folder
 (``state/privacy/``) and from the ``site-epsilon`` its last reply carried. ε is record-level
 (one private record of the site, added or removed), against the server and anyone it
 shows the replies to, at the mechanism's δ.
@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.flower.flwr_cli import app_pyproject
+from cotrain.flower.local.flwr_cli import app_pyproject
 
 HERE = Path(__file__).resolve().parent
 N_PUBLIC, N_PRIVATE, SIGMA, N_TEACHERS = 60, 300, 20.0, 5
@@ -208,7 +208,7 @@ def mechanism(budget: float | None) -> Any:
 
 def compose(releases: int, delta: float) -> float:
     """ε of ``releases`` round events of the public mechanism, composed one at a time."""
-    from cotrain.privacy.accounting import RunningComposition
+    from cotrain.privacy.accounting.composition import RunningComposition
 
     event = mechanism(None).dp_event(len(CLASSES), N_PUBLIC)
     running = RunningComposition(delta)
@@ -238,7 +238,7 @@ def site_ledger_epsilon(site: Path, budget: float) -> float | None:
     folder = site.parent / "state" / "privacy"
     if not (folder / "ledger.json").exists():
         return None
-    from cotrain.privacy.site_ledger import SiteLedger
+    from cotrain.privacy.ledgers.site_ledger import SiteLedger
 
     return SiteLedger(mechanism(budget), len(CLASSES), N_PUBLIC, folder).epsilon()
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--save", action="store_true", help="write benchmarks/results/")
     args = parser.parse_args(argv)
 
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     delta = mechanism(None).delta
     budget = (compose(args.releases, delta) + compose(args.releases + 1, delta)) / 2

@@ -3,7 +3,7 @@
 Three breast-cancer sites with small scikit-learn learners (a depth-4 tree, a logistic
 regression, a 3-NN; 20 private rows each, |U| = 300) run the example app in
 ``examples/flower`` (the relay ClientApp, :mod:`cotrain.flower.relay`) through
-:class:`cotrain.flower.localhost.LocalFederation`, twice in one run:
+:class:`cotrain.flower.local.localhost.LocalFederation`, twice in one run:
 
 - **cold**: no site workers (``warm_workers=False``): every message's fresh
   ``flwr-clientapp`` process imports cotrain and scikit-learn (and torch for a torch
@@ -60,7 +60,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.flower.localhost import LocalFederation
+from cotrain.flower.local.localhost import LocalFederation
 from cotrain.flower.site import write_sites
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"

@@ -11,8 +11,8 @@ the public pool U (700 digits, scaled to [0, 1]), after the client's privacy mec
   ε = 2 per release at δ = 0 (``RandomizedResponse(epsilon=2, sensitivity=700)``; the ledger reports
   0.105 at δ = 1e-5);
 - ``S&A (1-NN teachers)``: record-level DP for any learner, subsample-and-aggregate inside the
-  client (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`, 25 disjoint 1-NN teachers,
-  GNMax calibrated to (ε, δ) = (8, 1e-5) or (2, 1e-5) for the release).
+  client (:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`, 25 disjoint 1-NN
+  teachers, GNMax calibrated to (ε, δ) = (8, 1e-5) or (2, 1e-5) for the release).
 
 Every ε is record-level (one private training record of the client), against the server, for
 ONE release, under **add/remove** neighbours (the relation the canary experiment realises:
@@ -90,8 +90,8 @@ from cotrain.audit import (
 )
 from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.accounting import gaussian_noise_multiplier
-from cotrain.privacy.teachers import SubsampleAndAggregate
+from cotrain.privacy.accounting.epsilon import gaussian_noise_multiplier
+from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "privacy_audit.json"

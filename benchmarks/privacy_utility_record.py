@@ -2,7 +2,7 @@
 
 Each client releases, every round, the GNMax aggregate of ``n_teachers`` teachers (clones of
 its own learner) trained on disjoint random shards of its private data ∪ the pseudo-labelled
-public rows (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`). The guarantee is
+public rows (:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`). The guarantee is
 (ε, δ)-DP **with respect to one private training record of a client, against the server** (the
 noise is added at the client), for any learner, composed over all rounds; ε is the trainer's
 ``privacy_report()["max_epsilon"]`` at δ = 1e-5. The noise σ of a point is calibrated so that
@@ -47,7 +47,7 @@ from cotrain import FederatedCoTrainer, partition
 from cotrain.baselines import LocalOnly
 from cotrain.datasets.loaders import load_digits_split, load_paper_split
 from cotrain.privacy import gaussian_noise_multiplier
-from cotrain.privacy.teachers import SubsampleAndAggregate
+from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "privacy_utility_record.json"

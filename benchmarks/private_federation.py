@@ -58,7 +58,7 @@ from cotrain.datasets.tabular import load_wine_quality
 from cotrain.federation import secure_federation
 from cotrain.federation.secure_client import SecureClient
 from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate
-from cotrain.privacy.accounting import gaussian_epsilon, gaussian_noise_multiplier
+from cotrain.privacy.accounting.epsilon import gaussian_epsilon, gaussian_noise_multiplier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "private_federation.jsonl"
 DELTA = 1e-5
@@ -134,10 +134,10 @@ class Stopwatch:
     the rest of the round is the server's (queries, threshold, consensus, broadcast)."""
 
     def __enter__(self) -> Stopwatch:
-        self.seconds = {"vote_round": [], "answer_round": [], "secure_sum": []}
+        self.seconds = {"vote_round": [], "answer_round": [], "sum_shares_in_process": []}
         self.saved = [
             (SecureClient, "vote_round"), (SecureClient, "answer_round"),
-            (secure_federation, "secure_sum"),
+            (secure_federation, "sum_shares_in_process"),
         ]  # fmt: skip
         self.originals = [getattr(owner, name) for owner, name in self.saved]
         for (owner, name), original in zip(self.saved, self.originals, strict=True):
@@ -163,7 +163,9 @@ class Stopwatch:
         sites = sum(self.seconds["vote_round"][:n_sites]) + sum(
             self.seconds["answer_round"][:n_sites]
         )
-        sums = sum(self.seconds["secure_sum"][: 2 if self.seconds["answer_round"] else 1])
+        sums = sum(
+            self.seconds["sum_shares_in_process"][: 2 if self.seconds["answer_round"] else 1]
+        )
         return {
             "round": round(round_s, 3), "sites": round(sites, 3), "secure_sum": round(sums, 5),
             "server": round(round_s - sites - sums, 3),

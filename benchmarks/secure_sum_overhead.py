@@ -6,7 +6,7 @@ or 10 sites in two ways:
 
 - **plain**: one ``train`` message per site, each site replies with its vector as an
   ``ArrayRecord``, the ServerApp adds them up (it sees every vector);
-- **SecAgg+**: :func:`cotrain.flower.secure_sum.secure_sum` — Flower's
+- **SecAgg+**: :func:`cotrain.flower.secure_sum.secagg_sum` — Flower's
   ``SecAggPlusWorkflow`` and ``secaggplus_mod`` (4 messages per site), exact integers.
 
 Measured two (or three) ways:
@@ -19,7 +19,7 @@ Measured two (or three) ways:
    unmasking: regenerating every site's private mask).
 
    1b. With ``--localhost R``, **a real deployment**: the same ServerApp and ClientApp
-   code as a Flower app on :class:`cotrain.flower.localhost.LocalFederation` (a
+   code as a Flower app on :class:`cotrain.flower.local.localhost.LocalFederation` (a
    SuperLink and 10 SuperNodes as processes, over TLS), ``R`` aggregations per case.
 2. **In process** (no transport: every message still goes through Flower's protobuf
    serde; the sites run one after the other in this process): where the CPU goes —
@@ -50,10 +50,10 @@ from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.serverapp import ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
-from cotrain.flower.flwr_cli import app_pyproject
+from cotrain.flower.local.flwr_cli import app_pyproject
 from cotrain.flower.secure_sum import (
     is_secure_sum_message,
-    secure_sum,
+    secagg_sum,
     secure_sum_handler,
 )
 
@@ -113,7 +113,7 @@ def measure(grid: Any, repeats: int, warm_up: bool = True) -> list[dict[str, Any
             nodes = all_nodes[:n]
             if warm_up:  # the actors, the imports
                 plain_sum(grid, nodes, shape)
-                secure_sum(grid, nodes, shape=shape, query=f"q{next(query)}")
+                secagg_sum(grid, nodes, shape=shape, query=f"q{next(query)}")
             plain, secure, stages, server_s = [], [], [], []
             for _ in range(repeats):
                 t = time.perf_counter()
@@ -121,7 +121,7 @@ def measure(grid: Any, repeats: int, warm_up: bool = True) -> list[dict[str, Any
                 plain.append(time.perf_counter() - t)
                 timed = TimedGrid(grid)
                 t = time.perf_counter()
-                result = secure_sum(timed, nodes, shape=shape, query=f"q{next(query)}")
+                result = secagg_sum(timed, nodes, shape=shape, query=f"q{next(query)}")
                 end = time.perf_counter()
                 secure.append(end - t)
                 if not np.array_equal(result.total, reference):
@@ -221,7 +221,7 @@ def localhost(repeats: int) -> list[dict[str, Any]]:
     import tempfile
     from pathlib import Path
 
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     with tempfile.TemporaryDirectory() as tmp:
         app = Path(tmp) / "app"
@@ -285,7 +285,7 @@ def in_process(repeats: int) -> list[dict[str, Any]]:
                 grid = WireGrid(shape, n)
                 timed = TimedGrid(grid)
                 t = time.perf_counter()
-                result = secure_sum(timed, list(grid.vectors), shape=shape, query=f"q{r}")
+                result = secagg_sum(timed, list(grid.vectors), shape=shape, query=f"q{r}")
                 end = time.perf_counter()
                 assert np.array_equal(result.total, np.sum(list(grid.vectors.values()), axis=0))
                 if r == 0:

@@ -4,7 +4,7 @@ Sites on two Gaussian blobs (60 private rows each, |U| = 200, a depth-3 tree per
 run ``SecureTeacherVotes(n_teachers=10, mu=400, threshold=0.6, rounds=2)`` for two rounds,
 both releasing (a check sum and an answer sum each):
 
-- **Flower localhost**: :class:`cotrain.flower.localhost.LocalFederation` (a SuperLink and
+- **Flower localhost**: :class:`cotrain.flower.local.localhost.LocalFederation` (a SuperLink and
   one SuperNode per site as processes, TLS), the relay ClientApp and one warm worker per
   site (``cotrain site serve``), the ServerApp :class:`cotrain.flower.server_app.FlowerCoTraining`
   with every sum through SecAgg+ (:mod:`cotrain.flower.secure_server`). Per round, from
@@ -42,7 +42,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.federation.secure_federation import SecureSumFederation
-from cotrain.flower.flwr_cli import app_pyproject
+from cotrain.flower.local.flwr_cli import app_pyproject
 from cotrain.flower.site import write_site
 from cotrain.privacy import SecureTeacherVotes
 
@@ -86,7 +86,7 @@ def data(n_sites: int, rows: int = 60, n_public: int = 200) -> tuple[list, list,
 
 
 def flower(n_sites: int, logs: Path | None = None) -> dict[str, Any]:
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     X, y, U = data(n_sites)
     mech = SecureTeacherVotes(**PARAMS)

@@ -1,8 +1,8 @@
 """Teachers under add/remove: how many teachers one record changes, and ε under both relations.
 
 Subsample-and-aggregate's sensitivity argument needs one private record to change one teacher
-(:mod:`cotrain.privacy.shards`: a keyed hash of each record picks its teacher). This measures
-it on one site's private rows of UCI Adult (``../shared/data/adult``, one-hot encoded by
+(:mod:`cotrain.privacy.mechanisms.shards`: a keyed hash of each record picks its teacher). This
+measures it on one site's private rows of UCI Adult (``../shared/data/adult``, one-hot encoded by
 :func:`cotrain.datasets.tabular.load_adult`; without the folder: scikit-learn's digits):
 
 (a) 100 random removals and 100 random additions (records from outside the site): for each,
@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import record
 from cotrain.privacy import PrivacyLedger, SubsampleAndAggregate
-from cotrain.privacy.shards import teacher_shards
-from cotrain.privacy.teachers import teacher_votes
+from cotrain.privacy.mechanisms.shards import teacher_shards
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 
 
 def load(rows: int, seed: int) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -145,7 +145,7 @@ class PrivacyBudget(Callback):
 
     Parameters
     ----------
-    ledger : cotrain.privacy.ledger.PrivacyLedger
+    ledger : cotrain.privacy.ledgers.ledger.PrivacyLedger
         The run's ledger (it knows the budget and every client's spent rounds).
 
     Examples

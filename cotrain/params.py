@@ -410,7 +410,7 @@ def _privacy_matches_share(values: Mapping[str, Any], n_clients: int | None) -> 
     privacy, share = values["privacy"], values["share"]
     if privacy is None:
         return
-    from cotrain.privacy.legacy import as_mechanism
+    from cotrain.privacy.mechanisms.base import as_mechanism
 
     shares = tuple(as_mechanism(privacy).shares)  # the kinds of labels it can release
     if share not in shares:

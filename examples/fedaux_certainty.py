@@ -36,7 +36,8 @@ from sklearn.preprocessing import StandardScaler
 
 from consensus import CertaintyWeighted
 from cotrain import FederatedCoTrainer, partition
-from cotrain.privacy.fedaux import fedaux_weights, one_shot_fedaux
+from cotrain.baselines.fedaux_one_shot import one_shot_fedaux
+from cotrain.privacy.fedaux import fedaux_weights
 
 
 def split(X, y, n_lab, n_neg, n_pub, seed):

@@ -124,7 +124,7 @@ class DPTorchClassifier(TorchClassifier):
     Neighbours: **add/remove one row** — the relation Opacus' accountants (and
     dp-accounting's ``ADD_OR_REMOVE_ONE``) assume for Poisson-sampled Gaussian steps. For
     replace-one neighbours the guarantee is weaker; its direct accounting is
-    :func:`cotrain.privacy.dpsgd.dpsgd_epsilon` with ``neighbors="replace_one"``.
+    :func:`cotrain.privacy.mechanisms.dpsgd.dpsgd_epsilon` with ``neighbors="replace_one"``.
     Adversary: **anyone who sees the trained network** — its weights after any fit, hence
     also its predictions and the labels a client uploads (post-processing). Fits compose
     adaptively (each fit may start from the previous network and use pseudo-labels that
@@ -216,7 +216,8 @@ n_epochs_, n_steps_
 
     See Also
     --------
-    cotrain.privacy.dpsgd.DPSGD : the mechanism that makes a co-training client train this way.
+    cotrain.privacy.mechanisms.dpsgd.DPSGD
+        The mechanism that makes a co-training client train this way.
 
     Examples
     --------

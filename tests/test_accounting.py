@@ -1,4 +1,5 @@
-"""Exact, incremental privacy accounting (cotrain.privacy.composition): the audit's findings.
+"""Exact, incremental privacy accounting (cotrain.privacy.accounting.composition): the audit's
+findings.
 
 1. mixed randomized response + GNMax is exact and fast (was dp-accounting's PLD at 1e-4,
    recomputed from round 1: 22-38 s a round);
@@ -22,9 +23,9 @@ from scipy.special import log_ndtr, logsumexp
 
 from consensus import NoisyArgmax
 from cotrain.privacy import RandomizedResponse, XORMechanism, epsilon_spent, gaussian_epsilon
-from cotrain.privacy import composition as comp_mod
-from cotrain.privacy.accounting import gaussian_event, rr_event, self_composed
-from cotrain.privacy.composition import RunningComposition, pld_interval
+from cotrain.privacy.accounting import composition as comp_mod
+from cotrain.privacy.accounting.composition import RunningComposition, pld_interval
+from cotrain.privacy.accounting.epsilon import gaussian_event, rr_event, self_composed
 
 dp = pytest.importorskip("dp_accounting")
 from dp_accounting.pld import privacy_loss_distribution as pld_lib  # noqa: E402

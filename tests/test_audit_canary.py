@@ -14,7 +14,7 @@ from cotrain.audit.canary import CanaryAudit, make_canaries, one_run_audit
 from cotrain.audit.canary_bound import canary_epsilon_lower_bound, canary_p_value
 from cotrain.datasets.loaders import load_digits_split
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.accounting import epsilon_spent
+from cotrain.privacy.accounting.epsilon import epsilon_spent
 
 BETA = 0.05
 

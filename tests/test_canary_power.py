@@ -31,7 +31,7 @@ from cotrain.audit import (
     max_certifiable_epsilon,
     one_run_audit,
 )
-from cotrain.privacy.accounting import (
+from cotrain.privacy.accounting.epsilon import (
     gaussian_event,
     gaussian_noise_multiplier,
     rr_event,
@@ -265,7 +265,7 @@ def test_audit_from_scores_rejects_bad_input():
 
 def test_claim_of_a_mechanism_states_each_relation_it_bounds():
     from cotrain.privacy import RandomizedResponse, SubsampleAndAggregate, epsilon_spent
-    from cotrain.privacy.mechanisms import LabelMechanism
+    from cotrain.privacy.mechanisms.base import LabelMechanism
 
     rr = RandomizedResponse(epsilon=2.0, sensitivity=3)  # s* = 3 add/remove, 6 replace-one
     claim = EpsilonClaim.of_mechanism(rr, 10, 100, rounds=2)

@@ -18,7 +18,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.privacy import SubsampleAndAggregate, epsilon_spent, gaussian_epsilon
-from cotrain.privacy.accounting import gaussian_event
+from cotrain.privacy.accounting.epsilon import gaussian_event
 from cotrain.wire.format import MalformedMessage, WireFormat
 
 COUNTS = np.array([[9, 1], [5, 5], [0, 10], [7, 3]])

@@ -17,7 +17,7 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from cotrain.privacy import epsilon_spent  # noqa: E402
-from cotrain.privacy.dpsgd import dpsgd_epsilon  # noqa: E402
+from cotrain.privacy.mechanisms.dpsgd import dpsgd_epsilon  # noqa: E402
 from learners import MLP, ClassAlignedClassifier  # noqa: E402
 from learners.dp_torch import DPTorchClassifier  # noqa: E402
 

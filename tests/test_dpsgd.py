@@ -1,4 +1,5 @@
-"""DP-SGD as a co-training privacy mechanism: cotrain.privacy.dpsgd (DPSGD, dpsgd_epsilon).
+"""DP-SGD as a co-training privacy mechanism: cotrain.privacy.mechanisms.dpsgd (DPSGD,
+dpsgd_epsilon).
 
 The classifier itself (learners.dp_torch.DPTorchClassifier) is tested in test_dp_torch.py.
 """
@@ -18,8 +19,8 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon  # noqa: E402
-from cotrain.privacy.mechanisms import ClientRound  # noqa: E402
+from cotrain.privacy.mechanisms.base import ClientRound  # noqa: E402
+from cotrain.privacy.mechanisms.dpsgd import DPSGD, dpsgd_epsilon  # noqa: E402
 from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust  # noqa: E402
 from learners import MLP, ClassAlignedClassifier, TorchClassifier  # noqa: E402
 from learners.dp_torch import DPTorchClassifier  # noqa: E402
@@ -77,11 +78,8 @@ def test_dpsgd_epsilon_known_values_and_errors():
         dpsgd_epsilon(events, DELTA, accountant="gdp")
     with pytest.raises(ValueError, match="neighbors must be"):
         dpsgd_epsilon(events, DELTA, neighbors="swap")
-    with pytest.warns(DeprecationWarning, match="use neighbors="):
-        old = dpsgd_epsilon(events, DELTA, neighbours="replace_one")
-    assert old == dpsgd_epsilon(events, DELTA, neighbors="replace_one")
-    with pytest.raises(TypeError, match="unexpected keyword argument 'neighbour'"):
-        dpsgd_epsilon(events, DELTA, neighbour="replace_one")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'neighbours'"):
+        dpsgd_epsilon(events, DELTA, neighbours="replace_one")
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from sklearn.preprocessing import StandardScaler
 
 from consensus import CertaintyWeighted
 from cotrain import FederatedCoTrainer, partition
+from cotrain.baselines.fedaux_one_shot import one_shot_fedaux
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
     DPSoftmaxHead,
@@ -22,7 +23,6 @@ from cotrain.privacy.fedaux import (
     fedaux_features,
     fedaux_sigma,
     fedaux_weights,
-    one_shot_fedaux,
 )
 from cotrain.privacy.fedaux import scorer as fx
 

@@ -45,7 +45,7 @@ def test_analytic_scorer_noise_is_z_times_sensitivity_on_the_exact_weights():
         sc.fit(X_priv, X_neg)
     assert sc.n_samples_ == 2500
     assert sc.sensitivity_ == pytest.approx(2 / (0.1 * 2500))
-    # Balle & Wang's multiplier at (1, 1e-5) is 3.7306 (cotrain.privacy.accounting doctest)
+    # Balle & Wang's multiplier at (1, 1e-5) is 3.7306 (cotrain.privacy.accounting.epsilon doctest)
     assert sc.sigma_ / sc.sensitivity_ == pytest.approx(3.7306, abs=1e-4)
     noise = np.random.default_rng(7).normal(0.0, sc.sigma_, size=exact.coef_.shape)
     np.testing.assert_allclose(sc.coef_, exact.coef_ + noise, rtol=0, atol=1e-8)

@@ -1,7 +1,7 @@
 """A real Flower deployment on localhost: a SuperLink and three SuperNodes as processes.
 
 Each test starts its own federation (temporary FLWR_HOME, free ports) with
-:class:`cotrain.flower.localhost.LocalFederation`, runs the example app in
+:class:`cotrain.flower.local.localhost.LocalFederation`, runs the example app in
 ``examples/flower`` with ``flwr run``, and stops every process by PID at the end.
 """
 
@@ -19,7 +19,7 @@ pytest.importorskip("flwr")
 
 
 from cotrain import FederatedCoTrainer
-from cotrain.flower.localhost import LocalFederation
+from cotrain.flower.local.localhost import LocalFederation
 from cotrain.flower.site import write_sites
 from tests.conftest import mixed_site_learners as mixed
 
@@ -121,7 +121,7 @@ def test_a_killed_supernode_restarts_and_its_site_rejoins_from_its_own_state(sit
 
 def serverapp_pids(federation):
     """The ``flwr-serverapp`` processes under the SuperLink."""
-    from cotrain.flower.processes import descendants
+    from cotrain.flower.local.processes import descendants
 
     found = []
     for pid in descendants(federation.superlink_process.pid):

@@ -15,7 +15,8 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from cotrain.flower.localhost import LocalFederation, pid_alive
+from cotrain.flower.local.localhost import LocalFederation
+from cotrain.flower.local.processes import pid_alive
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The production-shaped Flower deployment (``examples/flower/production.py``), on localhost.
 
 Real processes: a SuperLink over TLS and three SuperNodes authenticated by registered keys
-(:class:`cotrain.flower.localhost.LocalFederation`), running the example app in
+(:class:`cotrain.flower.local.localhost.LocalFederation`), running the example app in
 ``examples/flower`` with ``flwr run``. The sites mix a continuing XGBoost learner, a
 continuing torch MLP and a logistic regression, each with its own evaluation data.
 """
@@ -27,7 +27,7 @@ from sklearn.utils import Bunch
 
 from cotrain import FederatedCoTrainer
 from cotrain.callbacks import Callback
-from cotrain.flower.localhost import LocalFederation
+from cotrain.flower.local.localhost import LocalFederation
 from cotrain.flower.site import mechanism_from_spec
 from learners import TorchClassifier, XGBoostClassifier, continues_training
 

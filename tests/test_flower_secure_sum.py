@@ -7,7 +7,7 @@ and :func:`~flwr.client.mod.secaggplus_mod`:
   on the wire; each node keeps its own Context): exactness at the edges of the range,
   dropouts, refusals and what the ServerApp receives, in well under a second each;
 - Flower's simulation engine (``run_simulation``, Ray): 5 SuperNodes, one dropping out;
-- a real deployment (:class:`~cotrain.flower.localhost.LocalFederation`): a SuperLink
+- a real deployment (:class:`~cotrain.flower.local.localhost.LocalFederation`): a SuperLink
   and 4 SuperNodes as processes over TLS, one dropping out.
 
 "What the ServerApp sees" is every reply that reaches it through the Grid, each array in
@@ -31,12 +31,12 @@ from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
 from flwr.common.serde import message_from_proto, message_to_proto
 
 from cotrain.flower import secure_sum as ss
-from cotrain.flower.flwr_cli import app_pyproject
+from cotrain.flower.local.flwr_cli import app_pyproject
 from cotrain.flower.secure_sum import (
     SecureSumError,
     exact_ranges,
     is_secure_sum_message,
-    secure_sum,
+    secagg_sum,
     secure_sum_handler,
 )
 from tests.test_flower_strategy import task_identity  # noqa: F401 (autouse fixture)
@@ -186,7 +186,7 @@ def test_bad_parameters_fail_before_any_message(params, words):
     grid = WireGrid(nodes(5))
     kwargs = {"node_ids": list(grid.vectors), "shape": (40, 3), "query": "q", **params}
     with pytest.raises(ValueError, match=words):
-        secure_sum(grid, **kwargs)
+        secagg_sum(grid, **kwargs)
     assert grid.calls == []
 
 
@@ -203,7 +203,7 @@ def test_bad_parameters_fail_before_any_message(params, words):
 def test_the_server_gets_the_exact_integer_sum(n, shape, bound, modulus):
     vectors = nodes(n, shape, bound)
     grid = WireGrid(vectors)
-    result = secure_sum(
+    result = secagg_sum(
         grid, list(vectors), shape=shape, query="q", bound=bound, modulus_range=modulus
     )
     expected = np.sum(list(vectors.values()), axis=0)
@@ -217,7 +217,7 @@ def test_the_server_gets_the_exact_integer_sum(n, shape, bound, modulus):
 def test_the_server_receives_no_site_vector():
     vectors = nodes(5)
     grid = WireGrid(vectors)
-    result = secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+    result = secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
     seen = grid.seen_arrays()
     masked = [a for a in seen if a.shape == (40, 3)]
     assert len(masked) == 5  # one masked vector per site reached the server...
@@ -231,7 +231,7 @@ def test_one_dropout_within_the_threshold_gives_the_sum_of_the_rest():
     vectors = nodes(5)
     dropped = 1000 + 7 * 2
     grid = WireGrid(vectors, drop={dropped})
-    result = secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+    result = secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
     rest = [v for node, v in vectors.items() if node != dropped]
     assert np.array_equal(result.total, np.sum(rest, axis=0))
     assert result.dropped == (dropped,) and dropped not in result.node_ids
@@ -244,7 +244,7 @@ def test_two_dropouts_with_a_sparse_neighbourhood():
     vectors = nodes(5)
     out = {1000, 1000 + 7 * 4}
     grid = WireGrid(vectors, drop=out)
-    result = secure_sum(
+    result = secagg_sum(
         grid, list(vectors), shape=(40, 3), query="q", num_shares=5, reconstruction_threshold=3
     )
     rest = [v for node, v in vectors.items() if node not in out]
@@ -256,7 +256,7 @@ def test_more_dropouts_than_the_threshold_allows_raise():
     vectors = nodes(4)  # num_shares 4, threshold 3: one dropout at most
     grid = WireGrid(vectors, drop=list(vectors)[:2])
     with pytest.raises(SecureSumError, match="halted"):
-        secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+        secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
 
 
 def test_a_site_outside_the_bound_refuses_instead_of_clipping():
@@ -264,7 +264,7 @@ def test_a_site_outside_the_bound_refuses_instead_of_clipping():
     vectors[1007] = vectors[1007].copy()
     vectors[1007][3, 1] = B + 1
     grid = WireGrid(vectors)
-    result = secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+    result = secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
     assert result.dropped == (1007,)
     assert np.array_equal(result.total, np.sum([vectors[n] for n in result.node_ids], axis=0))
     assert all(str(B + 1) not in f for f in result.failures)
@@ -274,18 +274,18 @@ def test_a_site_outside_the_bound_refuses_instead_of_clipping():
 def test_a_vector_of_another_type_or_shape_is_refused(bad):
     vectors = nodes(4)
     vectors[1000] = vectors[1000] * 1.0 if bad == "float" else vectors[1000][:, :2]
-    result = secure_sum(WireGrid(vectors), list(vectors), shape=(40, 3), query="q")
+    result = secagg_sum(WireGrid(vectors), list(vectors), shape=(40, 3), query="q")
     assert result.dropped == (1000,)
 
 
 def test_a_site_contributes_to_a_query_once_per_run():
     vectors = nodes(4)
     grid = WireGrid(vectors)
-    first = secure_sum(grid, list(vectors), shape=(40, 3), query="run-1/round-3")
+    first = secagg_sum(grid, list(vectors), shape=(40, 3), query="run-1/round-3")
     # asking again (e.g. without one site, to difference it out) is refused by every site
     with pytest.raises(SecureSumError):
-        secure_sum(grid, list(vectors)[1:], shape=(40, 3), query="run-1/round-3")
-    again = secure_sum(grid, list(vectors), shape=(40, 3), query="run-1/round-4")
+        secagg_sum(grid, list(vectors)[1:], shape=(40, 3), query="run-1/round-3")
+    again = secagg_sum(grid, list(vectors), shape=(40, 3), query="run-1/round-4")
     assert np.array_equal(first.total, again.total)
 
 
@@ -293,14 +293,14 @@ def test_a_site_refuses_a_threshold_below_its_min_sites():
     """A site whose noise plan needs 4 contributors refuses sums unmasked from 3."""
     vectors = nodes(5)
     with pytest.raises(SecureSumError):  # default threshold 5 // 2 + 1 = 3
-        secure_sum(WireGrid(vectors, min_sites=4), list(vectors), shape=(40, 3), query="q")
+        secagg_sum(WireGrid(vectors, min_sites=4), list(vectors), shape=(40, 3), query="q")
     grid = WireGrid(vectors, drop={1000}, min_sites=4)
-    result = secure_sum(grid, list(vectors), shape=(40, 3), query="q", reconstruction_threshold=4)
+    result = secagg_sum(grid, list(vectors), shape=(40, 3), query="q", reconstruction_threshold=4)
     assert result.dropped == (1000,) and len(result.node_ids) == 4
     # one more dropout would leave 3 < 4 live neighbours: no sum at all
     grid = WireGrid(vectors, drop={1000, 1007}, min_sites=4)
     with pytest.raises(SecureSumError):
-        secure_sum(grid, list(vectors), shape=(40, 3), query="q", reconstruction_threshold=4)
+        secagg_sum(grid, list(vectors), shape=(40, 3), query="q", reconstruction_threshold=4)
 
 
 def test_a_site_with_its_own_bound_refuses_another():
@@ -309,8 +309,8 @@ def test_a_site_with_its_own_bound_refuses_another():
     vectors = nodes(4)
     grid = WireGrid(vectors, bound=B)
     with pytest.raises(SecureSumError):
-        secure_sum(grid, list(vectors), shape=(40, 3), query="q", bound=B // 2)
-    result = secure_sum(grid, list(vectors), shape=(40, 3), query="q2", bound=B)
+        secagg_sum(grid, list(vectors), shape=(40, 3), query="q", bound=B // 2)
+    result = secagg_sum(grid, list(vectors), shape=(40, 3), query="q2", bound=B)
     assert np.array_equal(result.total, np.sum(list(vectors.values()), axis=0))
 
 
@@ -328,7 +328,7 @@ def test_sites_check_the_servers_parameters(monkeypatch):
     )
     vectors = nodes(4)
     with pytest.raises(SecureSumError):
-        secure_sum(WireGrid(vectors), list(vectors), shape=(40, 3), query="q")
+        secagg_sum(WireGrid(vectors), list(vectors), shape=(40, 3), query="q")
 
 
 def test_an_unmask_request_for_both_secrets_of_a_site_is_refused(monkeypatch):
@@ -350,14 +350,14 @@ def test_an_unmask_request_for_both_secrets_of_a_site_is_refused(monkeypatch):
 
     grid = WireGrid(vectors, tamper=tamper)
     with pytest.raises(SecureSumError):
-        secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+        secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
     assert unmask_replies(grid) and all(r.has_error() for r in unmask_replies(grid))
 
     # without the handler's check, every neighbour sends both shares of the victim
     monkeypatch.setattr(ss, "_check_unmask_request", lambda message: None)
     grid = WireGrid(vectors, tamper=tamper)
     try:
-        secure_sum(grid, list(vectors), shape=(40, 3), query="q")
+        secagg_sum(grid, list(vectors), shape=(40, 3), query="q")
     except Exception:
         pass  # whatever the workflow makes of it: the shares have left the sites
     for reply in unmask_replies(grid):
@@ -413,7 +413,7 @@ def test_flower_simulation_with_five_sites_and_one_dropout(monkeypatch):
         while len(list(grid.get_node_ids())) < n and time.monotonic() < deadline:
             time.sleep(0.05)
         recording = RecordingGrid(grid)
-        out["result"] = secure_sum(
+        out["result"] = secagg_sum(
             recording, sorted(grid.get_node_ids()), shape=shape, query="round-1"
         )
         out["seen"] = [a for reply in recording.replies for a in arrays_in(reply)]
@@ -471,7 +471,7 @@ from flwr.clientapp import ClientApp
 from flwr.common import bytes_to_ndarray
 from flwr.serverapp import ServerApp
 
-from cotrain.flower.secure_sum import secure_sum, secure_sum_handler
+from cotrain.flower.secure_sum import secagg_sum, secure_sum_handler
 
 SHAPE = (40, 3)
 server_app = ServerApp()
@@ -505,7 +505,7 @@ def main(grid, context):
             return got
 
     started = time.monotonic()
-    result = secure_sum(Recording(), sorted(grid.get_node_ids()), shape=SHAPE,
+    result = secagg_sum(Recording(), sorted(grid.get_node_ids()), shape=SHAPE,
                         query="round-1", timeout=120)
     seconds = time.monotonic() - started
     seen = []  # every array that reached the ServerApp: array records and .npy bytes
@@ -530,7 +530,7 @@ def main(grid, context):
 
 @pytest.mark.slow
 def test_localhost_deployment_over_tls_with_one_dropout(tmp_path):
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     app = tmp_path / "app"
     (app / "secure_sum_app").mkdir(parents=True)

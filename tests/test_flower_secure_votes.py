@@ -13,7 +13,7 @@ Two tiers:
 
 - an in-memory Grid (every message through Flower's protobuf serde, each node its own
   Context, the relay ClientApp's handlers in this process): seconds;
-- a real deployment (:class:`~cotrain.flower.localhost.LocalFederation`): a SuperLink and
+- a real deployment (:class:`~cotrain.flower.local.localhost.LocalFederation`): a SuperLink and
   3 SuperNodes as processes over TLS, each site with its warm worker.
 
 Both record everything the ServerApp's code receives and check that no site's share (its
@@ -272,18 +272,18 @@ def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
     X, y, U = blobs(n_sites=3)
     mech = SecureTeacherVotes(n_teachers=2, mu=100.0)
     paths, pool = write(tmp_path, X, y, U, mech)
-    real = secure_server.secure_sum
+    real = secure_server.secagg_sum
 
     def lax(*args, **kwargs):  # a deviating server: sums over 2 of 3 sites would unmask
         return real(*args, **{**kwargs, "reconstruction_threshold": 2})
 
-    secure_server.secure_sum = lax
+    secure_server.secagg_sum = lax
     try:
         flower = FlowerCoTraining(
             pool, rounds=2, random_state=0, privacy=mech, classes=CLASSES, min_nodes=3
         ).run(WireGrid(paths))
     finally:
-        secure_server.secure_sum = real
+        secure_server.secagg_sum = real
     assert flower.history_[0].coverage == 0.0
     assert sorted(flower.history_[0].failed) == [0, 1, 2]
 
@@ -364,7 +364,7 @@ def main(grid, context):
 
 
 def deployed_app(tmp_path, config):
-    from cotrain.flower.flwr_cli import app_pyproject
+    from cotrain.flower.local.flwr_cli import app_pyproject
 
     app = tmp_path / "app"
     (app / "secure_votes_app").mkdir(parents=True)
@@ -395,7 +395,7 @@ def start_workers(paths):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_localhost_tls_deployment_equals_the_in_process_run(tmp_path):
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     X, y, U = blobs()
     # one release (a check and an answer sum, ~35 s each here), then a round in which the

@@ -224,7 +224,7 @@ def test_relay_falls_back_in_process_without_a_worker(tmp_path, cancer, caplog, 
 
 @pytest.mark.slow
 def test_local_federation_with_warm_workers_gives_the_in_process_result(cancer, tmp_path):
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
 
     paths = write_sites(tmp_path / "sites", cancer["X"], cancer["y"], cancer["X_public"], mixed())
     np.save(tmp_path / "public.npy", cancer["X_public"])

@@ -192,7 +192,7 @@ def test_holdout_is_an_explicit_option_auto_keeps_full_weight() -> None:
 
 def test_privacy_refuses_holdout_and_dpsgd_keeps_full_weight() -> None:
     from cotrain.privacy import RandomizedResponse
-    from cotrain.privacy.dpsgd import DPSGD
+    from cotrain.privacy.mechanisms.dpsgd import DPSGD
 
     with pytest.raises(ValueError, match="HoldoutTrust cannot be combined"):
         client_trust(HoldoutTrust(), RandomizedResponse(epsilon=2.0), 1, WarmLR())

@@ -147,21 +147,7 @@ def test_public_names_use_american_spelling():
     assert sorted(set(british)) == []
 
 
-# ------------------------------------------------------------- renamed, still working
-@pytest.mark.parametrize(
-    ("module", "old", "new"),
-    [
-        ("cotrain.flower.protocol", "sanitise", "sanitize"),
-    ],
-)
-def test_an_old_name_warns_naming_the_new_one_and_is_the_same_object(module, old, new):
-    mod = importlib.import_module(module)
-    with pytest.warns(DeprecationWarning, match=rf"{re.escape(old)} is deprecated: use .*{new}"):
-        got = getattr(mod, old)
-    assert got is getattr(mod, new)
-    assert old not in dir(mod)
-
-
+# ------------------------------------------------------------- removed old names
 @pytest.mark.parametrize(
     ("module", "old"),
     [
@@ -175,6 +161,9 @@ def test_an_old_name_warns_naming_the_new_one_and_is_the_same_object(module, old
         ("cotrain.audit.lira", "neighbour_agreement"),
         ("cotrain.demo", "summarise"),
         ("cotrain.federation", "make_ledger"),
+        ("cotrain.flower.protocol", "sanitise"),
+        ("cotrain.trust", "pseudo_labelled_rows"),
+        ("cotrain.privacy", "one_shot_fedaux"),
     ],
 )
 def test_a_removed_old_name_is_gone(module, old):
@@ -240,14 +229,14 @@ def test_the_lm_tokenizer_module_names_nothing_after_gpt2():
     assert not [n for n in tokenizer.__all__ if "gpt" in n.lower()]
 
 
-def test_deprecated_attribute_spellings_warn():
-    from cotrain.privacy import DPSGD
+def test_removed_attribute_spellings_are_gone():
+    from sklearn.tree import DecisionTreeClassifier
 
-    for obj, old, new in [
-        (DPSGD(sampling_rate=0.1, steps=20), "neighbours", "neighbors"),
-    ]:
-        with pytest.warns(DeprecationWarning, match=rf"\.{old} is deprecated: use {new}"):
-            assert getattr(obj, old) == getattr(obj, new)
+    from cotrain.privacy import DPSGD
+    from cotrain.robustness import HostileClassifier
+
+    assert not hasattr(DPSGD(sampling_rate=0.1, steps=20), "neighbours")
+    assert not hasattr(HostileClassifier(DecisionTreeClassifier(), behavior="noise"), "behaviour")
 
 
 def test_the_old_experiment_method_name_is_refused(tmp_path):

@@ -28,7 +28,7 @@ from cotrain import FederatedCoTrainer, _validation
 from cotrain.callbacks import Callback, EarlyStopping
 from cotrain.params import PARAMS, REQUIRED, RULES, Interval, Param, check_params, param_defaults
 from cotrain.privacy import GaussianSoftLabels, LabelMechanism, RandomizedResponse, XORMechanism
-from cotrain.privacy.accounting import is_accounted
+from cotrain.privacy.accounting.epsilon import is_accounted
 
 # ------------------------------------------------------------------------------ the table
 

@@ -24,9 +24,9 @@ from cotrain.privacy import (
     gaussian_epsilon,
     gaussian_noise_multiplier,
 )
-from cotrain.privacy import accounting as acc_mod
-from cotrain.privacy import composition as comp_mod
-from cotrain.privacy.composition import pld_interval
+from cotrain.privacy.accounting import composition as comp_mod
+from cotrain.privacy.accounting import epsilon as acc_mod
+from cotrain.privacy.accounting.composition import pld_interval
 
 dp = pytest.importorskip("dp_accounting")
 

@@ -314,7 +314,7 @@ def test_over_real_flower_processes_the_server_gets_only_public_facts(tmp_path):
     import json
     from pathlib import Path
 
-    from cotrain.flower.localhost import LocalFederation
+    from cotrain.flower.local.localhost import LocalFederation
     from tests.conftest import cancer_split
 
     data = cancer_split()

@@ -26,16 +26,15 @@ from cotrain.privacy import (
     teacher_shards,
     teacher_votes,
 )
-from cotrain.privacy.accounting import (
-    RELATIONS,
+from cotrain.privacy.accounting.composition import RELATIONS, RunningComposition
+from cotrain.privacy.accounting.epsilon import (
     epsilon_spent,
     gaussian_epsilon,
     gaussian_event,
     rr_event,
 )
-from cotrain.privacy.composition import RunningComposition
-from cotrain.privacy.ledger import relation_events
-from cotrain.privacy.mechanisms import LabelMechanism
+from cotrain.privacy.ledgers.ledger import relation_events
+from cotrain.privacy.mechanisms.base import LabelMechanism
 
 dp = pytest.importorskip("dp_accounting")
 

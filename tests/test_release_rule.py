@@ -27,7 +27,7 @@ from cotrain.flower import protocol
 from cotrain.flower.client_app import site_train
 from cotrain.flower.site import load_site, write_site
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.ledger import event_to_json
+from cotrain.privacy.ledgers.ledger import event_to_json
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat

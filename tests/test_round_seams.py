@@ -17,7 +17,7 @@ from cotrain.federation.client import Client
 from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.server import CoTrainingServer
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.ledger import PrivacyLedger
+from cotrain.privacy.ledgers.ledger import PrivacyLedger
 from cotrain.runtime.pools import host_objects
 from cotrain.runtime.runtimes import SequentialRuntime
 from cotrain.wire.broadcast import Downlink

@@ -30,7 +30,7 @@ from cotrain.experiment.schema_doc import (
     schema_keys,
 )
 from cotrain.params import PARAMS
-from cotrain.privacy.param_checks import UNITS
+from cotrain.privacy.mechanisms.param_checks import UNITS
 
 #: the consensus names when this module is imported (collection, before any test or doctest
 #: registers a name of its own): what the reference documents

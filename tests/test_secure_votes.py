@@ -26,8 +26,8 @@ from cotrain.federation import secure_federation
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import confident_answers, decode_share
 from cotrain.privacy import SecureTeacherVotes
-from cotrain.privacy.secure_votes import SecurePlan, plan_epsilon
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan, plan_epsilon
 
 TINY = 1e-9  # Skellam noise of variance 1e-9: zero with probability 1 - 1e-9
 
@@ -164,13 +164,13 @@ def _arrays(obj, depth=0):
 def test_the_server_side_holds_only_sums(monkeypatch):
     X, y, U, _, _ = blobs()
     shares: list[np.ndarray] = []
-    real = secure_federation.secure_sum
+    real = secure_federation.sum_shares_in_process
 
     def recording(given, min_sites):
         shares.extend(np.asarray(s) for s in given.values())
         return real(given, min_sites)
 
-    monkeypatch.setattr(secure_federation, "secure_sum", recording)
+    monkeypatch.setattr(secure_federation, "sum_shares_in_process", recording)
     spy = Spy(shares)
     votes = SecureTeacherVotes(n_teachers=3, mu=50.0, threshold=0.5)
     trainer(votes, callbacks=[spy], rounds=2).fit(X, y, X_public=U)

@@ -30,7 +30,7 @@ from cotrain.audit.sensitivity_search import (
     sensitivity_lower_bound,
 )
 from cotrain.federation.client import Client
-from cotrain.privacy.sensitivity import SensitivityBound, analytic_sensitivity_bound
+from cotrain.privacy.accounting.sensitivity import SensitivityBound, analytic_sensitivity_bound
 
 
 @pytest.fixture(scope="module")

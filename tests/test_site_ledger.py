@@ -1,4 +1,4 @@
-"""The site is the enforcer: a private client's own ledger (cotrain.privacy.site_ledger).
+"""The site is the enforcer: a private client's own ledger (cotrain.privacy.ledgers.site_ledger).
 
 A repeated request gets the bytes sent the first time and costs nothing; a release past the
 budget is refused; the ledger on disk is shared by processes under a lock and spans runs;
@@ -26,8 +26,8 @@ from cotrain.flower.client_app import site_train
 from cotrain.flower.site import load_site, write_site
 from cotrain.flower.site_state import decode_reply, encode_reply, open_site_ledger
 from cotrain.privacy import RandomizedResponse, SubsampleAndAggregate
-from cotrain.privacy.ledger import PrivacyLedger
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent, SiteLedger, quote_site_epsilon
+from cotrain.privacy.ledgers.ledger import PrivacyLedger
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent, SiteLedger, quote_site_epsilon
 from cotrain.wire.format import WireFormat
 
 pytest.importorskip("dp_accounting")
@@ -170,7 +170,7 @@ def test_another_process_sees_and_extends_the_ledger(tmp_path):
         ledger.record(("a", 1), b"one")
     code = (
         "import sys; from cotrain.privacy import RandomizedResponse as R;"
-        "from cotrain.privacy.site_ledger import SiteLedger;"
+        "from cotrain.privacy.ledgers.site_ledger import SiteLedger;"
         "m = R(epsilon=1.0, sensitivity=1);"
         f"l = SiteLedger(m, 2, 10, {str(folder)!r});"
         "t = l.transaction(); t.__enter__();"

@@ -1,8 +1,8 @@
 """Distributed Skellam noise and its accounting, against independent computations.
 
-The privacy loss distribution of cotrain.privacy.skellam is checked against the hockey-stick
-divergence summed directly over scipy's Skellam pmf (one and two shifted coordinates), and
-against an RDP bound computed from the same pmf (an upper bound on ε by another route);
+The privacy loss distribution of cotrain.privacy.mechanisms.skellam is checked against the
+hockey-stick divergence summed directly over scipy's Skellam pmf (one and two shifted coordinates),
+and against an RDP bound computed from the same pmf (an upper bound on ε by another route);
 closure under summation (what over-provisioning relies on) is checked by convolving pmfs.
 """
 
@@ -17,14 +17,14 @@ pytest.importorskip("dp_accounting")
 
 from scipy import stats
 
-from cotrain.privacy.accounting import gaussian_epsilon
-from cotrain.privacy.skellam import (
-    site_share,
+from cotrain.privacy.accounting.epsilon import gaussian_epsilon
+from cotrain.privacy.mechanisms.skellam import (
     skellam_epsilon,
     skellam_log_pmf,
     skellam_mu,
     skellam_noise,
     skellam_pld,
+    skellam_site_share,
 )
 
 
@@ -88,14 +88,14 @@ def test_shares_sum_to_the_target_skellam():
     np.testing.assert_allclose(conv, scipy_pmf(20.0, ks), atol=1e-12)
     # and the draws of 8 site shares sum to variance mu
     rng = np.random.default_rng(0)
-    share = site_share(80.0, n_sites=10, dropouts=1, colluders=1)
+    share = skellam_site_share(80.0, n_sites=10, dropouts=1, colluders=1)
     total = sum(skellam_noise(share, 200_000, rng) for _ in range(8))
     assert total.var() == pytest.approx(80.0, rel=0.02)
 
 
 def test_site_share_over_provisions_for_dropouts_and_colluders():
-    assert site_share(60.0, n_sites=6) == 10.0
-    assert site_share(60.0, n_sites=6, dropouts=1, colluders=2) == 20.0
+    assert skellam_site_share(60.0, n_sites=6) == 10.0
+    assert skellam_site_share(60.0, n_sites=6, dropouts=1, colluders=2) == 20.0
     for bad in [
         dict(mu=0.0, n_sites=3),
         dict(mu=1.0, n_sites=0),
@@ -104,7 +104,7 @@ def test_site_share_over_provisions_for_dropouts_and_colluders():
         dict(mu=float("inf"), n_sites=3),
     ]:
         with pytest.raises(ValueError):
-            site_share(**bad)
+            skellam_site_share(**bad)
 
 
 def test_the_calibrated_mu_is_the_smallest_that_meets_epsilon():

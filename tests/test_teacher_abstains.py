@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.neighbors import KNeighborsClassifier
 
-from cotrain.privacy.teachers import teacher_votes
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 
 
 def test_a_teacher_with_too_few_rows_for_its_learner_abstains() -> None:

@@ -1,4 +1,5 @@
-"""cotrain.privacy.teachers: subsample-and-aggregate (PATE inside a client), record-level DP."""
+"""cotrain.privacy.mechanisms.teachers: subsample-and-aggregate (PATE inside a client), record-level
+DP."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from cotrain.privacy.accounting import epsilon_spent, gaussian_epsilon
-from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_shards, teacher_votes
+from cotrain.privacy.accounting.epsilon import epsilon_spent, gaussian_epsilon
+from cotrain.privacy.mechanisms.shards import teacher_shards
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
+from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
 from learners import ClassAlignedClassifier
 
 CLASSES3 = np.array([0, 1, 2])
@@ -123,12 +126,6 @@ def test_shards_are_a_keyed_partition_by_record_content_not_position():
     assert any(not np.array_equal(s, t) for s, t in zip(a, other, strict=True))
     flipped = teacher_shards(X, (y + 1) % 3, 10, key)
     assert any(not np.array_equal(s, t) for s, t in zip(a, flipped, strict=True))
-
-
-def test_old_positional_call_warns_and_still_splits():
-    with pytest.warns(DeprecationWarning, match="only for replace-one neighbours"):
-        shards = teacher_shards(7, 3, np.random.default_rng(0))
-    assert [len(s) for s in shards] == [3, 2, 2]
 
 
 @pytest.mark.parametrize(

@@ -152,13 +152,11 @@ def test_a_privately_trained_model_gets_full_weight_not_cross_validation():
     with pytest.raises(ValueError, match="outside the accounted ε"):
         client_trust(PseudoLabelTrust(), DPTraining(), 0)
 
-    class OldDPTraining:  # the earlier protocol: kept for one release, with a warning
+    class OldDPTraining:  # the earlier protocol: refused
         applies_to = "model"
 
-    with pytest.warns(DeprecationWarning, match="applies_to='model'"):
-        assert isinstance(client_trust("auto", OldDPTraining(), 0), FixedTrust)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="accounted ε"):
-        client_trust(PseudoLabelTrust(), OldDPTraining(), 0)
+    with pytest.raises(TypeError, match=r"must be a cotrain\.privacy\.LabelMechanism"):
+        client_trust("auto", OldDPTraining(), 0)
     assert client_trust("auto", None, 7).random_state == client_trust("auto", None, 7).random_state
     assert client_trust("auto", None, 7).random_state != client_trust("auto", None, 8).random_state
 

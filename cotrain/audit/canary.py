@@ -66,7 +66,7 @@ from cotrain.audit.canary_bound import (
 from cotrain.audit.claims import EpsilonClaim
 from cotrain.audit.lira import neighbor_agreement
 from cotrain.audit.metrics import AuditResult
-from cotrain.privacy.composition import check_relation
+from cotrain.privacy.accounting.composition import check_relation
 from learners.checks import check_int
 
 __all__ = [

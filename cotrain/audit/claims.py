@@ -27,7 +27,7 @@ from numbers import Real
 from typing import Any, Literal, cast
 
 from cotrain.audit.canary_bound import check_probability
-from cotrain.privacy.composition import RELATIONS, check_relation
+from cotrain.privacy.accounting.composition import RELATIONS, check_relation
 from learners.checks import check_int
 
 __all__ = ["EpsilonClaim", "declares_gaussian"]
@@ -52,7 +52,7 @@ def declares_gaussian(events: Any) -> bool:
     Examples
     --------
     >>> from cotrain.privacy import RandomizedResponse
-    >>> from cotrain.privacy.accounting import gaussian_event, self_composed
+    >>> from cotrain.privacy.accounting.epsilon import gaussian_event, self_composed
     >>> declares_gaussian([self_composed(gaussian_event(2.0), 3)])
     True
     >>> declares_gaussian(RandomizedResponse(epsilon=1.0).dp_event(10, 100))

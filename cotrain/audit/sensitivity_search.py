@@ -6,7 +6,7 @@ search can compute it: a search finds neighbours that change *at least* so many 
 result is a lower bound on s* — it can show that a claimed s* is too small, never that one is
 large enough. The only s* valid for every learner is the trivial one: all |U| labels (2|U|
 bits). Record-level DP for any learner comes by construction from subsample-and-aggregate
-(:class:`cotrain.privacy.teachers.SubsampleAndAggregate`), not from a sensitivity estimate.
+(:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`), not from a sensitivity estimate.
 
 :func:`sensitivity_lower_bound` replaces one record by adversarial neighbours (its label
 flipped, the record moved to the extremes of the feature ranges or far outside them, copies of
@@ -325,7 +325,7 @@ def sensitivity_lower_bound(
     sensitivity. Use it to refute a claimed s* (a claim below it is false). The only s* valid
     for every learner is the trivial one, |U| labels (2|U| bits); record-level DP for any
     learner comes by construction from subsample-and-aggregate
-    (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
+    (:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`).
 
     Neighbours of a record r (with label y_r; C classes; d features; ranges taken over D ∪ U):
 
@@ -547,7 +547,7 @@ def estimate_sensitivity(
     |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
     NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
     the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
-    :class:`cotrain.privacy.teachers.SubsampleAndAggregate`.
+    :class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`.
 
     Parameters
     ----------

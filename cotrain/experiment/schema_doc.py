@@ -45,7 +45,7 @@ from cotrain.experiment.methods import (
     QUORUM_CONSENSUS,
 )
 from cotrain.params import PARAMS
-from cotrain.privacy.param_checks import UNITS
+from cotrain.privacy.mechanisms.param_checks import UNITS
 
 __all__ = [
     "KEYS",

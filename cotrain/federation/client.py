@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.privacy.legacy import as_mechanism
-from cotrain.privacy.mechanisms import ClientRound
-from cotrain.privacy.site_ledger import SiteLedger
+from cotrain.privacy.ledgers.site_ledger import SiteLedger
+from cotrain.privacy.mechanisms.base import ClientRound, as_mechanism
 from cotrain.trust import (
     FixedTrust,
     PseudoLabelTrust,
@@ -145,17 +144,16 @@ class Client:
     wire : cotrain.wire.WireFormat, optional
         How labels travel; default: packed hard labels on ``X_public``.
     privacy : cotrain.privacy mechanism, optional
-        The client calls its hooks (:mod:`cotrain.privacy.mechanisms`): ``prepare`` once on
+        The client calls its hooks (:mod:`cotrain.privacy.mechanisms.base`): ``prepare`` once on
         the estimator, ``before_fit`` each round, then ``release_round`` on the fitted
         model's labels before anything leaves the client (randomised labels, teachers'
         votes, or a DP-trained model's labels with the round's privacy event for the
         ledger). Its noise comes from the operating system's entropy unless
-        :meth:`run_round` is given a ``privacy_seed``. A mechanism of the earlier
-        ``applies_to`` protocol is adapted with a ``DeprecationWarning``. A private client
+        :meth:`run_round` is given a ``privacy_seed``. A private client
         keeps its own ledger (:attr:`site_ledger`, a
-        :class:`~cotrain.privacy.site_ledger.SiteLedger`): a round it answered already is
+        :class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`): a round it answered already is
         answered with the same bytes, and past its mechanism's ``budget`` it refuses
-        (:class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` in the step's ``error``).
+        (:class:`~cotrain.privacy.ledgers.site_ledger.PrivacyBudgetSpent` in the step's ``error``).
     own_ledger : bool, default=True
         Whether a private client keeps that ledger itself (in memory, in its
         ``state_dict``); False where its caller keeps one (a Flower site, on its disk,
@@ -306,7 +304,7 @@ class Client:
             in place, so the server decides whether to skip the client. A private client
             asked again for a round it answered returns the same message (no refit, no
             fresh noise); one whose next release would exceed its budget returns a
-            :class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` error; a failed
+            :class:`~cotrain.privacy.ledgers.site_ledger.PrivacyBudgetSpent` error; a failed
             round releases nothing and is not counted.
         """
         if self.wire is None or self.X_public is None:

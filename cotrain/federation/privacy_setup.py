@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.privacy.accounting import is_accounted
-from cotrain.privacy.legacy import as_mechanism
+from cotrain.privacy.accounting.epsilon import is_accounted
+from cotrain.privacy.mechanisms.base import as_mechanism
 
 __all__ = [
     "bind_public",
@@ -63,7 +63,7 @@ def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public:
     accounted = [m for m in mechanisms if is_accounted(m)]
     if not accounted:
         return None
-    from cotrain.privacy.ledger import PrivacyLedger, guarantee_of
+    from cotrain.privacy.ledgers.ledger import PrivacyLedger, guarantee_of
 
     for m in accounted:
         if guarantee_of(m)[0] == "label":

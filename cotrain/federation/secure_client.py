@@ -1,7 +1,7 @@
 """A site of a secure-sum run: its own model, and noisy teacher-vote shares for the sum.
 
 :class:`SecureClient` is a :class:`~cotrain.federation.client.Client` whose uploads are
-shares of a secure sum (:class:`~cotrain.privacy.secure_votes.SecureTeacherVotes`). Each
+shares of a secure sum (:class:`~cotrain.privacy.mechanisms.secure_votes.SecureTeacherVotes`). Each
 round it fits its own model on its rows ∪ P as every client does (the model never leaves
 it), then:
 
@@ -14,7 +14,7 @@ it), then:
 The site enforces the public plan itself, whatever the server asks: at most the planned
 rounds, at most ``answers`` selected rows per round, one selection per round, and the same
 bytes for a repeated request (no fresh noise); anything else is refused with a
-:class:`~cotrain.privacy.site_ledger.PrivacyBudgetSpent` error, a client failure.
+:class:`~cotrain.privacy.ledgers.site_ledger.PrivacyBudgetSpent` error, a client failure.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import numpy as np
 
 from cotrain.federation.client import Client, StepResult
 from cotrain.federation.secure_sum import encode_share
-from cotrain.privacy.mechanisms import ClientRound
-from cotrain.privacy.secure_votes import SecurePlan
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.mechanisms.base import ClientRound
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan
 from cotrain.wire.broadcast import Downlink
 
 __all__ = ["SecureClient"]
@@ -43,14 +43,14 @@ class SecureClient(Client):
     ----------
     *args, **kwargs
         As for :class:`~cotrain.federation.client.Client`, with ``privacy`` a
-        :class:`~cotrain.privacy.secure_votes.SecureTeacherVotes`.
+        :class:`~cotrain.privacy.mechanisms.secure_votes.SecureTeacherVotes`.
     plan : SecurePlan
         The run's public noise plan.
 
     Examples
     --------
     >>> from sklearn.tree import DecisionTreeClassifier
-    >>> from cotrain.privacy.secure_votes import SecureTeacherVotes
+    >>> from cotrain.privacy.mechanisms.secure_votes import SecureTeacherVotes
     >>> votes = SecureTeacherVotes(n_teachers=2, mu=4.0)
     >>> plan = votes.plan(n_sites=1, n_public=2, n_classes=2, rounds=1)
     >>> X = np.arange(20.0).reshape(-1, 1); y = (X[:, 0] >= 10).astype(np.int64)

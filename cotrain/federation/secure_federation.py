@@ -1,11 +1,12 @@
 """The in-process round of a secure-sum run (``privacy=SecureTeacherVotes(...)``).
 
 :class:`SecureSumFederation` is a :class:`~cotrain.federation.simulation.SimulatedFederation`
-whose round follows the secure-sum protocol of :mod:`cotrain.privacy.secure_votes`: the server
-chooses the queries, the sites send shares, :func:`~cotrain.federation.secure_sum.secure_sum`
-hands the server only their sum, the server keeps the confident queries and asks for their
-answer shares, and the answer sum's argmax becomes the consensus the server broadcasts as in
-any run. The server's code below only ever holds sums.
+whose round follows the secure-sum protocol of :mod:`cotrain.privacy.mechanisms.secure_votes`: the
+server chooses the queries, the sites send shares,
+:func:`~cotrain.federation.secure_sum.sum_shares_in_process` hands the server only their sum, the
+server keeps the confident queries and asks for their answer shares, and the answer sum's argmax
+becomes the consensus the server broadcasts as in any run. The server's code below only ever holds
+sums.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from cotrain.federation.secure_sum import (
     VoteSums,
     confident_answers,
     decode_share,
-    secure_sum,
+    sum_shares_in_process,
 )
 from cotrain.federation.seeding import noise_seed_for
 from cotrain.federation.simulation import SimulatedFederation
 from cotrain.history import RoundRecord
-from cotrain.privacy.secure_ledger import SecureVotesLedger
-from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
+from cotrain.privacy.ledgers.secure_ledger import SecureVotesLedger
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.runtime.straggler import Straggler
 
 __all__ = ["SecureRound", "SecureSumFederation", "check_secure_run", "is_secure_sum"]
@@ -290,7 +291,7 @@ class SecureSumFederation(SimulatedFederation):
                 failed[i] = f"{type(err).__name__}: {err}"
         if n_rows == 0:
             return None, failed, timed_out, up
-        summed = secure_sum(shares, self.plan.min_sites)
+        summed = sum_shares_in_process(shares, self.plan.min_sites)
         del shares  # the server's code keeps only the sum
         if summed is None and self.server.on_client_error == "raise":
             raise RuntimeError(

@@ -1,7 +1,7 @@
 """The server's side of teacher votes summed under secure aggregation (in-process).
 
-:func:`secure_sum` stands in for Flower's SecAgg+ in a simulation: it takes the sites' share
-vectors and hands back **only their sum** (and who contributed), or nothing when fewer sites
+:func:`sum_shares_in_process` stands in for Flower's SecAgg+ in a simulation: it takes the sites'
+share vectors and hands back **only their sum** (and who contributed), or nothing when fewer sites
 contributed than the noise plan needs — so the server object of a simulated run, like a
 deployed ServerApp, never holds one site's histogram. It is not cryptography (everything runs
 in one process); it fixes the interface the server code sees.
@@ -15,10 +15,10 @@ Examples
 --------
 >>> import numpy as np
 >>> shares = {0: np.array([[3, 1], [0, 4]]), 1: np.array([[2, 2], [1, 3]])}
->>> summed = secure_sum(shares, min_sites=2)
+>>> summed = sum_shares_in_process(shares, min_sites=2)
 >>> summed.total.tolist(), summed.sites
 ([[5, 3], [1, 7]], (0, 1))
->>> secure_sum(shares, min_sites=3) is None      # too few sites: the sum is not revealed
+>>> sum_shares_in_process(shares, min_sites=3) is None      # too few sites: the sum is not revealed
 True
 """
 
@@ -38,7 +38,7 @@ __all__ = [
     "confident_answers",
     "decode_share",
     "encode_share",
-    "secure_sum",
+    "sum_shares_in_process",
 ]
 
 #: shares travel as little-endian int32 (votes plus Skellam noise stay far inside its range)
@@ -95,7 +95,7 @@ class SummedShares:
     sites: tuple[int, ...]
 
 
-def secure_sum(shares: Mapping[int, Any], min_sites: int) -> SummedShares | None:
+def sum_shares_in_process(shares: Mapping[int, Any], min_sites: int) -> SummedShares | None:
     """The sum of the sites' shares, or None when fewer than ``min_sites`` contributed.
 
     The in-process stand-in for secure aggregation: its caller hands the server only the

@@ -57,7 +57,7 @@ class CoTrainingServer:
         A failed client (or a malformed upload) stops the run or sits the round out.
     min_clients : int
         Fewest answers a round may go on with.
-    ledger : cotrain.privacy.ledger.PrivacyLedger, optional
+    ledger : cotrain.privacy.ledgers.ledger.PrivacyLedger, optional
         Accounts the ε of every client release.
     client_names : sequence of str, optional
         How errors name each client (default ``"client i"``).

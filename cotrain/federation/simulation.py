@@ -24,7 +24,7 @@ from cotrain.federation.seeding import noise_seed_for
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun
 from cotrain.history import History, RoundRecord
-from cotrain.privacy.site_ledger import quote_site_epsilon
+from cotrain.privacy.ledgers.site_ledger import quote_site_epsilon
 from cotrain.runtime.straggler import Straggler
 
 __all__ = ["SimulatedFederation"]
@@ -136,7 +136,7 @@ class SimulatedFederation:
     def privacy_report(self) -> dict[str, Any] | None:
         """The server ledger's report, each private client's own ledger ε quoted beside
         the server's count (``"site_epsilon"``; see
-        :func:`~cotrain.privacy.site_ledger.quote_site_epsilon`); None without a ledger."""
+        :func:`~cotrain.privacy.ledgers.site_ledger.quote_site_epsilon`); None without a ledger."""
         if self.ledger is None:
             return None
         report = self.ledger.report()

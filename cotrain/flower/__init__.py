@@ -8,13 +8,14 @@ inside the functions that use it.
 - :mod:`cotrain.flower.server_app` — ``FlowerCoTraining`` (the server strategy) and
   ``make_server_app()``;
 - :mod:`cotrain.flower.protocol` — what the messages carry (numeric arrays only);
-- :mod:`cotrain.flower.localhost` — ``LocalFederation``: a SuperLink and SuperNodes on
-  localhost as processes, for tests, benchmarks and trying a deployment.
+- :mod:`cotrain.flower.local` — localhost tooling: ``LocalFederation``
+  (:mod:`cotrain.flower.local.localhost`), a SuperLink and SuperNodes on localhost as
+  processes, for tests, benchmarks and trying a deployment.
 
 See ``examples/flower/README.md``.
 """
 
-__all__ = ["client_app", "localhost", "protocol", "server_app", "site"]
+__all__ = ["client_app", "local", "protocol", "server_app", "site"]
 
 
 def __dir__() -> list[str]:

@@ -36,12 +36,12 @@ from cotrain.federation.seeding import seeded_clone
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
 from cotrain.flower.secure_share import share_request, share_vector
-from cotrain.flower.secure_site import is_secure_site, site_share, site_vote
+from cotrain.flower.secure_site import is_secure_site, secagg_share_reply, site_vote
 from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
 from cotrain.flower.site import Site, declares_privacy, load_site
 from cotrain.flower.site_state import SiteState, decode_reply, encode_reply, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
-from cotrain.privacy.ledger import event_to_json
+from cotrain.privacy.ledgers.ledger import event_to_json
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
@@ -88,8 +88,8 @@ def handle_train(msg: Any, context: Any) -> Any:
 
 def local_secure_vector(config: dict[str, Any], context: Any) -> np.ndarray:
     """This site's vector for a SecAgg+ sum, computed in this process
-    (:func:`cotrain.flower.secure_site.site_share`; any error refuses the sum)."""
-    return share_vector(site_share(site_for(context), share_request(config, context)))
+    (:func:`cotrain.flower.secure_site.secagg_share_reply`; any error refuses the sum)."""
+    return share_vector(secagg_share_reply(site_for(context), share_request(config, context)))
 
 
 def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:

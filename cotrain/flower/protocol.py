@@ -51,8 +51,6 @@ from typing import Any
 
 import numpy as np
 
-from learners._deprecation import deprecated_names
-
 LABELS = "labels"
 ROUND = "round"
 SITE = "site"
@@ -210,7 +208,3 @@ def warnings_from_config(record: Any) -> Counter:
             )
         }
     )
-
-
-# the British spelling, for one release
-__getattr__ = deprecated_names(__name__, {"sanitise": "cotrain.flower.protocol.sanitize"})

@@ -177,7 +177,7 @@ def relay_train(msg: Any, context: Any) -> Any:
 
 def secure_vector(config: dict[str, Any], context: Any) -> Any:
     """This site's vector for a SecAgg+ sum (a secure-vote round), from its worker (or
-    computed here if it has none): :func:`cotrain.flower.secure_site.site_share`."""
+    computed here if it has none): :func:`cotrain.flower.secure_site.secagg_share_reply`."""
     node, run = context.node_config, context.run_config
     request, path = share_request(config, context), worker_socket(node, run)
     if path is not None:

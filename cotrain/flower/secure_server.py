@@ -3,10 +3,10 @@
 :class:`FlowerSecureRound` runs the in-process round logic,
 :class:`cotrain.federation.secure_federation.SecureRound` (queries, Confident-GNMax,
 :class:`~cotrain.federation.secure_sum.VoteSums`,
-:class:`~cotrain.privacy.secure_ledger.SecureVotesLedger`,
+:class:`~cotrain.privacy.ledgers.secure_ledger.SecureVotesLedger`,
 :meth:`~cotrain.federation.server.CoTrainingServer.publish_round`), and gives it its two
 steps over the Grid, each sum through Flower's SecAgg+
-(:func:`cotrain.flower.secure_sum.secure_sum`): the ServerApp's code never receives a
+(:func:`cotrain.flower.secure_sum.secagg_sum`): the ServerApp's code never receives a
 site's share, only the sums.
 
 Round ``t``, message by message
@@ -20,7 +20,7 @@ Round ``t``, message by message
    setup, share keys, collect masked vectors, unmask), query
    ``<run token>/<t>/first``, shape ``(n_queries, C)``, reconstruction threshold at least
    the plan's ``min_sites``. In the collect stage each site's relay fetches its stored
-   share from its worker (:func:`cotrain.flower.secure_site.site_share`) and
+   share from its worker (:func:`cotrain.flower.secure_site.secagg_share_reply`) and
    :func:`~flwr.client.mod.secaggplus_mod` masks it. With a threshold this is the check
    sum, else the answer sum.
 3. **answer sum** (only with a threshold, and only if a query is confident) — SecAgg+ over
@@ -56,7 +56,7 @@ from cotrain.federation.secure_sum import SHARE_DTYPE, SummedShares
 from cotrain.flower import protocol
 from cotrain.flower.handshake import error_text, exchange
 from cotrain.flower.secure_site import N_SITES, QUERIES, ROUNDS, SELECTED, STEP
-from cotrain.flower.secure_sum import SecureSumError, secure_sum
+from cotrain.flower.secure_sum import SecureSumError, secagg_sum
 from cotrain.history import RoundRecord
 
 __all__ = ["FlowerSecureRound"]
@@ -74,7 +74,7 @@ class FlowerSecureRound:
     run : ServerRun
         The run's server side (:func:`~cotrain.federation.setup.build_server`); its
         server's ledger becomes the run's
-        :class:`~cotrain.privacy.secure_ledger.SecureVotesLedger` (so the privacy-budget
+        :class:`~cotrain.privacy.ledgers.secure_ledger.SecureVotesLedger` (so the privacy-budget
         callback, checkpoints and the report use it, as in-process).
     privacy : SecureTeacherVotes
     n_public, n_classes, rounds : int
@@ -250,7 +250,7 @@ class FlowerSecureRound:
         }  # fmt: skip
         threshold = max(plan.min_sites, len(nodes) // 2 + 1)
         try:
-            result = secure_sum(
+            result = secagg_sum(
                 grid, sorted(nodes), shape=shape, query=f"{token}/{t}/{step}",
                 reconstruction_threshold=threshold, timeout=self.round_timeout,
                 server_round=int(t), config=config,

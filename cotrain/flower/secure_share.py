@@ -5,7 +5,7 @@ A light module (numpy and Flower only), shared by the relay ClientApp
 the in-process ClientApp (:mod:`cotrain.flower.client_app`): the request is the sum's
 public config plus the reconstruction threshold the server set up in the SecAgg+ setup
 stage (the site refuses one below its plan's ``min_sites``); the answer is
-:func:`cotrain.flower.secure_site.site_share`'s ``{"share": base64 int32, "shape": ...}``.
+:func:`cotrain.flower.secure_site.secagg_share_reply`'s ``{"share": base64 int32, "shape": ...}``.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ kinds of request, both with the in-process site's code,
   P, trains its teachers and computes its noisy shares on the round's queries
   (:meth:`SecureClient.vote_round`, noise from this site's own entropy) and **keeps them on
   its own disk**; its reply carries no share, only the consensus version it now holds;
-- the *collect masked vectors* stage of each SecAgg+ sum (:func:`site_share`, called by
+- the *collect masked vectors* stage of each SecAgg+ sum (:func:`secagg_share_reply`, called by
   the relay ClientApp's vector function through the site's warm worker, or in the
   ClientApp's own process): the stored first share, or the rows of the answer share that
   the server selected (:meth:`SecureClient.answer_round`). Flower's
   :func:`~flwr.client.mod.secaggplus_mod` masks it before it leaves the site.
 
 The site enforces the public plan itself: it computes the
-:class:`~cotrain.privacy.secure_votes.SecurePlan` from its own mechanism and the run's
+:class:`~cotrain.privacy.mechanisms.secure_votes.SecurePlan` from its own mechanism and the run's
 public configuration (sites, |U|, classes, rounds), keeps the first plan of a run and
 refuses another; refuses a SecAgg+ reconstruction threshold below the plan's
 ``min_sites`` (a sum over fewer sites would not carry the planned noise); and keeps what
@@ -49,8 +49,8 @@ from cotrain.flower import protocol
 from cotrain.flower.site import Site
 from cotrain.flower.site_state import STATE_DIR, SiteState
 from cotrain.persistence.checkpoint import checkpoint_blocker
-from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
-from cotrain.privacy.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.trust import client_trust
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
@@ -62,8 +62,8 @@ __all__ = [
     "ROUNDS",
     "SecureStore",
     "is_secure_site",
+    "secagg_share_reply",
     "site_plan",
-    "site_share",
     "site_vote",
 ]
 
@@ -239,7 +239,7 @@ def site_vote(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     return {"config": {}, "metrics": {protocol.STATS: {"broadcast-version": version}}, "arrays": {}}
 
 
-def site_share(site: Site, request: dict[str, Any]) -> dict[str, Any]:
+def secagg_share_reply(site: Site, request: dict[str, Any]) -> dict[str, Any]:
     """This site's vector for one SecAgg+ sum: the stored first share, or the selected
     rows of the answer share; ``{"share": int32 bytes, "shape": [rows, classes]}``.
 

@@ -2,14 +2,14 @@
 
 Private sites each hold an integer vector — e.g. a teacher-vote histogram of shape
 ``(n_queries, n_classes)`` that already includes the site's share of integer (Skellam)
-noise — and the ServerApp must learn only the sum over sites. :func:`secure_sum` (in the
+noise — and the ServerApp must learn only the sum over sites. :func:`secagg_sum` (in the
 ServerApp) and :func:`secure_sum_handler` (in each site's ClientApp) get that sum *exactly*
 through Flower's SecAgg+ protocol; no cryptography is written here.
 
 Which Flower component does what
 --------------------------------
 - :class:`flwr.server.workflow.SecAggPlusWorkflow` (server side, run inside the ServerApp
-  by :func:`secure_sum`) drives the four stages over the Grid, each a ``train`` message
+  by :func:`secagg_sum`) drives the four stages over the Grid, each a ``train`` message
   per site: *setup* (the parameters below; each site answers with two public keys),
   *share keys* (relays the public keys; each site answers with Shamir shares of its mask
   seed and of its first secret key, encrypted for each neighbour), *collect masked
@@ -43,7 +43,7 @@ weighted *mean*. :func:`exact_ranges` picks ``c = bound``, ``Q = 2 * bound`` and
    sum of the ``q`` nor the summed weights (``n * Q``) wrap modulo ``M``;
 3. the server's dequantisation is ``sum(q) - n * bound = S`` (integers below 2**53, exact
    in float64), then multiplied by ``Q / (n * Q)``: the float mean ``S (1 + e) / n`` with
-   ``|e| <= 2**-52``. :func:`secure_sum` returns ``rint(n * mean)``, which is ``S``
+   ``|e| <= 2**-52``. :func:`secagg_sum` returns ``rint(n * mean)``, which is ``S``
    whenever ``|S| * 2**-50 < 1/2`` — always, since ``|S| <= n * bound < M <= 2**32``.
 
 Each site checks the parameters the server sent it (1 and 2 above) before it contributes,
@@ -81,14 +81,14 @@ What SecAgg+ (flwr 1.41) assumes and gives
   masks are removed with ``t`` shares of its key); the protocol completes while every site
   keeps at least ``t`` live neighbours (itself included) through the last stage: with
   ``num_shares = n`` that is up to ``n - t`` dropouts. Beyond that the workflow halts
-  and :func:`secure_sum` raises :class:`SecureSumError`. A site that fails *after*
+  and :func:`secagg_sum` raises :class:`SecureSumError`. A site that fails *after*
   sending its masked vector is still in the sum. Dropouts are detected from error
   replies, or, with ``timeout``, from silence.
 - **What the ServerApp sees:** public keys, ciphertexts it cannot read, masked vectors
   (each entry uniform modulo ``M`` — Flower draws masks in ``[0, M - 2]``), the shares
   that remove the masks, each site's constant weight (1) and empty metrics, the error
   replies of sites that dropped (fixed words from this module) and the aggregate.
-  :func:`secure_sum`'s caller gets only :class:`SecureSum`.
+  :func:`secagg_sum`'s caller gets only :class:`SecureSum`.
 - **Noise:** a site's noise share is summed with the others'; colluding sites know and
   can subtract theirs, so the noise a privacy claim may count is that of the honest
   contributors only.
@@ -106,7 +106,7 @@ site's own code):
 
 >>> def main(grid, context):  # doctest: +SKIP
 ...     nodes = list(grid.get_node_ids())
-...     result = secure_sum(grid, nodes, shape=(1000, 10), query="run-7/round-3")
+...     result = secagg_sum(grid, nodes, shape=(1000, 10), query="run-7/round-3")
 ...     result.total  # int64, shape (1000, 10): the sum over result.node_ids
 >>> app = make_secure_sum_client_app(lambda config, context: votes(config))  # doctest: +SKIP
 """
@@ -129,7 +129,7 @@ __all__ = [
     "exact_ranges",
     "is_secure_sum_message",
     "make_secure_sum_client_app",
-    "secure_sum",
+    "secagg_sum",
     "secure_sum_handler",
 ]
 
@@ -161,7 +161,7 @@ class SecureSumRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class SecureSum:
-    """What :func:`secure_sum` returns.
+    """What :func:`secagg_sum` returns.
 
     Attributes
     ----------
@@ -255,7 +255,7 @@ def _sharing(n: int, num_shares: int | None, threshold: int | None) -> tuple[int
 
 
 # ------------------------------------------------------------------- server side
-def secure_sum(
+def secagg_sum(
     grid: Any,
     node_ids: Sequence[int],
     *,
@@ -397,7 +397,7 @@ def _strategy_class() -> type:
             self.node_id = node_id
 
         def get_properties(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError("secure_sum talks to sites through the Grid only")
+            raise NotImplementedError("secagg_sum talks to sites through the Grid only")
 
         get_parameters = fit = evaluate = reconnect = get_properties
 
@@ -446,7 +446,7 @@ def is_secure_sum_message(message: Any) -> bool:
 def secure_sum_handler(
     vector_fn: VectorFn, *, min_sites: int = 2, bound: int | None = None
 ) -> Callable[[Any, Any], Any]:
-    """A ``train`` handler that answers :func:`secure_sum` with this site's vector.
+    """A ``train`` handler that answers :func:`secagg_sum` with this site's vector.
 
     It runs Flower's :func:`flwr.client.mod.secaggplus_mod` around ``vector_fn``, which is
     called once per sum, in the stage that collects the masked vectors. Before the site
@@ -465,7 +465,7 @@ def secure_sum_handler(
     vector_fn : callable
         ``vector_fn(config, context) -> array of ints``: ``config`` is the dict the
         server sent (the ``secure-sum-query``, ``-shape`` and ``-bound`` keys and the
-        ``config`` of :func:`secure_sum`), ``context`` the site's Flower Context.
+        ``config`` of :func:`secagg_sum`), ``context`` the site's Flower Context.
     min_sites : int, default=2
         The fewest sites this site's vector may be summed with (itself included): it
         refuses a server whose ``reconstruction_threshold`` is lower (Flower's client then
@@ -503,7 +503,7 @@ def secure_sum_handler(
 def make_secure_sum_client_app(
     vector_fn: VectorFn, *, min_sites: int = 2, bound: int | None = None
 ) -> Any:
-    """A ClientApp whose ``train`` messages are :func:`secure_sum` stages.
+    """A ClientApp whose ``train`` messages are :func:`secagg_sum` stages.
 
     A site that also runs cotrain's rounds routes by content instead, in its one
     ``train`` handler: ``secure(msg, ctx) if is_secure_sum_message(msg) else

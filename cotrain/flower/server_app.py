@@ -41,8 +41,8 @@ from cotrain.flower.secure_server import FlowerSecureRound
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
-from cotrain.privacy.ledger import event_from_json
-from cotrain.privacy.site_ledger import quote_site_epsilon
+from cotrain.privacy.ledgers.ledger import event_from_json
+from cotrain.privacy.ledgers.site_ledger import quote_site_epsilon
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 

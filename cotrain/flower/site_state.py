@@ -8,7 +8,7 @@ atomically by the same store as ``FederatedCoTrainer(checkpoint_dir=...)``
 (:class:`cotrain.persistence.checkpoint.Checkpointer`: a manifest of SHA-256 digests, skops for the
 model, no pickle). The token identifies the run; the ServerApp sends it with every round.
 
-A private site's ledger (:class:`cotrain.privacy.site_ledger.SiteLedger`: every release
+A private site's ledger (:class:`cotrain.privacy.ledgers.site_ledger.SiteLedger`: every release
 it sent, with the exact reply bytes) lives beside it under ``<site folder>/state/privacy/``
 — not per run: a new run token does not reset the site's budget
 (:func:`open_site_ledger`).
@@ -36,7 +36,7 @@ from cotrain.persistence.checkpoint import (
     fingerprint,
     split_arrays,
 )
-from cotrain.privacy.site_ledger import SiteLedger
+from cotrain.privacy.ledgers.site_ledger import SiteLedger
 
 __all__ = [
     "PRIVACY_DIR",

@@ -12,7 +12,7 @@ by default ``<site folder>/worker.sock``, created with mode 0600 (only the site'
 user can connect). Requests are served one at a time: ``query`` runs
 :func:`cotrain.flower.client_app.site_query`, ``train`` runs
 :func:`cotrain.flower.client_app.site_train`, ``secure-share`` runs
-:func:`cotrain.flower.secure_site.site_share` (a secure-vote site's share for a SecAgg+
+:func:`cotrain.flower.secure_site.secagg_share_reply` (a secure-vote site's share for a SecAgg+
 sum), ``ping`` answers ``{"ok": true}``.
 
 Framing: every frame is a 4-byte big-endian length followed by that many bytes of UTF-8
@@ -343,9 +343,9 @@ class SiteWorker:
             if op == "train":
                 return {"ok": True, "content": client_app.site_train(self.site, content)}
             if op == "secure-share":  # a SecAgg+ stage asks for this site's share
-                from cotrain.flower.secure_site import site_share
+                from cotrain.flower.secure_site import secagg_share_reply
 
-                return {"ok": True, "content": site_share(self.site, content)}
+                return {"ok": True, "content": secagg_share_reply(self.site, content)}
             raise ValueError(
                 f"unknown op {op!r}: expected 'ping', 'query', 'train' or 'secure-share'"
             )

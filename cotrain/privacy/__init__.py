@@ -28,17 +28,23 @@ anything leaves it:
 
 Every mechanism is an object the client calls at each step of its round (``prepare`` once,
 ``before_fit``, ``release_round``): the protocol is documented in
-:mod:`cotrain.privacy.mechanisms`; :func:`as_mechanism` adapts one written for the earlier
-``applies_to`` protocol, with a ``DeprecationWarning``.
+:mod:`cotrain.privacy.mechanisms.base`; :func:`as_mechanism` refuses anything else with a
+``TypeError``.
 
 GNMax on the server is a consensus, :class:`consensus.NoisyArgmax` (against broadcast
 observers only). FedAUX certainty weighting: :class:`CertaintyScorer` and
 :func:`fedaux_weights` feed ``consensus.CertaintyWeighted(scores, scorer_epsilon=...,
-scorer_delta=...)``, whose one-off cost enters the ledger; :func:`one_shot_fedaux` is the
-one-round, fully private variant (FedAUXfdp). :func:`epsilon_spent` and
-:class:`RunningComposition` compose events exactly (a :class:`PrivacyLedger` does it per
-client during a run). :func:`cotrain.audit.sensitivity_lower_bound` searches adversarial
-neighbours for an *empirical lower bound* on s*; no function gives s* for a general learner.
+scorer_delta=...)``, whose one-off cost enters the ledger (the one-round, fully private variant,
+FedAUXfdp, is a baseline: :func:`cotrain.baselines.fedaux_one_shot.one_shot_fedaux`).
+:func:`epsilon_spent` and :class:`RunningComposition` compose events exactly (a
+:class:`PrivacyLedger` does it per client during a run).
+:func:`cotrain.audit.sensitivity_lower_bound` searches adversarial neighbours for an
+*empirical lower bound* on s*; no function gives s* for a general learner.
+
+The package has four rooms: :mod:`cotrain.privacy.mechanisms` (what a client releases and
+its noise), :mod:`cotrain.privacy.accounting` (events, their composition, the sensitivity),
+:mod:`cotrain.privacy.ledgers` (who counts the releases and enforces the budget) and
+:mod:`cotrain.privacy.fedaux` (FedAUX's DP certainty scorers and softmax head).
 
 Privacy noise is drawn at each client from the operating system's entropy: nobody who knows
 the run's ``random_state`` can replay it (``reproducible_noise=True`` is a warned opt-in for
@@ -56,16 +62,18 @@ Examples
 True
 """
 
-from cotrain.privacy.accounting import (
-    RELATIONS,
+from cotrain.privacy.accounting.composition import RELATIONS, RunningComposition
+from cotrain.privacy.accounting.epsilon import (
     basic_composition,
     epsilon_spent,
     gaussian_epsilon,
     gaussian_noise_multiplier,
     is_accounted,
 )
-from cotrain.privacy.composition import RunningComposition
-from cotrain.privacy.dpsgd import DPSGD, dpsgd_epsilon
+from cotrain.privacy.accounting.sensitivity import (
+    SensitivityBound,
+    analytic_sensitivity_bound,
+)
 from cotrain.privacy.fedaux import (
     CertaintyScorer,
     DPSoftmaxHead,
@@ -73,17 +81,22 @@ from cotrain.privacy.fedaux import (
     fedaux_features,
     fedaux_sigma,
     fedaux_weights,
-    one_shot_fedaux,
 )
-from cotrain.privacy.ledger import PrivacyLedger
-from cotrain.privacy.legacy import as_mechanism
-from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, RandomizedResponse, Release
-from cotrain.privacy.secure_votes import SecurePlan, SecureTeacherVotes
-from cotrain.privacy.sensitivity import SensitivityBound, analytic_sensitivity_bound
-from cotrain.privacy.shards import teacher_shards
-from cotrain.privacy.soft_labels import GaussianSoftLabels
-from cotrain.privacy.teachers import SubsampleAndAggregate, teacher_votes
-from cotrain.privacy.xor import XORMechanism
+from cotrain.privacy.ledgers.ledger import PrivacyLedger
+from cotrain.privacy.mechanisms.base import (
+    ClientRound,
+    LabelMechanism,
+    RandomizedResponse,
+    Release,
+    as_mechanism,
+)
+from cotrain.privacy.mechanisms.dpsgd import DPSGD, dpsgd_epsilon
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
+from cotrain.privacy.mechanisms.shards import teacher_shards
+from cotrain.privacy.mechanisms.soft_labels import GaussianSoftLabels
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
+from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
+from cotrain.privacy.mechanisms.xor import XORMechanism
 
 __all__ = [
     "DPSGD",
@@ -114,7 +127,6 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
     "is_accounted",
-    "one_shot_fedaux",
     "teacher_shards",
     "teacher_votes",
 ]

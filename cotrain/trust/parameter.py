@@ -131,7 +131,7 @@ use trust=None
     """
     name = type(privacy).__name__
     if privacy is not None:
-        from cotrain.privacy.legacy import as_mechanism
+        from cotrain.privacy.mechanisms.base import as_mechanism
 
         privacy = as_mechanism(privacy)
     private_training = privacy is not None and not privacy.cross_validated_trust

@@ -47,7 +47,7 @@ class Upload:
         (always, for a client with a privacy mechanism).
     site_epsilon : float or None
         A private client's own ledger ε after this reply (its
-        :meth:`cotrain.privacy.site_ledger.SiteLedger.epsilon`: every release it sent,
+        :meth:`cotrain.privacy.ledgers.site_ledger.SiteLedger.epsilon`: every release it sent,
         a function of public configuration and of how many releases it made); the
         privacy report quotes it beside the server's count. None for any other client.
     """

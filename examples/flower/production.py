@@ -7,7 +7,7 @@ private data, its own evaluation data and record-level privacy applied at the si
 (``cotrain.privacy.SubsampleAndAggregate``, the same mechanism in every ``site.toml`` and
 in the run config). A SuperLink serving over TLS and three SuperNodes that authenticate
 with registered keys run as separate processes
-(:class:`cotrain.flower.localhost.LocalFederation` with ``tls=True, auth=True``); the
+(:class:`cotrain.flower.local.localhost.LocalFederation` with ``tls=True, auth=True``); the
 Flower app in this folder runs with ``flwr run``. The script then prints the history
 and the privacy report.
 
@@ -35,7 +35,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch
 
-from cotrain.flower.localhost import LocalFederation
+from cotrain.flower.local.localhost import LocalFederation
 from cotrain.flower.site import mechanism_from_spec, write_site
 
 APP = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""FedAUX certainty scoring with differential privacy, and a one-shot FedAUXfdp-style round.
+"""FedAUX's DP mechanisms: certainty scorers and FedAUXfdp's softmax head.
 
 A client's *certainty scorer* says how much a public example looks like the client's private
 data (FedAUX, Sattler et al. 2021, eq. 4-6). It is an L2-regularised
@@ -18,11 +18,11 @@ In scikit-learn terms ``C = 1/(λN)``. The official FedAUX code passes ``C = 1/�
 fits is regularised N times too weakly, so its sensitivity is ``2/λ`` while the noise is
 calibrated for ``2/(λN)`` -- N times too little noise. This module uses ``C = 1/(λN)``.
 
-The one-shot mode (:func:`one_shot_fedaux`, after FedAUXfdp, Hoech et al. 2022) adds a DP
-multinomial logistic head per client (:class:`DPSoftmaxHead`, sensitivity ``2√C/(λ|D|)``); the
-clients' DP soft labels on the public pool are averaged with their DP certainty scores and a
-student is trained on the result. Privacy composes basically: ``ε = ε_scores + ε_labels``,
-``δ = δ_scores + δ_labels`` per client.
+The one-shot mode (:func:`cotrain.baselines.fedaux_one_shot.one_shot_fedaux`, after FedAUXfdp,
+Hoech et al. 2022; a baseline round) adds a DP multinomial logistic head per client
+(:class:`DPSoftmaxHead`, sensitivity ``2√C/(λ|D|)``); the clients' DP soft labels on the
+public pool are averaged with their DP certainty scores and a student is trained on the result.
+Privacy composes basically: ``ε = ε_scores + ε_labels``, ``δ = δ_scores + δ_labels`` per client.
 
 The noise is drawn from the operating system's entropy: ``random_state`` never seeds it unless
 the caller opts into ``reproducible_noise=True`` (simulations only; warns), since whoever knows
@@ -42,7 +42,7 @@ Examples
 True
 """
 
-from cotrain.privacy.fedaux.head import DPSoftmaxHead, one_shot_fedaux
+from cotrain.privacy.fedaux.head import DPSoftmaxHead
 from cotrain.privacy.fedaux.scorer import (
     CALIBRATIONS,
     SCORE_EPS,
@@ -64,5 +64,4 @@ __all__ = [
     "fedaux_features",
     "fedaux_sigma",
     "fedaux_weights",
-    "one_shot_fedaux",
 ]

@@ -5,8 +5,9 @@ The noise of a DP certainty scorer or head is drawn from fresh entropy: whoever 
 subtract it from the released weights and recover the exact non-private ones. Seeding it from
 ``random_state`` is the explicit, warned opt-in ``reproducible_noise=True`` of
 :class:`~cotrain.privacy.fedaux.CertaintyScorer`, :class:`~cotrain.privacy.fedaux.DPSoftmaxHead`,
-:func:`~cotrain.privacy.fedaux.fedaux_weights` and :func:`~cotrain.privacy.fedaux.one_shot_fedaux`
-(as ``reproducible_noise`` of :class:`cotrain.FederatedCoTrainer`), for simulations only.
+:func:`~cotrain.privacy.fedaux.fedaux_weights` and
+:func:`~cotrain.baselines.fedaux_one_shot.one_shot_fedaux` (as ``reproducible_noise`` of
+:class:`cotrain.FederatedCoTrainer`), for simulations only.
 
 Examples
 --------
@@ -85,7 +86,7 @@ def replayable_noise(
 
     Examples
     --------
-    >>> from cotrain.privacy.fedaux.scorer import replayable_noise
+    >>> from cotrain.privacy.fedaux.noise import replayable_noise
     >>> replayable_noise(0, False, "a scorer"), replayable_noise(None, True, "a scorer")
     (False, False)
     """
@@ -111,7 +112,7 @@ def noise_generator(random_state: Any, replayable: bool) -> np.random.Generator:
 
     Examples
     --------
-    >>> from cotrain.privacy.fedaux.scorer import noise_generator
+    >>> from cotrain.privacy.fedaux.noise import noise_generator
     >>> bool(noise_generator(0, False).normal() == noise_generator(0, False).normal())
     False
     >>> bool(noise_generator(0, True).normal() == noise_generator(0, True).normal())
@@ -129,7 +130,7 @@ def client_noise_seeds(
 
     Examples
     --------
-    >>> from cotrain.privacy.fedaux.scorer import client_noise_seeds
+    >>> from cotrain.privacy.fedaux.noise import client_noise_seeds
     >>> client_noise_seeds(0, 2, False)
     [None, None]
     >>> len(client_noise_seeds(0, 2, True))

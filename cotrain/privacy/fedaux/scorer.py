@@ -35,11 +35,9 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 
-from cotrain.privacy.accounting import gaussian_noise_multiplier
+from cotrain.privacy.accounting.epsilon import gaussian_noise_multiplier
 from cotrain.privacy.fedaux.noise import (
     REPLAYABLE_WARNING,
-    as_generator,
-    as_seed_sequence,
     client_noise_seeds,
     noise_generator,
     replayable_noise,
@@ -50,8 +48,6 @@ __all__ = [
     "SCORE_EPS",
     "CertaintyScorer",
     "as_2d_float",
-    "as_generator",
-    "as_seed_sequence",
     "certainty_scores",
     "check_privacy",
     "fedaux_features",

@@ -3,7 +3,7 @@
 :class:`ProcessGroup` starts processes in their own sessions, tagged in their environment,
 remembers every process id seen in their trees, and kills those trees, re-parented
 leftovers included; :func:`wait_until` waits for a started process to be ready, watching
-its log. :class:`cotrain.flower.localhost.LocalFederation` runs its SuperLink, SuperNodes
+its log. :class:`cotrain.flower.local.localhost.LocalFederation` runs its SuperLink, SuperNodes
 and ``flwr run`` processes in one group.
 
 Only the standard library is used.
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from cotrain.flower.logs import tail
-from cotrain.flower.processes import (
+from cotrain.flower.local.logs import tail
+from cotrain.flower.local.processes import (
     descendants,
     kill_tree,
     pid_alive,

@@ -9,7 +9,7 @@ draws, where ``Sk(μ)`` is the difference of two independent ``Poisson(μ / 2)``
 
 **Over-provisioning.** With ``n_sites`` sites, of which up to ``dropouts`` may fail to
 contribute and up to ``colluders`` may reveal their own noise to the server, each site adds
-``Sk(μ / (n_sites - dropouts - colluders))`` (:func:`site_share`): the noise left in the sum
+``Sk(μ / (n_sites - dropouts - colluders))`` (:func:`skellam_site_share`): the noise left in the sum
 that nobody but the honest, answering sites knows is then ``Sk(μ')`` with ``μ' ≥ μ``, and
 more Skellam noise is never less private (``Sk(μ') = Sk(μ) + Sk(μ' - μ)``, the second term
 post-processing). The price: with every site answering and honest, the sum carries
@@ -31,7 +31,7 @@ exact one). Replace-one (two teachers may move) is not accounted here.
 
 Examples
 --------
->>> share = site_share(mu=4000.0, n_sites=20, dropouts=2, colluders=2)
+>>> share = skellam_site_share(mu=4000.0, n_sites=20, dropouts=2, colluders=2)
 >>> share
 250.0
 >>> round(skellam_epsilon(mu=4000.0, n_labels=100, delta=1e-5), 2)  # Gaussian, σ² = μ: 0.82
@@ -46,15 +46,15 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from cotrain.privacy.param_checks import check_count, check_delta, check_positive
+from cotrain.privacy.mechanisms.param_checks import check_count, check_delta, check_positive
 
 __all__ = [
-    "site_share",
     "skellam_epsilon",
     "skellam_log_pmf",
     "skellam_mu",
     "skellam_noise",
     "skellam_pld",
+    "skellam_site_share",
 ]
 
 
@@ -64,7 +64,7 @@ def _positive(value: Any, name: str) -> float:
     return checked
 
 
-def site_share(mu: float, n_sites: int, dropouts: int = 0, colluders: int = 0) -> float:
+def skellam_site_share(mu: float, n_sites: int, dropouts: int = 0, colluders: int = 0) -> float:
     """The Skellam parameter each site adds so that the sum keeps ``Sk(μ)`` of noise that
     no colluder knows, with up to ``dropouts`` sites missing.
 
@@ -85,9 +85,9 @@ def site_share(mu: float, n_sites: int, dropouts: int = 0, colluders: int = 0) -
 
     Examples
     --------
-    >>> site_share(100.0, n_sites=4)
+    >>> skellam_site_share(100.0, n_sites=4)
     25.0
-    >>> site_share(100.0, n_sites=4, dropouts=3, colluders=1)
+    >>> skellam_site_share(100.0, n_sites=4, dropouts=3, colluders=1)
     Traceback (most recent call last):
     ...
     ValueError: dropouts + colluders must be below n_sites (some honest site must answer), \

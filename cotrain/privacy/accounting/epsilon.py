@@ -1,18 +1,18 @@
 """Privacy accounting across rounds: the total (ε, δ) of a list of privacy events.
 
 Every round a client takes part in, it releases its labels on the public pool once through a
-label mechanism (:mod:`cotrain.privacy.mechanisms`); ``mechanism.dp_event(C, |U|)`` describes
+label mechanism (:mod:`cotrain.privacy.mechanisms.base`); ``mechanism.dp_event(C, |U|)`` describes
 that one release as a ``dp_accounting`` event. :func:`epsilon_spent` composes a client's list
 of events into the smallest ε such that the whole run is (ε, δ)-DP with respect to one record
 of the client's private data, for an adversary who sees every composed release, under a
 neighbouring relation: ``relation="add_or_remove"`` (the headline of every record-level ε in
 cotrain) or ``"replace_one"``; each event is read as dp-accounting reads it under that
-relation (:mod:`cotrain.privacy.composition`). :class:`RunningComposition` does the same
+relation (:mod:`cotrain.privacy.accounting.composition`). :class:`RunningComposition` does the same
 incrementally — compose one round's events, ask ε, compose the next — without recomputing
 from round 1; :func:`epsilon_spent` is one ``RunningComposition`` fed the whole list.
 
 Accountant choice (``accountant="auto"``, the default), detailed in
-:mod:`cotrain.privacy.composition`:
+:mod:`cotrain.privacy.accounting.composition`:
 
 * **randomized-response events** (``RandomizedResponse`` and ``XORMechanism`` produce these,
   see :func:`rr_event`), **Gaussian events** (``GaussianSoftLabels``, GNMax's
@@ -30,8 +30,8 @@ Accountant choice (``accountant="auto"``, the default), detailed in
   ``relation="replace_one"`` it is read as dp-accounting's ``REPLACE_ONE`` reads it (twice
   the sensitivity);
 * **any other event** (e.g. a sampled Gaussian): dp-accounting's PLD, its discretisation set
-  relative to the ε sought (:func:`cotrain.privacy.composition.pld_interval`), falling back
-  to its ``RdpAccountant``;
+  relative to the ε sought (:func:`cotrain.privacy.accounting.composition.pld_interval`), falling
+  back to its ``RdpAccountant``;
 * **without dp-accounting**, or when no accountant supports an event: basic composition
   (:func:`basic_composition`), the sum of per-event ε, with a ``RuntimeWarning`` saying so
   (randomized-response and Gaussian events never need dp-accounting).
@@ -61,30 +61,21 @@ from typing import Any, Literal
 
 from scipy import optimize
 
-from cotrain.privacy._privacy_loss import log_delta_gaussian
-from cotrain.privacy.composition import (
-    RELATIONS,
-    RunningComposition,
-    check_relation,
-    pld_interval,
-)
+from cotrain.privacy.accounting._privacy_loss import log_delta_gaussian
+from cotrain.privacy.accounting.composition import RunningComposition, check_relation
 
 __all__ = [
-    "RELATIONS",
     "GaussianEvent",
     "NoOpEvent",
     "RandomizedResponseEvent",
-    "RunningComposition",
     "SelfComposedEvent",
     "basic_composition",
-    "check_relation",
     "epsilon_spent",
     "gaussian_epsilon",
     "gaussian_event",
     "gaussian_noise_multiplier",
     "is_accounted",
     "noop_event",
-    "pld_interval",
     "rr_epsilon",
     "rr_event",
     "self_composed",

@@ -1,5 +1,5 @@
 """The XOR mechanism of DP-FedCT: Bernoulli noise on one-hot label bits (record-level
-through the sensitivity s* in bits; see :mod:`cotrain.privacy.mechanisms` for units)."""
+through the sensitivity s* in bits; see :mod:`cotrain.privacy.mechanisms.base` for units)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
-from cotrain.privacy.accounting import check_relation, noop_event, rr_event, self_composed
-from cotrain.privacy.mechanisms import LabelMechanism
-from cotrain.privacy.param_checks import (
+from cotrain.privacy.accounting.composition import check_relation
+from cotrain.privacy.accounting.epsilon import noop_event, rr_event, self_composed
+from cotrain.privacy.mechanisms.base import LabelMechanism
+from cotrain.privacy.mechanisms.param_checks import (
     check_hard_codes,
     check_n_classes,
     check_n_labels,

@@ -21,7 +21,7 @@ D (and the pseudo-labelled pool), gives the public examples U. Every mechanism d
   record-level ε in cotrain) — and, through :meth:`LabelMechanism.relation_event`, the event
   under ``"replace_one"`` (D′ = D with one record replaced, i.e. removed then another added)
   when the mechanism can bound it. Events are read as dp-accounting reads them under that
-  relation (:mod:`cotrain.privacy.composition`).
+  relation (:mod:`cotrain.privacy.accounting.composition`).
 
 The label randomisers' bounds per relation: the trivial bound (all released labels) holds for
 *any* two data sets, so it is the same under both relations. A user-given ``sensitivity``
@@ -32,9 +32,9 @@ event uses. (:func:`cotrain.audit.sensitivity_lower_bound` searches replace-one 
 a lower bound L found there means the add/remove s* is at least L/2.)
 
 The label randomisers (:class:`RandomizedResponse` here,
-:class:`~cotrain.privacy.xor.XORMechanism` and
-:class:`~cotrain.privacy.soft_labels.GaussianSoftLabels`) are record-level only through the
-sensitivity ``s*``: the number of released values one private record can change. Without
+:class:`~cotrain.privacy.mechanisms.xor.XORMechanism` and
+:class:`~cotrain.privacy.mechanisms.soft_labels.GaussianSoftLabels`) are record-level only through
+the sensitivity ``s*``: the number of released values one private record can change. Without
 ``sensitivity`` they take the trivial bound that holds for every learner — all |U| labels (2|U|
 bits, all rows) — which is honest but noisy. A smaller ``sensitivity`` is *your claim*: no
 function can compute it for a general learner (:func:`cotrain.audit.sensitivity_lower_bound`
@@ -87,10 +87,8 @@ whose event is public configuration, as :class:`~cotrain.privacy.DPSGD`'s is) an
 training does, so every training row keeps weight 1: no cross-validated or fixed pool weight
 below 1, see :func:`cotrain.trust.client_trust`).
 
-A mechanism written for the earlier protocol — an ``applies_to`` string (``"hard"``,
-``"soft"``, ``"data"`` or ``"model"``) that the client switched on — still works for one
-release: :func:`cotrain.privacy.legacy.as_mechanism` wraps it, with a ``DeprecationWarning``
-that names the hooks to implement instead.
+Anything passed as ``privacy=`` that is not a :class:`LabelMechanism` is refused by
+:func:`as_mechanism` with a ``TypeError`` that says what to implement.
 
 Examples
 --------
@@ -99,7 +97,7 @@ declares the round's privacy event (here one binary randomized response per labe
 own ε).
 
 >>> import numpy as np
->>> from cotrain.privacy.accounting import rr_event, self_composed
+>>> from cotrain.privacy.accounting.epsilon import rr_event, self_composed
 >>> class CoinFlip(LabelMechanism):
 ...     def __init__(self, budget=None, delta=1e-5):
 ...         self.budget = budget
@@ -127,8 +125,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from consensus import ParamsMixin
-from cotrain.privacy.accounting import check_relation, noop_event, rr_event, self_composed
-from cotrain.privacy.param_checks import (
+from cotrain.privacy.accounting.composition import check_relation
+from cotrain.privacy.accounting.epsilon import noop_event, rr_event, self_composed
+from cotrain.privacy.mechanisms.param_checks import (
     check_delta,
     check_hard_codes,
     check_n_classes,
@@ -138,7 +137,7 @@ from cotrain.privacy.param_checks import (
     check_unit,
 )
 
-__all__ = ["ClientRound", "LabelMechanism", "RandomizedResponse", "Release"]
+__all__ = ["ClientRound", "LabelMechanism", "RandomizedResponse", "Release", "as_mechanism"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +230,7 @@ class LabelMechanism(ParamsMixin, ABC):
 
     The privacy-accounting hooks are declared here, with the same names as on a noisy
     consensus (:class:`consensus.NoisyArgmax`), so that the trainer's ledger treats both
-    alike (:func:`cotrain.privacy.accounting.is_accounted`): `accountable` (True: every
+    alike (:func:`cotrain.privacy.accounting.epsilon.is_accounted`): `accountable` (True: every
     mechanism adds noise), `dp_event`, `delta` and `budget`.
 
     Attributes
@@ -376,7 +375,7 @@ class LabelMechanism(ParamsMixin, ABC):
 
         The event is read as dp-accounting reads it under that relation (a Gaussian event
         has twice its sensitivity under ``"replace_one"``; see
-        :mod:`cotrain.privacy.composition`). Default: :meth:`dp_event` for
+        :mod:`cotrain.privacy.accounting.composition`). Default: :meth:`dp_event` for
         :attr:`neighbors` and None for the other relation — a mechanism that bounds both
         overrides it (every mechanism of :mod:`cotrain.privacy` does).
 
@@ -608,3 +607,40 @@ class RandomizedResponse(LabelMechanism):
         count = min(factor * self._changed_labels(n), n)
         q = k * math.exp(-eps) / (1.0 + (k - 1) * math.exp(-eps))
         return self_composed(rr_event(q, k), count)
+
+
+def as_mechanism(privacy: Any) -> Any:
+    """The mechanism the client and the server call for ``privacy``: the object itself.
+
+    Parameters
+    ----------
+    privacy : LabelMechanism or None
+        What the user passed as ``privacy=``.
+
+    Returns
+    -------
+    LabelMechanism or None
+        ``privacy`` itself; None for None.
+
+    Raises
+    ------
+    TypeError
+        For an object that is not a :class:`LabelMechanism`.
+
+    Examples
+    --------
+    >>> rr = RandomizedResponse(epsilon=1.0)
+    >>> as_mechanism(rr) is rr, as_mechanism(None)
+    (True, None)
+    >>> as_mechanism("rr")
+    Traceback (most recent call last):
+    ...
+    TypeError: privacy must be a cotrain.privacy.LabelMechanism (implement dp_event and \
+randomize or release_round), got str
+    """
+    if privacy is None or isinstance(privacy, LabelMechanism):
+        return privacy
+    raise TypeError(
+        "privacy must be a cotrain.privacy.LabelMechanism (implement dp_event and "
+        f"randomize or release_round), got {type(privacy).__name__}"
+    )

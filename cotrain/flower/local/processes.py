@@ -1,6 +1,6 @@
 """Local processes as the operating system sees them: ports, the process table, killing trees.
 
-The pieces :class:`cotrain.flower.localhost.LocalFederation` watches and stops its Flower
+The pieces :class:`cotrain.flower.local.localhost.LocalFederation` watches and stops its Flower
 processes with, written without Flower: free ports and whether one serves, the process
 table and the trees in it, whether a process lives, the processes that carry a tag in their
 environment, and killing a whole tree (children in new sessions included).

@@ -20,7 +20,7 @@ Nothing here gives s*:
   must be added to δ.
 
 Record-level DP for any learner comes by construction, without s*, from subsample-and-aggregate
-(:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
+(:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def analytic_sensitivity_bound(
 
     The only s* valid for every learner is the trivial one, |U| labels (2|U| bits); record-level
     DP for any learner comes by construction from subsample-and-aggregate
-    (:class:`cotrain.privacy.teachers.SubsampleAndAggregate`).
+    (:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`).
 
     Parameters
     ----------

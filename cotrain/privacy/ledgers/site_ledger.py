@@ -1,6 +1,6 @@
 """A private site's own ledger: every release it sent, its ε, its budget, its replies.
 
-The server's :class:`~cotrain.privacy.ledger.PrivacyLedger` counts the replies the server
+The server's :class:`~cotrain.privacy.ledgers.ledger.PrivacyLedger` counts the replies the server
 decoded; a server that deviates (asks for the same round again, replays a late round,
 drops replies, starts a new run) is not bound by it. :class:`SiteLedger` is the site's
 side of the same arithmetic — a ``PrivacyLedger`` of one client over the site's own
@@ -42,7 +42,12 @@ from typing import Any
 import numpy as np
 
 from cotrain.files import exclusive_lock, write_atomic
-from cotrain.privacy.ledger import PrivacyLedger, event_from_json, event_to_json, guarantee_of
+from cotrain.privacy.ledgers.ledger import (
+    PrivacyLedger,
+    event_from_json,
+    event_to_json,
+    guarantee_of,
+)
 
 __all__ = ["PrivacyBudgetSpent", "SentReply", "Served", "SiteLedger", "quote_site_epsilon"]
 
@@ -151,7 +156,7 @@ class SiteLedger:
     >>> ledger.check()
     Traceback (most recent call last):
     ...
-    cotrain.privacy.site_ledger.PrivacyBudgetSpent: privacy budget spent
+    cotrain.privacy.ledgers.site_ledger.PrivacyBudgetSpent: privacy budget spent
     """
 
     def __init__(

@@ -1,15 +1,15 @@
 """The ledger of a secure-sum run: one guarantee for every site, from the public plan.
 
-Under :class:`~cotrain.privacy.secure_votes.SecureTeacherVotes` no site's release is private
-on its own (each adds only a share of the noise); what is private is the sum the server learns.
-One record of any site is protected by the noise of that sum, so the run has one ε for all
-sites, a function of the public :class:`~cotrain.privacy.secure_votes.SecurePlan` and of how
-many rounds released a sum. :class:`SecureVotesLedger` keeps that count (and, for the report,
+Under :class:`~cotrain.privacy.mechanisms.secure_votes.SecureTeacherVotes` no site's release is
+private on its own (each adds only a share of the noise); what is private is the sum the server
+learns. One record of any site is protected by the noise of that sum, so the run has one ε for all
+sites, a function of the public :class:`~cotrain.privacy.mechanisms.secure_votes.SecurePlan` and of
+how many rounds released a sum. :class:`SecureVotesLedger` keeps that count (and, for the report,
 how many queries were asked and answered) and stops the run before a round past the plan.
 
 Examples
 --------
->>> from cotrain.privacy.secure_votes import SecurePlan
+>>> from cotrain.privacy.mechanisms.secure_votes import SecurePlan
 >>> plan = SecurePlan(10, 100, 2, 2, answers=100, mu_answer=4000.0, mu_check=None, delta=1e-5)
 >>> ledger = SecureVotesLedger(plan)
 >>> ledger.record(asked=100, answered=100)
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from cotrain.privacy.secure_votes import SecurePlan
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan
 
 __all__ = ["SecureVotesLedger"]
 
@@ -100,7 +100,7 @@ class SecureVotesLedger:
 
         Examples
         --------
-        >>> from cotrain.privacy.secure_votes import SecurePlan
+        >>> from cotrain.privacy.mechanisms.secure_votes import SecurePlan
         >>> plan = SecurePlan(3, 10, 2, 1, answers=5, mu_answer=900.0, mu_check=3600.0,
         ...                   delta=1e-5, dropouts=1)
         >>> ledger = SecureVotesLedger(plan); ledger.record(asked=10, answered=4)

@@ -5,8 +5,8 @@ its own few teachers, so each site adds noise of tens of votes per count to hist
 8–100 votes. :class:`SecureTeacherVotes` keeps the teachers (keyed-hash shards, one fresh
 clone of the site's learner per shard, trained with the pseudo-labelled pool P) but sums their
 vote histograms **across all sites** under secure aggregation: every site adds its share of
-integer Skellam noise (:mod:`cotrain.privacy.skellam`) to its histogram on the round's public
-queries, and the server learns only the sum over sites. One record still moves one vote, so
+integer Skellam noise (:mod:`cotrain.privacy.mechanisms.skellam`) to its histogram on the round's
+public queries, and the server learns only the sum over sites. One record still moves one vote, so
 the noise the sum needs is the same as one site's, but it is paid once for the federation while
 the vote margins grow with the number of sites.
 
@@ -37,8 +37,8 @@ data-dependent analysis is applied here). The bound holds under stated assumptio
 (:meth:`SecurePlan.assumptions`): secure aggregation reveals nothing but the sum of at least
 ``n_sites - dropouts`` sites' vectors, at most ``colluders`` sites reveal their own noise to the
 server, and every site draws its share honestly (each site over-provisions its share,
-:func:`~cotrain.privacy.skellam.site_share`, so that the noise nobody but honest answering
-sites knows is at least ``Sk(μ)``).
+:func:`~cotrain.privacy.mechanisms.skellam.skellam_site_share`, so that the noise nobody but honest
+answering sites knows is at least ``Sk(μ)``).
 
 Examples
 --------
@@ -59,10 +59,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.privacy.mechanisms import ClientRound, LabelMechanism
-from cotrain.privacy.param_checks import check_count, check_delta, check_positive
-from cotrain.privacy.skellam import site_share, skellam_noise, skellam_pld
-from cotrain.privacy.teacher_counts import teacher_votes
+from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism
+from cotrain.privacy.mechanisms.param_checks import check_count, check_delta, check_positive
+from cotrain.privacy.mechanisms.skellam import skellam_noise, skellam_pld, skellam_site_share
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 
 __all__ = ["SecurePlan", "SecureTeacherVotes", "plan_epsilon"]
 
@@ -79,7 +79,7 @@ def plan_epsilon(
 
     Examples
     --------
-    >>> from cotrain.privacy.skellam import skellam_epsilon
+    >>> from cotrain.privacy.mechanisms.skellam import skellam_epsilon
     >>> plan_epsilon(4000.0, 200, 1e-5) == skellam_epsilon(4000.0, 100, 1e-5)
     True
     """
@@ -137,14 +137,14 @@ class SecurePlan:
     @property
     def share_answer(self) -> float:
         """The Skellam parameter each site adds to its answer histogram."""
-        return site_share(self.mu_answer, self.n_sites, self.dropouts, self.colluders)
+        return skellam_site_share(self.mu_answer, self.n_sites, self.dropouts, self.colluders)
 
     @property
     def share_check(self) -> float | None:
         """The Skellam parameter each site adds to its check histogram (None: no check)."""
         if self.mu_check is None:
             return None
-        return site_share(self.mu_check, self.n_sites, self.dropouts, self.colluders)
+        return skellam_site_share(self.mu_check, self.n_sites, self.dropouts, self.colluders)
 
     @property
     def min_sites(self) -> int:
@@ -255,7 +255,7 @@ class SecureTeacherVotes(LabelMechanism):
     neighbors : "add_or_remove"
     accountable : False
         Its releases are accounted for the whole federation by the run's
-        :class:`~cotrain.privacy.secure_ledger.SecureVotesLedger`, not per client.
+        :class:`~cotrain.privacy.ledgers.secure_ledger.SecureVotesLedger`, not per client.
     model_trusts : True
         A site's own model never leaves it (only its teachers' noisy votes do), so the trusts
         that build a site's predictor apply: ``trust="auto"`` is
@@ -303,7 +303,7 @@ class SecureTeacherVotes(LabelMechanism):
     # ------------------------------------------------------------------ parameters
     @property
     def accountable(self) -> bool:
-        """False: the run's :class:`~cotrain.privacy.secure_ledger.SecureVotesLedger`
+        """False: the run's :class:`~cotrain.privacy.ledgers.secure_ledger.SecureVotesLedger`
         accounts the sums for the whole federation (not a per-client ledger)."""
         return False
 
@@ -365,7 +365,7 @@ class SecureTeacherVotes(LabelMechanism):
         n_classes = check_count(n_classes, "n_classes", 1)
         rounds = check_count(rounds, "rounds", 1)
         rounds = max(1, rounds - 1) if self.rounds is None else int(self.rounds)
-        site_share(1.0, n_sites, int(self.dropouts), int(self.colluders))  # checks both
+        skellam_site_share(1.0, n_sites, int(self.dropouts), int(self.colluders))  # checks both
         n_q = self.n_queries(n_public)
         answers = n_q if self.threshold is None else max(1, math.ceil(self.max_answered * n_q))
         ratio = None if self.threshold is None else float(self.check_noise) ** 2
@@ -418,8 +418,8 @@ votes (their argmax); consensus=SoftMean cannot apply: use consensus='majority' 
         self, step: ClientRound, queries: NDArray[np.intp], rng: np.random.Generator
     ) -> NDArray[np.int64]:
         """A site's clean teacher vote histogram ``(len(queries), C)`` on the queries
-        (:func:`~cotrain.privacy.teachers.teacher_votes`, shard key from ``rng``); it never
-        leaves the site without noise (:meth:`noisy_share`).
+        (:func:`~cotrain.privacy.mechanisms.teacher_counts.teacher_votes`, shard key from ``rng``);
+        it never leaves the site without noise (:meth:`noisy_share`).
 
         Examples
         --------

@@ -1,6 +1,6 @@
 """Teacher shards chosen by a keyed hash of each record, so that one record moves one teacher.
 
-Subsample-and-aggregate (:mod:`cotrain.privacy.teachers`) trains one teacher per disjoint
+Subsample-and-aggregate (:mod:`cotrain.privacy.mechanisms.teachers`) trains one teacher per disjoint
 shard of a client's private records. Its sensitivity argument needs the shard of every record
 to depend on that record alone: then adding or removing one record changes exactly one
 teacher's training data, whatever else is in the data set (add/remove neighbours). A split of
@@ -149,7 +149,7 @@ def teacher_shards(
     adding or removing one record changes the shard of that record's teacher and of no other.
     Shards have random sizes and may be empty (a teacher with an empty shard trains on the
     pseudo-labelled public rows alone, or abstains without them; see
-    :func:`cotrain.privacy.teachers.teacher_votes`).
+    :func:`cotrain.privacy.mechanisms.teacher_counts.teacher_votes`).
 
     Parameters
     ----------
@@ -176,12 +176,6 @@ def teacher_shards(
     TypeError
         If ``key`` is not 1 to 64 bytes.
 
-    Warns
-    -----
-    DeprecationWarning
-        For the old call ``teacher_shards(n_rows, n_teachers, rng)`` (a split of row
-        positions, valid for replace-one neighbours only), kept for one release.
-
     Examples
     --------
     >>> import numpy as np
@@ -189,8 +183,6 @@ def teacher_shards(
     >>> [s.tolist() for s in teacher_shards(X, y, 5, key=bytes(32))]   # 5 teachers, 3 rows
     [[0], [], [], [2], [1]]
     """
-    if key is None and isinstance(n_teachers, np.random.Generator) and isinstance(X, Integral):
-        return _positional_shards(int(X), y, n_teachers)  # the old call, for one release
     if isinstance(n_teachers, bool) or not isinstance(n_teachers, Integral) or n_teachers < 1:
         raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
     key = _check_key(key)
@@ -207,22 +199,3 @@ def teacher_shards(
     order = np.argsort(teacher, kind="stable")
     bounds = np.searchsorted(teacher[order], np.arange(k + 1))
     return [order[bounds[j] : bounds[j + 1]].astype(np.intp) for j in range(k)]
-
-
-def _positional_shards(n_rows: int, n_teachers: Any, rng: np.random.Generator) -> list[Any]:
-    """The old call ``teacher_shards(n_rows, n_teachers, rng)``, kept for one release."""
-    import warnings
-
-    warnings.warn(
-        "teacher_shards(n_rows, n_teachers, rng) is deprecated and goes in the next release: "
-        "its split of row positions holds only for replace-one neighbours (removing a row "
-        "moves records between shards); use teacher_shards(X, y, n_teachers, key), a keyed "
-        "hash of each record",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    if isinstance(n_teachers, bool) or not isinstance(n_teachers, Integral) or n_teachers < 1:
-        raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
-    if int(n_teachers) > n_rows:
-        raise ValueError("n_teachers exceeds the number of rows: every positional shard needs one")
-    return np.array_split(rng.permutation(n_rows), int(n_teachers))

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import warnings
 from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from cotrain.privacy.mechanisms import ClientRound, LabelMechanism, Release
-from cotrain.privacy.param_checks import check_positive
-from learners._deprecation import renamed_keywords
+from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism, Release
+from cotrain.privacy.mechanisms.param_checks import check_positive
 
 __all__ = ["DPSGD", "dpsgd_epsilon"]
 
@@ -109,8 +107,8 @@ class DPSGD(LabelMechanism):
     adversary : "server"
         Who the guarantee is against (it also holds against anyone who sees the model).
     neighbors : "add_or_remove"
-        The neighboring relation of the headline ε (``neighbours``: its deprecated
-        spelling); :meth:`epsilon` also gives the replace-one ε.
+        The neighboring relation of the headline ε; :meth:`epsilon` also gives the
+        replace-one ε.
 
     Examples
     --------
@@ -144,26 +142,16 @@ reveal it; e.g. DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1
     adversary: ClassVar[str] = "server"
     neighbors: ClassVar[str] = "add_or_remove"
 
-    @property
-    def neighbours(self) -> str:
-        """Deprecated spelling of :attr:`neighbors`."""
-        warnings.warn(
-            "DPSGD.neighbours is deprecated: use neighbors (the old name goes in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.neighbors
-
     def relation_event(self, n_classes: int, n_labels: int, relation: str) -> Any:
         """One round's event under ``relation``: :meth:`dp_event` for both relations.
 
         The ledger reads it as dp-accounting does under that relation
-        (:mod:`cotrain.privacy.composition`): the Poisson-sampled Gaussian's add/remove PLD,
-        or its ``REPLACE_ONE`` PLD (the replaced record's slot sampled with probability q,
+        (:mod:`cotrain.privacy.accounting.composition`): the Poisson-sampled Gaussian's add/remove
+        PLD, or its ``REPLACE_ONE`` PLD (the replaced record's slot sampled with probability q,
         its clipped gradient moving by up to twice the clipping norm) — the same ε as
         :meth:`epsilon` with ``neighbors=relation``.
         """
-        from cotrain.privacy.accounting import check_relation
+        from cotrain.privacy.accounting.composition import check_relation
 
         check_relation(relation)
         return self.dp_event(n_classes, n_labels)
@@ -518,7 +506,6 @@ def dpsgd_epsilon(
     *,
     accountant: Literal["pld", "rdp"] = "pld",
     neighbors: Literal["add_or_remove", "replace_one"] = "add_or_remove",
-    **old: Any,
 ) -> float:
     """ε at `delta` of DP-SGD round events (one client's), composed with their step counts.
 
@@ -537,8 +524,7 @@ def dpsgd_epsilon(
         dp-accounting's ``PLDAccountant`` (tight) or ``RdpAccountant`` (an upper bound; the
         one Opacus' ``accountant="rdp"`` reproduces).
     neighbors : {"add_or_remove", "replace_one"}, default="add_or_remove"
-        The neighboring relation (``neighbours=``: its deprecated spelling);
-        ``"replace_one"`` needs ``accountant="pld"``
+        The neighboring relation; ``"replace_one"`` needs ``accountant="pld"``
         (dp-accounting's RDP accountant does not support it for Poisson sampling).
 
     Returns
@@ -568,9 +554,6 @@ def dpsgd_epsilon(
         "add_or_remove": dp.NeighboringRelation.ADD_OR_REMOVE_ONE,
         "replace_one": dp.NeighboringRelation.REPLACE_ONE,
     }
-    neighbors = renamed_keywords(
-        "dpsgd_epsilon", old, {"neighbours": "neighbors"}, strict=True
-    ).get("neighbors", neighbors)
     if neighbors not in relations:
         raise ValueError(f"neighbors must be 'add_or_remove' or 'replace_one', got {neighbors!r}")
     if accountant == "rdp" and neighbors == "replace_one":

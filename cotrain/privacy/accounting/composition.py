@@ -11,7 +11,7 @@ What the state is, and how ε is found (``accountant="auto"``):
 * **randomized response** (``RandomizedResponseDpEvent(q, K)``, the leaves of
   ``RandomizedResponse`` and ``XORMechanism`` events): the exact law of the summed privacy
   loss, on the lattice ``ε₀·ℤ`` of each distinct per-label ε₀; composing ``count`` more
-  labels convolves it with their exact law (``cotrain.privacy._privacy_loss``). Leaves
+  labels convolves it with their exact law (``cotrain.privacy.accounting._privacy_loss``). Leaves
   with different ε₀ are combined by the outer sum of their supports, dropping probabilities
   below δ·1e-20 (they move δ(ε) by less than 1e-13 of δ); beyond 2·10⁶ points, by the PLD
   route below;
@@ -69,7 +69,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from cotrain.privacy._privacy_loss import (
+from cotrain.privacy.accounting._privacy_loss import (
     LatticeLaw,
     cross_support,
     epsilon_for_delta,
@@ -199,7 +199,7 @@ class RunningComposition:
 
     The same Gaussian event under both relations (replace-one: twice the sensitivity):
 
-    >>> from cotrain.privacy.accounting import gaussian_event
+    >>> from cotrain.privacy.accounting.epsilon import gaussian_event
     >>> [round(RunningComposition(1e-5, relation=r).compose(gaussian_event(2.0)).epsilon(), 4)
     ...  for r in ("add_or_remove", "replace_one")]
     [1.9931, 4.3772]
@@ -237,7 +237,7 @@ class RunningComposition:
         """Add ``count`` independent repetitions of ``event``; return self (for chaining).
 
         ``event`` is a dp-accounting ``DpEvent`` (or one of cotrain's stand-ins, see
-        :mod:`cotrain.privacy.accounting`); ``SelfComposedDpEvent`` / ``ComposedDpEvent``
+        :mod:`cotrain.privacy.accounting.epsilon`); ``SelfComposedDpEvent`` / ``ComposedDpEvent``
         are expanded with their counts, however nested. Cost: O(1) here; the new labels'
         loss law is folded into the state on the next :meth:`epsilon`.
         """
@@ -284,7 +284,7 @@ class RunningComposition:
 
         Examples
         --------
-        >>> from cotrain.privacy.accounting import gaussian_event
+        >>> from cotrain.privacy.accounting.epsilon import gaussian_event
         >>> a = RunningComposition(1e-5).compose(gaussian_event(2.0))
         >>> b = a.copy().compose(gaussian_event(2.0))
         >>> a.epsilon() < b.epsilon()
@@ -359,7 +359,7 @@ class RunningComposition:
 
         Examples
         --------
-        >>> from cotrain.privacy.accounting import gaussian_event
+        >>> from cotrain.privacy.accounting.epsilon import gaussian_event
         >>> round(RunningComposition(1e-5).compose(gaussian_event(1.0)).epsilon(), 3)
         4.377
         """

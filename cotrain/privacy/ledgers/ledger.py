@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.privacy.accounting import RELATIONS, RunningComposition, check_relation
+from cotrain.privacy.accounting.composition import RELATIONS, RunningComposition, check_relation
 
 __all__ = [
     "Guarantee",
@@ -160,7 +160,7 @@ def assumptions(adversary: str, unit: str) -> list[str]:
     """
     out = [
         "the server may re-ask a round or ask past the budget: covered only by the site's own "
-        "ledger, cache and budget (cotrain.privacy.site_ledger), which answers a repeated "
+        "ledger, cache and budget (cotrain.privacy.ledgers.site_ledger), which answers a repeated "
         "request with the bytes it sent the first time and refuses past its budget; a "
         "ledger's ε counts the releases it recorded",
     ]

@@ -30,10 +30,10 @@ by default) unless the environment sets it.
 Only the standard library is imported at module level, so importing this module does not
 need Flower; starting a federation does (the ``flwr`` console scripts must be on ``PATH``).
 
-The parts it is built from: :mod:`cotrain.flower.processes` (ports, process trees),
-:mod:`cotrain.flower.supervisor` (starting, waiting for and stopping a group of processes),
-:mod:`cotrain.flower.logs` (reading logs), :mod:`cotrain.flower.flwr_cli` (Flower's
-executables, environment, config text and output) and :mod:`cotrain.flower.certificates`
+The parts it is built from: :mod:`cotrain.flower.local.processes` (ports, process trees),
+:mod:`cotrain.flower.local.supervisor` (starting, waiting for and stopping a group of processes),
+:mod:`cotrain.flower.local.logs` (reading logs), :mod:`cotrain.flower.local.flwr_cli` (Flower's
+executables, environment, config text and output) and :mod:`cotrain.flower.local.certificates`
 (TLS certificates and SuperNode keys).
 """
 
@@ -48,8 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from cotrain.flower.certificates import write_node_key, write_tls_certificates
-from cotrain.flower.flwr_cli import (
+from cotrain.flower.local.certificates import write_node_key, write_tls_certificates
+from cotrain.flower.local.flwr_cli import (
     flower_environment,
     flower_executable,
     format_config,
@@ -57,12 +57,12 @@ from cotrain.flower.flwr_cli import (
     run_id_of,
     write_connection,
 )
-from cotrain.flower.logs import read_log
-from cotrain.flower.processes import free_ports, kill_tree, pid_alive, port_open
-from cotrain.flower.supervisor import ProcessGroup, wait_until
+from cotrain.flower.local.logs import read_log
+from cotrain.flower.local.processes import free_ports, kill_tree, port_open
+from cotrain.flower.local.supervisor import ProcessGroup, wait_until
 from cotrain.flower.worker import call_worker, default_socket
 
-__all__ = ["LocalFederation", "format_config", "pid_alive", "run_id_of"]
+__all__ = ["LocalFederation", "format_config", "run_id_of"]
 
 _NODE_ID = re.compile(r"SuperNode ID: (\d+)")
 _TAG = "COTRAIN_LOCAL_FEDERATION"  # environment variable marking our processes
@@ -113,7 +113,7 @@ class LocalFederation:
 
     Examples
     --------
-    >>> from cotrain.flower.localhost import LocalFederation
+    >>> from cotrain.flower.local.localhost import LocalFederation
     >>> configs = [{"partition-id": i} for i in range(2)]
     >>> with LocalFederation("/tmp/fl", 2, configs, tls=True) as fed:  # doctest: +SKIP
     ...     done = fed.run("examples/flower/app", {"num-rounds": 3})

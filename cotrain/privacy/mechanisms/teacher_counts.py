@@ -1,9 +1,9 @@
 """The teachers of subsample-and-aggregate: disjoint keyed-hash shards, one vote each.
 
 :func:`teacher_votes` is the clean (not private) statistic that
-:class:`~cotrain.privacy.teachers.SubsampleAndAggregate` perturbs at one site and
-:class:`~cotrain.privacy.secure_votes.SecureTeacherVotes` sums across sites: the vote counts
-``(n_public, C)`` of ``n_teachers`` fresh clones of a site's learner, each trained on the
+:class:`~cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate` perturbs at one site and
+:class:`~cotrain.privacy.mechanisms.secure_votes.SecureTeacherVotes` sums across sites: the vote
+counts ``(n_public, C)`` of ``n_teachers`` fresh clones of a site's learner, each trained on the
 records a keyed hash of their content assigns it (plus the pseudo-labelled public rows). One
 record changes one teacher, whatever the learner.
 """
@@ -19,8 +19,8 @@ from numpy.typing import NDArray
 from scipy import sparse
 from sklearn.base import clone
 
-from cotrain.privacy.param_checks import check_count
-from cotrain.privacy.shards import teacher_shards
+from cotrain.privacy.mechanisms.param_checks import check_count
+from cotrain.privacy.mechanisms.shards import teacher_shards
 from learners import ClassAlignedClassifier
 
 __all__ = ["teacher_votes"]
@@ -79,8 +79,8 @@ def teacher_votes(
 ) -> NDArray[np.int64]:
     """The clean vote counts ``(n_public, C)`` of ``n_teachers`` teachers on the public pool.
 
-    The private records are split with :func:`~cotrain.privacy.shards.teacher_shards`, keyed
-    by ``rng.bytes(32)`` (drawn here, used once, never returned or sent): a keyed hash of
+    The private records are split with :func:`~cotrain.privacy.mechanisms.shards.teacher_shards`,
+    keyed by ``rng.bytes(32)`` (drawn here, used once, never returned or sent): a keyed hash of
     each record's content picks its teacher. Teacher ``j`` is a fresh ``sklearn.base.clone``
     of ``estimator`` fitted on shard ``j`` ∪ (``X_extra``, ``y_extra``) and votes for its
     prediction on every public example. A teacher whose shard is empty trains on

@@ -16,7 +16,8 @@ mechanisms compose by adding their losses. This module holds the laws that are k
 
 A composition of both is ``δ(ε) = Σ_j P(ℓ_j) · δ_G(ε − ℓ_j)`` over the discrete support
 ``ℓ_j`` of the randomized-response part, summed in log space, and inverted for ε by bisection
-(:func:`epsilon_for_delta`). All names here are helpers of :mod:`cotrain.privacy.composition`.
+(:func:`epsilon_for_delta`). All names here are helpers of
+:mod:`cotrain.privacy.accounting.composition`.
 """
 
 from __future__ import annotations

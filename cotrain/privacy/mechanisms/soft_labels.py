@@ -1,5 +1,5 @@
 """Gaussian noise on a client's soft labels (record-level through the number of rows one
-record can change; see :mod:`cotrain.privacy.mechanisms` for units)."""
+record can change; see :mod:`cotrain.privacy.mechanisms.base` for units)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.privacy.accounting import (
-    check_relation,
+from cotrain.privacy.accounting.composition import check_relation
+from cotrain.privacy.accounting.epsilon import (
     gaussian_event,
     gaussian_noise_multiplier,
     noop_event,
 )
-from cotrain.privacy.mechanisms import LabelMechanism
-from cotrain.privacy.param_checks import (
+from cotrain.privacy.mechanisms.base import LabelMechanism
+from cotrain.privacy.mechanisms.param_checks import (
     check_n_classes,
     check_n_labels,
     check_positive,
@@ -176,7 +176,7 @@ class GaussianSoftLabels(LabelMechanism):
         Examples
         --------
         >>> g = GaussianSoftLabels(sigma=4.0)                 # trivial bound: both the same
-        >>> from cotrain.privacy.accounting import epsilon_spent
+        >>> from cotrain.privacy.accounting.epsilon import epsilon_spent
         >>> a = epsilon_spent([g.relation_event(3, 8, "add_or_remove")], 1e-5)
         >>> r = epsilon_spent([g.relation_event(3, 8, "replace_one")], 1e-5,
         ...                   relation="replace_one")

@@ -1,6 +1,6 @@
 """Talking to Flower's command-line tools: executables, environment, config text and output.
 
-What :class:`cotrain.flower.localhost.LocalFederation` needs to drive ``flower-superlink``,
+What :class:`cotrain.flower.local.localhost.LocalFederation` needs to drive ``flower-superlink``,
 ``flower-supernode`` and ``flwr`` as programs: where their console scripts are, the
 environment they run in, ``--node-config``/``--run-config`` values, the ``flwr`` CLI's
 connection file, and what to read back from their output. Only the standard library is
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cotrain.flower.logs import strip_ansi
+from cotrain.flower.local.logs import strip_ansi
 
 __all__ = [
     "app_pyproject",

@@ -3,8 +3,8 @@
 A client that wants its uploads to be differentially private with respect to **one record of
 its private data**, whatever its learner, does not release its own model's labels. It splits
 its private rows into ``n_teachers`` disjoint shards by a keyed hash of each record
-(:func:`cotrain.privacy.shards.teacher_shards`, a key the client draws each round and never
-sends), trains one *teacher* (a fresh copy of its learner) per shard — each shard joined with
+(:func:`cotrain.privacy.mechanisms.shards.teacher_shards`, a key the client draws each round and
+never sends), trains one *teacher* (a fresh copy of its learner) per shard — each shard joined with
 the pseudo-labelled public rows P, which are public — lets every teacher vote on each public
 example, and releases a noisy aggregate of the votes (:class:`SubsampleAndAggregate`). One
 private record lies in exactly one shard, chosen by its own content, so adding or removing it
@@ -19,7 +19,7 @@ Examples
 --------
 >>> import numpy as np
 >>> from sklearn.tree import DecisionTreeClassifier
->>> from cotrain.privacy.teachers import SubsampleAndAggregate
+>>> from cotrain.privacy.mechanisms.teachers import SubsampleAndAggregate
 >>> rng = np.random.default_rng(0)
 >>> X = rng.normal(size=(60, 2)); y = (X[:, 0] > 0).astype(np.int64)
 >>> U = np.array([[-2.0, 0.0], [2.0, 0.0]])
@@ -37,23 +37,22 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cotrain.privacy.accounting import (
-    check_relation,
+from cotrain.privacy.accounting.composition import check_relation
+from cotrain.privacy.accounting.epsilon import (
     gaussian_event,
     gaussian_noise_multiplier,
     noop_event,
 )
-from cotrain.privacy.mechanisms import (
+from cotrain.privacy.mechanisms.base import (
     ClientRound,
     LabelMechanism,
     RandomizedResponse,
     Release,
 )
-from cotrain.privacy.param_checks import check_count, check_positive
-from cotrain.privacy.shards import teacher_shards
-from cotrain.privacy.teacher_counts import teacher_votes
+from cotrain.privacy.mechanisms.param_checks import check_count, check_positive
+from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 
-__all__ = ["SubsampleAndAggregate", "teacher_shards", "teacher_votes"]
+__all__ = ["SubsampleAndAggregate"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -67,7 +66,7 @@ class SubsampleAndAggregate(LabelMechanism):
     Applied by the client to its data and learner, not to its model's labels: each round,
     the client's :meth:`release_round` calls :meth:`release`, which splits the client's
     private records into ``n_teachers`` disjoint shards by a keyed hash of each record
-    (:func:`~cotrain.privacy.shards.teacher_shards`; the key is drawn from the client's
+    (:func:`~cotrain.privacy.mechanisms.shards.teacher_shards`; the key is drawn from the client's
     privacy randomness every round and never sent; shards have random sizes and may be
     empty), fits a fresh clone of the learner on each shard ∪ P (the public rows with a
     pseudo-label — public information), lets the teachers vote on every public example, and
@@ -514,7 +513,7 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
 
         Examples
         --------
-        >>> from cotrain.privacy.accounting import epsilon_spent
+        >>> from cotrain.privacy.accounting.epsilon import epsilon_spent
         >>> sa = SubsampleAndAggregate(sigma=40.0)
         >>> [round(epsilon_spent([sa.relation_event(10, 300, r)] * 2, 1e-5, relation=r), 4)
         ...  for r in ("add_or_remove", "replace_one")]
