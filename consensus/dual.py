@@ -331,8 +331,8 @@ class DualDistillation(Consensus):
         if X is None:
             raise ValueError(
                 "DualDistillation needs the public pool, bound before round 1 by "
-                "cotrain.federation.privacy_setup.bind_public(consensus, X_public) (FederatedCoTrainer and "
-                "the Flower ServerApp do this)"
+                "cotrain.federation.privacy_setup.bind_public(consensus, X_public) "
+                "(FederatedCoTrainer and the Flower ServerApp do this)"
             )
         if _n_rows(X) != n:
             raise ValueError(

@@ -6,7 +6,8 @@ search can compute it: a search finds neighbours that change *at least* so many 
 result is a lower bound on s* — it can show that a claimed s* is too small, never that one is
 large enough. The only s* valid for every learner is the trivial one: all |U| labels (2|U|
 bits). Record-level DP for any learner comes by construction from subsample-and-aggregate
-(:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`), not from a sensitivity estimate.
+(:class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`), not from a sensitivity
+estimate.
 
 :func:`sensitivity_lower_bound` replaces one record by adversarial neighbours (its label
 flipped, the record moved to the extremes of the feature ranges or far outside them, copies of
