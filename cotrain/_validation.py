@@ -380,9 +380,12 @@ def check_fit_inputs(
     if X_public is not None or require_public:
         text = is_text(X_public)
         pool = check_features(
-            X_public, "X_public", text=text, allow_nan=shared_allow_nan,
+            X_public,
+            "X_public",
+            text=text,
+            allow_nan=shared_allow_nan,
             nan_refused_by=shared_refused_by,
-        )  # fmt: skip
+        )
         X_public_arr: np.ndarray | None = pool
         shape: tuple[int, ...] | None = feature_shape(pool)
         reference = "X_public"
@@ -397,9 +400,12 @@ def check_fit_inputs(
         if Xi is None or _n_rows(Xi) == 0:
             raise ValueError(f"client {i} has no training data (X[{i}] is empty)")
         Xi_arr = check_features(
-            Xi, f"X[{i}] (client {i})", text=text, allow_nan=allow_nan[i],
+            Xi,
+            f"X[{i}] (client {i})",
+            text=text,
+            allow_nan=allow_nan[i],
             nan_refused_by=f"its learner ({type(estimators[i]).__name__})",
-        )  # fmt: skip
+        )
         if shape is None:
             shape = feature_shape(Xi_arr)
         elif feature_shape(Xi_arr) != shape:
@@ -430,9 +436,12 @@ def check_fit_inputs(
         if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
             raise TypeError("eval_set must be a pair (X_eval, y_eval)")
         X_eval = check_features(
-            eval_set[0], "eval_set[0] (X_eval)", text=text, allow_nan=shared_allow_nan,
+            eval_set[0],
+            "eval_set[0] (X_eval)",
+            text=text,
+            allow_nan=shared_allow_nan,
             nan_refused_by=shared_refused_by,
-        )  # fmt: skip
+        )
         if feature_shape(X_eval) != shape:
             raise ValueError(
                 f"eval_set[0] (X_eval) has {describe_shape(feature_shape(X_eval))}, "

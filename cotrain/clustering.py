@@ -149,8 +149,9 @@ def agreement_matrix(
         flat = probs.reshape(len(probs), -1)
         norms = np.linalg.norm(flat, axis=1)
         dot = flat @ flat.T
-        out = np.divide(dot, np.outer(norms, norms), out=np.zeros_like(dot),
-                        where=np.outer(norms, norms) > 0)  # fmt: skip
+        out = np.divide(
+            dot, np.outer(norms, norms), out=np.zeros_like(dot), where=np.outer(norms, norms) > 0
+        )
         np.fill_diagonal(out, 1.0)
         return out
     overlap = np.stack([np.minimum(p[None], probs).sum(axis=(1, 2)) for p in probs])
@@ -380,9 +381,14 @@ class AgreementClustering:
         ((1, 5), (3, 7))
         """
         return cluster_clients(
-            labels, ids, n_classes=n_classes, similarity=self.similarity,
-            max_cross=self.max_cross, min_gap=self.min_gap, min_size=self.min_size,
-        )  # fmt: skip
+            labels,
+            ids,
+            n_classes=n_classes,
+            similarity=self.similarity,
+            max_cross=self.max_cross,
+            min_gap=self.min_gap,
+            min_size=self.min_size,
+        )
 
 
 def cluster_clients(

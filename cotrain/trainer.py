@@ -357,9 +357,16 @@ PoolHalvesTrust, default="auto"
         check_not_after_transforms(self)
         estimators = check_estimators(self.estimators, self.share)
         data = check_fit_inputs(
-            X, y, X_public, groups=groups, n_estimators=len(estimators),
-            classes=self.classes, eval_set=eval_set, y_public=y_public, estimators=estimators,
-        )  # fmt: skip
+            X,
+            y,
+            X_public,
+            groups=groups,
+            n_estimators=len(estimators),
+            classes=self.classes,
+            eval_set=eval_set,
+            y_public=y_public,
+            estimators=estimators,
+        )
         check_params(self.get_params(deep=False), n_clients=len(estimators))
         require_public_classes(self.classes, self.privacy)
         for name in RUN_OUTCOME:  # nothing of an earlier fit survives a new one
@@ -405,14 +412,22 @@ PoolHalvesTrust, default="auto"
         check_share_consensus(self.share, rule)
         check_privacy_setup(self.privacy, rule, estimators)
         run = build_server(
-            consensus=rule, X_public=data.pool, n_classes=len(data.classes),
+            consensus=rule,
+            X_public=data.pool,
+            n_classes=len(data.classes),
             client_names=[f"client {i} ({type(e).__name__})" for i, e in enumerate(estimators)],
-            share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
-            soft_bits=self.soft_bits, clustering=self.clustering,
-            participation=self.participation, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, privacy=self.privacy, random_state=self.random_state,
+            share=self.share,
+            encoding=self.encoding,
+            soft_dtype=self.soft_dtype,
+            soft_bits=self.soft_bits,
+            clustering=self.clustering,
+            participation=self.participation,
+            on_client_error=self.on_client_error,
+            min_clients=self.min_clients,
+            privacy=self.privacy,
+            random_state=self.random_state,
             reproducible_noise=self.reproducible_noise,
-        )  # fmt: skip
+        )
         # a copy, so that a noisy consensus starts every fit from its own seed
         self.consensus_ = run.consensus
         self.classes_ = data.classes
@@ -426,13 +441,23 @@ PoolHalvesTrust, default="auto"
             self.privacy, len(estimators), len(data.pool), len(data.classes), self.rounds
         )
         clients = [
-            make_client(i, seeded_clone(est, s), Xi, yi, data.classes, X_public=data.pool,
-                   wire=run.wire, privacy=self.privacy, X_eval=data.X_eval,
-                   eval_proba=eval_proba, trust=client_trust(self.trust, self.privacy, s, est))
+            make_client(
+                i,
+                seeded_clone(est, s),
+                Xi,
+                yi,
+                data.classes,
+                X_public=data.pool,
+                wire=run.wire,
+                privacy=self.privacy,
+                X_eval=data.X_eval,
+                eval_proba=eval_proba,
+                trust=client_trust(self.trust, self.privacy, s, est),
+            )
             for i, (est, s, Xi, yi) in enumerate(
                 zip(estimators, run.client_seeds, data.X_clients, data.y_clients, strict=True)
             )
-        ]  # fmt: skip
+        ]
         self._federation = make_federation(
             clients,
             run,
@@ -461,8 +486,15 @@ PoolHalvesTrust, default="auto"
                 host_objects(runtime, fed.clients) as fed.pool,
             ):
                 run_round = partial(fed.run_round, timeout=self.round_timeout)
-                loop = RoundLoop(run_round, fed.sampler.sample, self.rounds, callbacks,
-                                 fed.history, start, owner=self)  # fmt: skip
+                loop = RoundLoop(
+                    run_round,
+                    fed.sampler.sample,
+                    self.rounds,
+                    callbacks,
+                    fed.history,
+                    start,
+                    owner=self,
+                )
                 self.stopped_reason_ = loop.run()
                 fed.clients = fed.pool.get()  # the fitted models come back once
         finally:
@@ -577,9 +609,12 @@ PoolHalvesTrust, default="auto"
         models = [m.estimator for m in self._fitted_models()]
         allow_nan = [nan_allowed(m) for m in models]
         X = check_features(
-            X, "X", text=self.feature_shape_ == (), allow_nan=all(allow_nan),
+            X,
+            "X",
+            text=self.feature_shape_ == (),
+            allow_nan=all(allow_nan),
             nan_refused_by=refusing_nan(models, allow_nan),
-        )  # fmt: skip
+        )
         if feature_shape(X) != self.feature_shape_:
             raise ValueError(
                 f"X has {describe_shape(feature_shape(X))}, expected "
@@ -644,9 +679,12 @@ PoolHalvesTrust, default="auto"
             raise DroppedDataError(DROPPED_POOL)
         X_public, soft = self.X_public_, self.pseudo_labels_.ndim == 2
         X, y = with_pseudo_labels(
-            X_public[:0], np.empty(0, dtype=self.classes_.dtype), X_public,
-            self.pseudo_labels_ if soft else self.pseudo_label_codes_, self.classes_,
-        )  # fmt: skip
+            X_public[:0],
+            np.empty(0, dtype=self.classes_.dtype),
+            X_public,
+            self.pseudo_labels_ if soft else self.pseudo_label_codes_,
+            self.classes_,
+        )
         return ClassAlignedClassifier(clone(estimator), classes=self.classes_).fit(X, y).estimator_
 
 
@@ -663,12 +701,24 @@ class ConsensusAttributes(Callback):
 
 #: the attributes that hold the outcome of a run (set at the end of ``fit``)
 RUN_OUTCOME = (
-    "client_models_", "clients_", "pseudo_labels_", "pseudo_label_codes_", "n_rounds_",
-    "learner_warnings_", "privacy_report_", "X_public_",
-)  # fmt: skip
+    "client_models_",
+    "clients_",
+    "pseudo_labels_",
+    "pseudo_label_codes_",
+    "n_rounds_",
+    "learner_warnings_",
+    "privacy_report_",
+    "X_public_",
+)
 
 
 #: parameters the result does not depend on (and `rounds`: a finished run can be extended)
 NOT_IN_FINGERPRINT = (
-    "n_jobs", "runtime", "verbose", "checkpoint_dir", "callbacks", "estimators", "rounds"
-)  # fmt: skip
+    "n_jobs",
+    "runtime",
+    "verbose",
+    "checkpoint_dir",
+    "callbacks",
+    "estimators",
+    "rounds",
+)

@@ -74,7 +74,7 @@ def blend_proba(
     return out
 
 
-class BlendedClassifier(ClassifierMixin, BaseEstimator):
+class BlendedClassifier(ClassifierMixin, cotrained=BaseEstimator):
     """Mix a local-only model's probabilities with the mean of co-trained models'.
 
     Parameters
@@ -107,15 +107,16 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
     >>> local = ClassAlignedClassifier(DecisionTreeClassifier(), classes=[0, 1]).fit(X, y)
     >>> flipped = ClassAlignedClassifier(DecisionTreeClassifier(), classes=[0, 1]).fit(X, 1 - y)
-    >>> BlendedClassifier(local, [flipped], alpha=0.25).fit_blend().predict_proba([[0.0]])
+    >>> BlendedClassifier(local, cotrained=[flipped], alpha=0.25).fit_blend().predict_proba([[0.0]])
     array([[0.75, 0.25]])
-    >>> BlendedClassifier(local, [flipped], alpha=1.0).fit_blend().predict([[0.0]])
+    >>> BlendedClassifier(local, cotrained=[flipped], alpha=1.0).fit_blend().predict([[0.0]])
     array([1])
     """
 
     def __init__(
         self,
         local: Any,
+        *,
         cotrained: Sequence[Any] = (),
         alpha: float = 0.0,
         held: Any = None,
@@ -157,9 +158,11 @@ class BlendedClassifier(ClassifierMixin, BaseEstimator):
         self : BlendedClassifier
         """
         self._check_alpha()
-        local = clone(self.local) if isinstance(self.local, ClassAlignedClassifier) else (
-            ClassAlignedClassifier(clone(self.local))
-        )  # fmt: skip
+        local = (
+            clone(self.local)
+            if isinstance(self.local, ClassAlignedClassifier)
+            else (ClassAlignedClassifier(clone(self.local)))
+        )
         local.fit(X, y, sample_weight=sample_weight)
         self.local, self.cotrained = local, ()
         self.fit_blend()

@@ -161,10 +161,10 @@ def test_blend_refuses_bad_alpha() -> None:
     X, y, _, _ = _task()
     local = ClassAlignedClassifier(LogisticRegression(), classes=CLASSES).fit(X, y)
     with pytest.raises(ValueError, match="alpha"):
-        BlendedClassifier(local, (), alpha=1.5).fit_blend()
+        BlendedClassifier(local, cotrained=(), alpha=1.5).fit_blend()
     with pytest.raises(TypeError, match="alpha"):
-        BlendedClassifier(local, (), alpha="half").fit_blend()
-    refit = BlendedClassifier(local, [local], alpha=0.5).fit(X[:40], y[:40])
+        BlendedClassifier(local, cotrained=(), alpha="half").fit_blend()
+    refit = BlendedClassifier(local, cotrained=[local], alpha=0.5).fit(X[:40], y[:40])
     assert refit.cotrained == () and refit.predict(X).shape == (len(X),)
 
 

@@ -499,9 +499,19 @@ def sensitivity_lower_bound(
     per_strategy = {s: int(counts[[sp[0] == s for sp in specs]].max(initial=0)) for s in names}
     if counts.size == 0:
         return SensitivityLowerBound(
-            0, unit, 0, -1, "", "no neighbour tried", (np.empty(0), None), 0,
-            np.zeros(len(pseudo), dtype=np.int64), per_strategy, counts, records,
-        )  # fmt: skip
+            0,
+            unit,
+            0,
+            -1,
+            "",
+            "no neighbour tried",
+            (np.empty(0), None),
+            0,
+            np.zeros(len(pseudo), dtype=np.int64),
+            per_strategy,
+            counts,
+            records,
+        )
     i, t = np.unravel_index(int(np.argmax(counts)), counts.shape)
     spec = specs[int(i)]
     best = int(counts[i, t])

@@ -250,9 +250,12 @@ class Centralized(ClassifierMixin, BaseEstimator):
         check_estimators([self.estimator], "hard")
         pooled = groups is None and not isinstance(X, list | tuple)  # one client: all rows
         data = check_client_data(
-            [X] if pooled else X, [y] if pooled else y, groups=groups, classes=self.classes,
+            [X] if pooled else X,
+            [y] if pooled else y,
+            groups=groups,
+            classes=self.classes,
             eval_set=eval_set,
-        )  # fmt: skip
+        )
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
         self.n_features_in_ = self._row_shape[0]

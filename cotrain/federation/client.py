@@ -91,9 +91,13 @@ class StepResult(Upload):
         (b'labels', None, None, 0.0)
         """
         released = Upload(
-            self.client_id, self.message, self.error, dp_event=self.dp_event,
-            broadcast_version=self.broadcast_version, site_epsilon=self.site_epsilon,
-        )  # fmt: skip
+            self.client_id,
+            self.message,
+            self.error,
+            dp_event=self.dp_event,
+            broadcast_version=self.broadcast_version,
+            site_epsilon=self.site_epsilon,
+        )
         if not self.private:
             released.warnings = self.warnings
             released.learner_time_s = self.learner_time_s
@@ -367,9 +371,10 @@ class Client:
         except MissingReference as err:
             self._decoder.forget()
             warnings.warn(
-                f"{err}; training on the private data alone this round", RuntimeWarning,
+                f"{err}; training on the private data alone this round",
+                RuntimeWarning,
                 stacklevel=2,
-            )  # fmt: skip
+            )
             return None
 
     def _release(
@@ -381,9 +386,15 @@ class Client:
         X_train, y_train = self.training_set(self._pool, pseudo)
         n = self.n_samples
         step = ClientRound(
-            labels, self.classes, self.model, self._X, self._y, self._pool,
-            X_pool=X_train[n:], y_pool=y_train[n:],
-        )  # fmt: skip
+            labels,
+            self.classes,
+            self.model,
+            self._X,
+            self._y,
+            self._pool,
+            X_pool=X_train[n:],
+            y_pool=y_train[n:],
+        )
         release = self.privacy.release_round(step, rng)
         result.dp_event = release.dp_event
         return release.labels
@@ -398,13 +409,24 @@ class Client:
         if pseudo is not None:  # how much the pool counts: see cotrain.trust
             X_pool, y_pool = pseudo_labeled_rows(self._pool, pseudo, self.classes)
             choice = self.trust.choose(
-                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
+                self.model.estimator,
+                self._X,
+                self._y,
+                X_pool,
+                y_pool,
+                self.classes,
                 cache=self.trust_cache,
-            )  # fmt: skip
+            )
             X_train, y_train, weight = weighted_training_set(
-                self.model.estimator, self._X, self._y, X_pool, y_pool, self.classes,
-                choice.weight, getattr(self.trust, "random_state", None),
-            )  # fmt: skip
+                self.model.estimator,
+                self._X,
+                self._y,
+                X_pool,
+                y_pool,
+                self.classes,
+                choice.weight,
+                getattr(self.trust, "random_state", None),
+            )
             result.trust, result.quality = choice.weight, choice.quality
         self.model.fit(X_train, y_train, sample_weight=weight)
         self.fitted = True
@@ -429,9 +451,14 @@ class Client:
         if self.fitted and "local" not in self.trust_cache:  # restored from a checkpoint
             trust.resume(self.model.estimator_, self.trust_cache)
         out = trust.fit_round(
-            self.estimator, self._X, self._y, self._pool, pseudo, self.classes,
+            self.estimator,
+            self._X,
+            self._y,
+            self._pool,
+            pseudo,
+            self.classes,
             self.trust_cache,
-        )  # fmt: skip
+        )
         self.model = ClassAlignedClassifier.from_fitted(out.model, self.classes, out.fit_time)
         self.fitted = True
         result.trust, result.quality = out.alpha, out.quality

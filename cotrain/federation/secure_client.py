@@ -128,9 +128,15 @@ class SecureClient(Client):
         X_train, y_train = self.training_set(X_public, pseudo)
         n = self.n_samples
         step = ClientRound(
-            np.zeros(0, dtype=np.int64), self.classes, self.estimator, self._X, self._y,
-            self.X_public, X_pool=X_train[n:], y_pool=y_train[n:],
-        )  # fmt: skip
+            np.zeros(0, dtype=np.int64),
+            self.classes,
+            self.estimator,
+            self._X,
+            self._y,
+            self.X_public,
+            X_pool=X_train[n:],
+            y_pool=y_train[n:],
+        )
         votes = self.privacy.site_votes(step, queries, rng)
         answer = self.privacy.noisy_share(votes, self.plan.share_answer, rng)
         first = answer
@@ -187,12 +193,13 @@ class SecureClient(Client):
         """What this site sent, per round, as JSON values (its enforcement of the plan)."""
         return {
             str(t): {
-                "queries": s["queries"].tolist(), "first": s["first"].hex(),
+                "queries": s["queries"].tolist(),
+                "first": s["first"].hex(),
                 "selected": None if s["selected"] is None else s["selected"].tolist(),
                 "answer": None if s["answer"] is None else s["answer"].hex(),
             }
             for t, s in self.sent.items()
-        }  # fmt: skip
+        }
 
     def load_sent_state(self, sent: dict[str, Any]) -> None:
         """Put a :meth:`sent_state` back."""

@@ -165,11 +165,17 @@ class SecureRound:
                 self.sums.answer(queries[answered], final.total)
                 self.ledger.answered += int(answered.size)
         return self.server.publish_round(
-            t, sampled, self.sums.codes, failed, tuple(sorted(set(timed_out))),
-            started=started, bytes_up=up,
+            t,
+            sampled,
+            self.sums.codes,
+            failed,
+            tuple(sorted(set(timed_out))),
+            started=started,
+            bytes_up=up,
             bytes_down=sum(link.nbytes for link in links.values()),
-            acknowledged=self.acknowledged, epsilon=self.ledger.max_epsilon(),
-        )  # fmt: skip
+            acknowledged=self.acknowledged,
+            epsilon=self.ledger.max_epsilon(),
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The sums' and the ledger's state."""
@@ -353,7 +359,13 @@ def make_federation(
         return SimulatedFederation(clients, run, data, reproducible_noise)
     seed = secure_seed(run, random_state)
     return SecureSumFederation(
-        clients, run, data, reproducible_noise, plan=clients[0].plan,
-        n_teachers=int(privacy.n_teachers), threshold=privacy.threshold,
-        participation=participation, seed=seed,
-    )  # fmt: skip
+        clients,
+        run,
+        data,
+        reproducible_noise,
+        plan=clients[0].plan,
+        n_teachers=int(privacy.n_teachers),
+        threshold=privacy.threshold,
+        participation=participation,
+        seed=seed,
+    )

@@ -137,9 +137,11 @@ class CoTrainingServer:
         """The headline consensus as the clients receive it (codes with -1, or
         probabilities at wire precision); None before the first round."""
         pseudo = self._headline()
-        return None if pseudo is None else self.wire.decode_broadcast(
-            self.wire.encode_broadcast(pseudo)
-        )  # fmt: skip
+        return (
+            None
+            if pseudo is None
+            else self.wire.decode_broadcast(self.wire.encode_broadcast(pseudo))
+        )
 
     def _headline(self) -> np.ndarray | None:
         """The largest cluster's consensus as formed (None before the first round)."""
@@ -332,14 +334,20 @@ class CoTrainingServer:
                 self.encoder.acknowledge(int(i), version)
         self.encoder.publish(t, now)
         return RoundRecord(
-            round=t, clients=tuple(int(i) for i in sampled), failed=dict(failed),
-            timed_out=tuple(timed_out), coverage=float(np.mean(now >= 0)),
+            round=t,
+            clients=tuple(int(i) for i in sampled),
+            failed=dict(failed),
+            timed_out=tuple(timed_out),
+            coverage=float(np.mean(now >= 0)),
             agreement=float("nan"),
             changed=None if previous is None else int(np.sum(previous != now)),
-            bytes_up=int(bytes_up), bytes_down=int(bytes_down),
-            time_s=time.perf_counter() - started, epsilon=epsilon, epsilon_unit="record",
+            bytes_up=int(bytes_up),
+            bytes_down=int(bytes_down),
+            time_s=time.perf_counter() - started,
+            epsilon=epsilon,
+            epsilon_unit="record",
             epsilon_adversary="server",
-        )  # fmt: skip
+        )
 
     # ------------------------------------------------------------- clusters
     def _vote(self, ids: np.ndarray, votes: np.ndarray, quality: np.ndarray | None) -> np.ndarray:
@@ -367,8 +375,10 @@ class CoTrainingServer:
 
     def _largest(self) -> int:
         """The cluster with the most clients that has a consensus (ties: the first)."""
-        sizes = [len(c) if p is not None else -1 for c, p in
-                 zip(self.clusters, self.cluster_consensus, strict=True)]  # fmt: skip
+        sizes = [
+            len(c) if p is not None else -1
+            for c, p in zip(self.clusters, self.cluster_consensus, strict=True)
+        ]
         return int(np.argmax(sizes))
 
     def _received(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
@@ -413,9 +423,10 @@ class CoTrainingServer:
             rows = np.isin(ids, cluster)
             probe = slice(None) if self.probe is None else self.probe
             settled = rule.stationary is None or (
-                pseudo is not None and rows.any()
+                pseudo is not None
+                and rows.any()
                 and _drift(client_hard[rows], pseudo, n_classes, self.probe) <= rule.stationary
-            )  # fmt: skip
+            )
             parts: tuple[tuple[int, ...], ...] = (cluster,)
             if settled and rows.sum() >= 2:
                 parts = rule.split(votes[rows][:, probe], ids[rows], n_classes) or parts
@@ -489,8 +500,12 @@ class CoTrainingServer:
         """Put a :meth:`state_dict` back."""
         downlink = state.get("downlink")  # a checkpoint from before delta broadcasts: none
         if downlink is None:
-            downlink = {"version": 0, "acked": [0] * len(self.receivers), "versions": [],
-                        "codes": []}  # fmt: skip
+            downlink = {
+                "version": 0,
+                "acked": [0] * len(self.receivers),
+                "versions": [],
+                "codes": [],
+            }
         self.encoder.load_state_dict(downlink, state["broadcast"])
         for receiver, s in zip(self.receivers, state["receivers"], strict=True):
             receiver.load_state_dict(s)

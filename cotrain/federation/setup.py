@@ -201,8 +201,14 @@ min_clients, privacy, random_state, reproducible_noise :
     abstain = share == "hard" and bool(getattr(privacy, "abstains", False))
     wire = WireFormat(n_classes, n_public, share, encoding, soft_dtype, soft_bits, abstain)
     server = CoTrainingServer(
-        rule, wire, n, on_client_error=on_client_error, min_clients=min_clients,
-        ledger=ledger, client_names=list(client_names), clustering=clustering,
-    )  # fmt: skip
+        rule,
+        wire,
+        n,
+        on_client_error=on_client_error,
+        min_clients=min_clients,
+        ledger=ledger,
+        client_names=list(client_names),
+        clustering=clustering,
+    )
     sampler = ClientSampler(sampler_seed, n, participation, min_clients)
     return ServerRun(server, sampler, client_seeds, noise_seed)

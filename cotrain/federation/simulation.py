@@ -97,9 +97,13 @@ class SimulatedFederation:
         timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
         self.books.received(r.upload() for r in results)  # counts even if the vote fails
         record, answered = server.finish_round(
-            t, sampled, [r.upload() for r in results], timed_out, started=start,
+            t,
+            sampled,
+            [r.upload() for r in results],
+            timed_out,
+            started=start,
             bytes_down=sum(link.nbytes for link in links.values()),
-        )  # fmt: skip
+        )
         # what private clients keep off their uploads, the experimenter still sees
         private = [r for r in results if r.private]
         for r in private:
@@ -123,9 +127,13 @@ class SimulatedFederation:
         pseudo-label accuracy where its labels are known (a simulation only)."""
         data = self.data
         record = self.books.finish(
-            record, uploads, answered, self.server.consensus,
-            predictions=predictions, y_eval_codes=data.y_eval_codes,
-        )  # fmt: skip
+            record,
+            uploads,
+            answered,
+            self.server.consensus,
+            predictions=predictions,
+            y_eval_codes=data.y_eval_codes,
+        )
         hard = self.server.hard_consensus
         if data.y_public_codes is not None and hard is not None and (hard >= 0).any():
             covered = np.asarray(hard >= 0)

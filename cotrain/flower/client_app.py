@@ -108,8 +108,9 @@ def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
         node = context.node_config
         if not (private or ("site" in node and declares_privacy(str(node["site"])))):
             raise
-        _LOG.warning("%s failed at this private site (the server gets fixed words)", op,
-                     exc_info=True)  # fmt: skip
+        _LOG.warning(
+            "%s failed at this private site (the server gets fixed words)", op, exc_info=True
+        )
         return {"config": {protocol.ERROR: protocol.masked_error(err)}, "metrics": {}, "arrays": {}}
 
 
@@ -215,9 +216,13 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     if served.computed is None:  # refused before anything ran
         _LOG.warning(
             "round %s of run %s refused: one more release would take this site's ε "
-            "from %.4f to %.4f, past its budget %s", request[1], request[0],
-            ledger.epsilon(), ledger.next_epsilon(), ledger.budget,
-        )  # fmt: skip
+            "from %.4f to %.4f, past its budget %s",
+            request[1],
+            request[0],
+            ledger.epsilon(),
+            ledger.next_epsilon(),
+            ledger.budget,
+        )
         refusal = Upload(
             int(config["client-index"]), error=served.error, site_epsilon=served.epsilon
         )

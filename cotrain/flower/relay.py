@@ -184,10 +184,13 @@ def secure_vector(config: dict[str, Any], context: Any) -> Any:
         try:
             return share_vector(
                 call_worker(
-                    path, "secure-share", request, site=site_path(node, run),
+                    path,
+                    "secure-share",
+                    request,
+                    site=site_path(node, run),
                     timeout=_timeout(node),
                 )
-            )  # fmt: skip
+            )
         except WorkerUnavailable as err:
             _LOG.warning("%s; computing the share here", err)
         except WorkerError as err:

@@ -139,9 +139,13 @@ class FlowerSecureRound:
         self.rounds = int(rounds)
         self.run = run
         self.round = SecureRound(
-            run.server, self.plan, int(privacy.n_teachers), privacy.threshold, n_public,
+            run.server,
+            self.plan,
+            int(privacy.n_teachers),
+            privacy.threshold,
+            n_public,
             secure_seed(run, random_state),
-        )  # fmt: skip
+        )
         run.server.ledger = self.round.ledger
         self.round_timeout = round_timeout
         self.poll_interval = poll_interval
@@ -149,9 +153,14 @@ class FlowerSecureRound:
         self.received: list[tuple[str, Any]] = []
 
     def run_round(
-        self, t: int, sampled: np.ndarray, grid: Any, node_ids: list[int], token: str,
+        self,
+        t: int,
+        sampled: np.ndarray,
+        grid: Any,
+        node_ids: list[int],
+        token: str,
         message: Any,
-    ) -> RoundRecord:  # fmt: skip
+    ) -> RoundRecord:
         """Round ``t`` over ``grid`` (see the module docstring); ``node_ids[i]`` is client
         ``i``'s SuperNode, ``token`` the run's token and ``message(t, i, link)`` the
         round's ``train`` message for client ``i``."""
@@ -233,9 +242,16 @@ class FlowerSecureRound:
         return None
 
     def _sum(
-        self, grid: Any, node_ids: list[int], t: int, step: str, clients: list[int],
-        n_rows: int, token: str, extra: dict[str, Any],
-    ) -> tuple[SummedShares | None, dict[int, str], int]:  # fmt: skip
+        self,
+        grid: Any,
+        node_ids: list[int],
+        t: int,
+        step: str,
+        clients: list[int],
+        n_rows: int,
+        token: str,
+        extra: dict[str, Any],
+    ) -> tuple[SummedShares | None, dict[int, str], int]:
         """The SecAgg+ sum of ``clients``' shares for ``step``: ``(sum or None, failures,
         share bytes)``."""
         server, plan = self.run.server, self.plan
@@ -245,16 +261,26 @@ class FlowerSecureRound:
             return None, {}, 0
         nodes = {int(node_ids[i]): i for i in clients}
         config = {
-            "run-token": token, "round": int(t), STEP: step, N_SITES: int(plan.n_sites),
-            ROUNDS: self.rounds, "n-classes": int(plan.n_classes), **extra,
-        }  # fmt: skip
+            "run-token": token,
+            "round": int(t),
+            STEP: step,
+            N_SITES: int(plan.n_sites),
+            ROUNDS: self.rounds,
+            "n-classes": int(plan.n_classes),
+            **extra,
+        }
         threshold = max(plan.min_sites, len(nodes) // 2 + 1)
         try:
             result = secagg_sum(
-                grid, sorted(nodes), shape=shape, query=f"{token}/{t}/{step}",
-                reconstruction_threshold=threshold, timeout=self.round_timeout,
-                server_round=int(t), config=config,
-            )  # fmt: skip
+                grid,
+                sorted(nodes),
+                shape=shape,
+                query=f"{token}/{t}/{step}",
+                reconstruction_threshold=threshold,
+                timeout=self.round_timeout,
+                server_round=int(t),
+                config=config,
+            )
         except SecureSumError as err:
             failed = {i: f"SecureSumError: {err}" for i in clients}
             if server.on_client_error == "raise":

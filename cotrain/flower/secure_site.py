@@ -154,12 +154,17 @@ def _client(site: Site, config: dict[str, Any], plan: SecurePlan) -> SecureClien
     """The in-process site's :class:`SecureClient`, with what it sent in this run."""
     seed = int(config.get("seed", 0))
     return SecureClient(
-        int(config.get("client-index", 0)), seeded_clone(site.estimator, seed), site.X, site.y,
-        np.asarray(config["classes"]), X_public=site.X_public,
+        int(config.get("client-index", 0)),
+        seeded_clone(site.estimator, seed),
+        site.X,
+        site.y,
+        np.asarray(config["classes"]),
+        X_public=site.X_public,
         wire=WireFormat.from_config(config) if "share" in config else None,
-        privacy=site.privacy, trust=client_trust(site.trust, site.privacy, seed, site.estimator),
+        privacy=site.privacy,
+        trust=client_trust(site.trust, site.privacy, seed, site.estimator),
         plan=plan,
-    )  # fmt: skip
+    )
 
 
 def _keep(client: SecureClient, state: dict[str, Any]) -> None:

@@ -550,8 +550,10 @@ def _check_unmask_request(message: Any) -> None:
     if alive & dead or message.metadata.dst_node_id in dead:
         _LOG.warning(
             "unmask request refused: sites %s named both alive and dropped, or this site "
-            "(%s) named dropped", sorted(alive & dead), message.metadata.dst_node_id,
-        )  # fmt: skip
+            "(%s) named dropped",
+            sorted(alive & dead),
+            message.metadata.dst_node_id,
+        )
         raise SecureSumRefused(REFUSED)
 
 

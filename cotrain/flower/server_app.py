@@ -50,20 +50,37 @@ _LOG = logging.getLogger("cotrain.flower")
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
-    "rounds": "rounds", "consensus": "consensus", "share": "share", "soft-dtype": "soft_dtype",
-    "encoding": "encoding", "soft-bits": "soft_bits", "participation": "participation",
-    "early-stopping": "early_stopping", "on-client-error": "on_client_error",
-    "min-clients": "min_clients", "min-nodes": "min_nodes", "round-timeout": "round_timeout",
-    "node-timeout": "node_timeout", "random-state": "random_state",
-    "public-pool": "public_pool", "classes": "classes", "checkpoint-dir": "checkpoint_dir",
+    "rounds": "rounds",
+    "consensus": "consensus",
+    "share": "share",
+    "soft-dtype": "soft_dtype",
+    "encoding": "encoding",
+    "soft-bits": "soft_bits",
+    "participation": "participation",
+    "early-stopping": "early_stopping",
+    "on-client-error": "on_client_error",
+    "min-clients": "min_clients",
+    "min-nodes": "min_nodes",
+    "round-timeout": "round_timeout",
+    "node-timeout": "node_timeout",
+    "random-state": "random_state",
+    "public-pool": "public_pool",
+    "classes": "classes",
+    "checkpoint-dir": "checkpoint_dir",
     "clustering": "clustering",
-}  # fmt: skip
+}
 _ZERO_IS_NONE = {"soft_bits", "early_stopping", "round_timeout"}
 #: parameters a resumed run may change (they do not change its result)
 _NOT_IN_FINGERPRINT = {
-    "rounds", "min_nodes", "node_timeout", "round_timeout", "poll_interval",
-    "checkpoint_dir", "callbacks", "public_pool",
-}  # fmt: skip
+    "rounds",
+    "min_nodes",
+    "node_timeout",
+    "round_timeout",
+    "poll_interval",
+    "checkpoint_dir",
+    "callbacks",
+    "public_pool",
+}
 
 
 class FlowerCoTraining:
@@ -248,9 +265,13 @@ class FlowerCoTraining:
         self._n_public = int(X_public.shape[0])
         classes = None if self.classes is None else protocol.labels_to_config(self._classes())
         self._roster = Roster(
-            self._pool_hash, self._n_public, self._privacy_text(), self.node_timeout,
-            self.poll_interval, classes=classes,
-        )  # fmt: skip
+            self._pool_hash,
+            self._n_public,
+            self._privacy_text(),
+            self.node_timeout,
+            self.poll_interval,
+            classes=classes,
+        )
         sites = self._roster.handshake(grid, self.min_nodes, self.min_clients)
         self.refused_, self.rejoined_ = self._roster.refused, self._roster.rejoined
         n = len(sites)
@@ -260,21 +281,40 @@ class FlowerCoTraining:
         self._eval = SharedEvaluation(sites, self.classes_)
         secure = self.privacy if is_secure_sum(self.privacy) else None  # votes in SecAgg+
         self._run: ServerRun = build_server(
-            consensus=auto_consensus(self.consensus, secure), X_public=X_public,
+            consensus=auto_consensus(self.consensus, secure),
+            X_public=X_public,
             n_classes=len(self.classes_),
-            client_names=[f"site {i} (node {s['node']}, {s['learner']})"
-                          for i, s in enumerate(sites)],
-            share=self.share, encoding=self.encoding, soft_dtype=self.soft_dtype,
-            soft_bits=self.soft_bits, clustering=self.clustering,
-            participation=self.participation, on_client_error=self.on_client_error,
-            min_clients=self.min_clients, privacy=self.privacy, random_state=self.random_state,
+            client_names=[
+                f"site {i} (node {s['node']}, {s['learner']})" for i, s in enumerate(sites)
+            ],
+            share=self.share,
+            encoding=self.encoding,
+            soft_dtype=self.soft_dtype,
+            soft_bits=self.soft_bits,
+            clustering=self.clustering,
+            participation=self.participation,
+            on_client_error=self.on_client_error,
+            min_clients=self.min_clients,
+            privacy=self.privacy,
+            random_state=self.random_state,
             deployment=True,
-        )  # fmt: skip
+        )
         self.consensus_ = self._run.consensus
-        self._secure: FlowerSecureRound | None = None if secure is None else FlowerSecureRound(
-            self._run, secure, self._n_public, len(self.classes_), self.rounds,
-            self.participation, self.random_state, self.round_timeout, self.poll_interval,
-        )  # fmt: skip
+        self._secure: FlowerSecureRound | None = (
+            None
+            if secure is None
+            else FlowerSecureRound(
+                self._run,
+                secure,
+                self._n_public,
+                len(self.classes_),
+                self.rounds,
+                self.participation,
+                self.random_state,
+                self.round_timeout,
+                self.poll_interval,
+            )
+        )
         self._seeds = [client_seed(s) for s in self._run.client_seeds]
         self.history_ = self._run.history
         self.timings_: list[dict[str, float]] = []
@@ -290,9 +330,14 @@ class FlowerCoTraining:
         own = [checkpoint, None if ledger is None else PrivacyBudget(ledger)]
         callbacks = loop_callbacks(own, self.early_stopping, self.callbacks)
         loop = RoundLoop(
-            lambda t, sampled: self._round(t, sampled, grid), self._run.sampler.sample,
-            self.rounds, callbacks, self.history_, start, owner=self,
-        )  # fmt: skip
+            lambda t, sampled: self._round(t, sampled, grid),
+            self._run.sampler.sample,
+            self.rounds,
+            callbacks,
+            self.history_,
+            start,
+            owner=self,
+        )
         self.stopped_reason_ = loop.run()
         self.consensus_codes_ = np.stack(self._codes) if self._codes else np.empty((0, 0))
         self.n_rounds_ = len(self.history_)
@@ -307,10 +352,11 @@ class FlowerCoTraining:
             return None
         params = {k: repr(v) for k, v in self._params().items() if k not in _NOT_IN_FINGERPRINT}
         who = [  # a private site: its public fields only (it sends no rows or labels)
-            identity(s) if s.get("privacy") else (s["client-id"], s["learner"], s["n-samples"],
-                                                  s["labels"])
+            identity(s)
+            if s.get("privacy")
+            else (s["client-id"], s["learner"], s["n-samples"], s["labels"])
             for s in sites
-        ]  # fmt: skip
+        ]
         config = fingerprint("flower", sorted(params.items()), self._pool_hash, repr(who))
         checkpointer = Checkpointer(self.checkpoint_dir, config)
         if not resume:
@@ -363,18 +409,27 @@ class FlowerCoTraining:
         timed_out = tuple(i for i in messages if i not in replies)
         self._books.received(uploads)  # a site's own ε counts even if the round fails
         record, answered = self._server.finish_round(
-            t, sampled, uploads, timed_out, started=start,
+            t,
+            sampled,
+            uploads,
+            timed_out,
+            started=start,
             bytes_down=sum(link.nbytes for link in links.values()),
-        )  # fmt: skip
+        )
         codes = self._server.hard_consensus
         if codes is not None:  # always, after a round
             self._codes.append(codes)
         accuracy = {i: a for i, r in replies.items() if (a := _eval_accuracy(r)) is not None}
         shared = {i: p for i, r in replies.items() if (p := self._eval.read(i, r)) is not None}
         return self._books.finish(
-            record, uploads, answered, self._server.consensus, predictions=shared,
-            accuracy=accuracy, y_eval_codes=self._eval.y_codes,
-        )  # fmt: skip
+            record,
+            uploads,
+            answered,
+            self._server.consensus,
+            predictions=shared,
+            accuracy=accuracy,
+            y_eval_codes=self._eval.y_codes,
+        )
 
     def _train_message(self, t: int, i: int, link: Downlink) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict

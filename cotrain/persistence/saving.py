@@ -64,8 +64,12 @@ READABLE_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 #: besides the checkpoints' modules: the library's own configuration objects
 SAVED_TRUSTED_MODULES = (
-    *TRUSTED_MODULES, "consensus.", "cotrain.privacy.", "cotrain.trust.", "cotrain.clustering.",
-)  # fmt: skip
+    *TRUSTED_MODULES,
+    "consensus.",
+    "cotrain.privacy.",
+    "cotrain.trust.",
+    "cotrain.clustering.",
+)
 #: parameters that name where and how a run executes; not stored (None when loaded)
 NOT_SAVED = ("callbacks", "runtime")
 #: fitted attributes stored in ``trainer.skops`` (those the trainer has)
@@ -164,8 +168,9 @@ def save_federation(trainer: Any, path: str | os.PathLike, *, drop_data: bool = 
                 files += save_model(model, tmp, f"client-{i}")
         labels, codes = trainer.pseudo_labels_, trainer.pseudo_label_codes_
         # as format 1 wrote them: the consensus as broadcast (codes or soft) and hard codes
-        np.savez(tmp / "arrays.npz", consensus_labels=codes if labels.ndim == 1 else labels,
-                 hard=codes)  # fmt: skip
+        np.savez(
+            tmp / "arrays.npz", consensus_labels=codes if labels.ndim == 1 else labels, hard=codes
+        )
         report = trainer.privacy_report_
         state = {
             "feature_shape": list(trainer.feature_shape_),

@@ -95,6 +95,7 @@ class CrossFitTrust:
 
     def __init__(
         self,
+        *,
         n_folds: int = 2,
         local_folds: int = 5,
         alphas: tuple[float, ...] = ALPHAS,
@@ -150,8 +151,15 @@ class CrossFitTrust:
             fold[test] = i
         return fold
 
-    def _start(self, estimator: Any, X: np.ndarray, y: np.ndarray, classes: np.ndarray,
-               n_public: int, state: dict[str, Any]) -> float:  # fmt: skip
+    def _start(
+        self,
+        estimator: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        n_public: int,
+        state: dict[str, Any],
+    ) -> float:
         """The once-per-run part: folds, the local model and its out-of-fold probabilities.
         Returns the seconds spent fitting."""
         spent = 0.0
@@ -163,8 +171,9 @@ class CrossFitTrust:
             state["u_fold"] = rng.permutation(np.arange(n_public) % self.n_folds)
         bagged = out_of_bag(estimator)
         if "local" not in state:
-            local = ClassAlignedClassifier(_oob_clone(estimator) if bagged else clone(estimator),
-                                           classes=classes).fit(X, y)  # fmt: skip
+            local = ClassAlignedClassifier(
+                _oob_clone(estimator) if bagged else clone(estimator), classes=classes
+            ).fit(X, y)
             spent += local.fit_time_
             state["local"] = local
         if "local_oof" not in state and state["measurable"] and bagged:
@@ -213,7 +222,7 @@ class CrossFitTrust:
         local: ClassAlignedClassifier = state["local"]
         measurable = state["measurable"]
         if pseudo is None:  # round 1: the local model labels the pool
-            model = BlendedClassifier(local, (), 0.0).fit_blend()
+            model = BlendedClassifier(local, cotrained=(), alpha=0.0).fit_blend()
             quality = None
             if measurable:
                 quality = float(np.mean(state["local_oof"].argmax(axis=1) == _codes(y, classes)))
@@ -244,8 +253,7 @@ class CrossFitTrust:
             on_public[u_fold == k] = model.predict_proba(X_public[u_fold == k])
             if d_fold is not None:
                 oof[d_fold == k] = model.predict_proba(X[d_fold == k])
-        return self._finish(folds, on_public, oof if measurable else None, y, classes, state,
-                            spent)  # fmt: skip
+        return self._finish(folds, on_public, oof if measurable else None, y, classes, state, spent)
 
     def _out_of_bag_round(
         self,
@@ -291,13 +299,17 @@ class CrossFitTrust:
         probabilities on its rows (None: too few rows to measure: plain co-training)."""
         held = np.isin(classes, y)
         if oof is None:
-            blend = BlendedClassifier(state["local"], models, 1.0, held).fit_blend()
+            blend = BlendedClassifier(
+                state["local"], cotrained=models, alpha=1.0, held=held
+            ).fit_blend()
             return TrustRound(on_public, blend, None, 1.0, spent)
         codes = _codes(y, classes)
         alphas, z = tuple(self.alphas), float(self.z)
         alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held)
         quality = float(np.mean(oof.argmax(axis=1) == codes))
-        blend = BlendedClassifier(state["local"], models, alpha, held).fit_blend()
+        blend = BlendedClassifier(
+            state["local"], cotrained=models, alpha=alpha, held=held
+        ).fit_blend()
         return TrustRound(on_public, blend, quality, alpha, spent)
 
 

@@ -135,6 +135,7 @@ class HoldoutTrust:
 
     def __init__(
         self,
+        *,
         holdout: float = 0.2,
         alphas: tuple[float, ...] = ALPHAS,
         z: float = 1.0,
@@ -250,17 +251,17 @@ class HoldoutTrust:
         held = np.isin(classes, y)
         if held_out is None:  # nothing to measure on: plain co-training
             alpha = 0.0 if pseudo is None else 1.0
-            blend = BlendedClassifier(local, [co], alpha, held).fit_blend()
+            blend = BlendedClassifier(local, cotrained=[co], alpha=alpha, held=held).fit_blend()
             return TrustRound(on_public, blend, None, alpha, spent)
         codes = np.searchsorted(classes, y[held_out])
         co_proba = co.predict_proba(X[held_out])
         quality = float(np.mean(co_proba.argmax(axis=1) == codes))
         if pseudo is None:  # round 1: the local model (the co model is a copy of it)
-            blend = BlendedClassifier(local, [co], 0.0).fit_blend()
+            blend = BlendedClassifier(local, cotrained=[co], alpha=0.0).fit_blend()
             return TrustRound(on_public, blend, quality, 0.0, spent)
         if "local_held_out" not in state:
             state["local_held_out"] = local.predict_proba(X[held_out])
         alphas, z = tuple(self.alphas), float(self.z)
         alpha = pick_alpha(co_proba, state["local_held_out"], codes, alphas, z, held)
-        blend = BlendedClassifier(local, [co], alpha, held).fit_blend()
+        blend = BlendedClassifier(local, cotrained=[co], alpha=alpha, held=held).fit_blend()
         return TrustRound(on_public, blend, quality, alpha, spent)

@@ -86,7 +86,7 @@ class PoolHalvesTrust:
     #: the pool rows a model trains on have weight 1
     weight = 1.0
 
-    def __init__(self, random_state: int | None = None) -> None:
+    def __init__(self, *, random_state: int | None = None) -> None:
         self.random_state = random_state
 
     def __repr__(self) -> str:
@@ -149,7 +149,9 @@ class PoolHalvesTrust:
             state["models"] = [copy.deepcopy(first), copy.deepcopy(first)]
             if pseudo is None:
                 on_public = first.predict_proba(X_public)
-                blend = BlendedClassifier(first, state["models"], 1.0, held).fit_blend()
+                blend = BlendedClassifier(
+                    first, cotrained=state["models"], alpha=1.0, held=held
+                ).fit_blend()
                 return TrustRound(on_public, blend, None, 1.0, spent)
         models: list[ClassAlignedClassifier] = state["models"]
         labelled, y_private, y_pool = pool_targets(y, pseudo, classes)
@@ -163,5 +165,7 @@ class PoolHalvesTrust:
             spent += model.fit_time_
             others = half != k
             on_public[others] = model.predict_proba(X_public[others])
-        blend = BlendedClassifier(state["local"], models, 1.0, held).fit_blend()
+        blend = BlendedClassifier(
+            state["local"], cotrained=models, alpha=1.0, held=held
+        ).fit_blend()
         return TrustRound(on_public, blend, None, 1.0, spent)

@@ -145,6 +145,7 @@ class PseudoLabelTrust:
 
     def __init__(
         self,
+        *,
         weights: tuple[float, ...] = (0.0, 1.0),
         cv: int = 3,
         z: float = 2.0,

@@ -178,9 +178,11 @@ class BroadcastEncoder:
         if self.version not in self._codes:  # a soft consensus: always in full
             return Downlink(full)
         delta = DeltaHardLabels.encode(
-            self._codes_for(self.version, client_id), self._codes_for(ref, client_id),
-            self.wire.n_classes, allow_abstain=True,
-        )  # fmt: skip
+            self._codes_for(self.version, client_id),
+            self._codes_for(ref, client_id),
+            self.wire.n_classes,
+            allow_abstain=True,
+        )
         return Downlink(delta, ref) if len(delta) < len(full) else Downlink(full)
 
     def acknowledge(self, client_id: int, version: int) -> None:
@@ -231,9 +233,10 @@ class BroadcastEncoder:
                 None if m is None else np.asarray(m, dtype=np.int64),
                 [np.asarray(c, dtype=np.int64) for c in codes],
             )
-            for v, m, codes in zip(state["versions"], groups["members"], groups["codes"],
-                                   strict=True)
-        }  # fmt: skip
+            for v, m, codes in zip(
+                state["versions"], groups["members"], groups["codes"], strict=True
+            )
+        }
 
 
 class BroadcastDecoder:

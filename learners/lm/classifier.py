@@ -424,9 +424,12 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
             cache = self._token_cache = TokenCache(self.tokenizer_)
         if windowed:
             ids = cache.windows(
-                texts, self._max_tokens(), self.window_stride, self.max_windows,
+                texts,
+                self._max_tokens(),
+                self.window_stride,
+                self.max_windows,
                 self.truncation_side,
-            )  # fmt: skip
+            )
         else:
             ids = cache.ids(texts, self._max_tokens(), self.truncation_side)
         if not self.cache_encodings:

@@ -55,18 +55,34 @@ def app_pyproject(
     >>> text.splitlines()[-1], 'serverapp = "demo.app:server"' in text
     ('n = 2', True)
     """
-    values = {k: json.dumps(v) if not isinstance(v, bool) else str(v).lower()
-              for k, v in config.items()}  # fmt: skip
+    values = {
+        k: json.dumps(v) if not isinstance(v, bool) else str(v).lower() for k, v in config.items()
+    }
     lines = [
-        "[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', "",
-        "[project]", f"name = {json.dumps(name)}", 'version = "1.0.0"',
-        f"description = {json.dumps(description)}", 'license = "MIT"', "dependencies = []", "",
-        "[tool.hatch.build.targets.wheel]", 'packages = ["."]', "",
-        "[tool.flwr.app]", 'publisher = "cotrain"', "",
-        "[tool.flwr.app.components]", f"serverapp = {json.dumps(serverapp)}",
-        f"clientapp = {json.dumps(clientapp)}", "",
-        "[tool.flwr.app.config]", *(f"{k} = {v}" for k, v in values.items()),
-    ]  # fmt: skip
+        "[build-system]",
+        'requires = ["hatchling"]',
+        'build-backend = "hatchling.build"',
+        "",
+        "[project]",
+        f"name = {json.dumps(name)}",
+        'version = "1.0.0"',
+        f"description = {json.dumps(description)}",
+        'license = "MIT"',
+        "dependencies = []",
+        "",
+        "[tool.hatch.build.targets.wheel]",
+        'packages = ["."]',
+        "",
+        "[tool.flwr.app]",
+        'publisher = "cotrain"',
+        "",
+        "[tool.flwr.app.components]",
+        f"serverapp = {json.dumps(serverapp)}",
+        f"clientapp = {json.dumps(clientapp)}",
+        "",
+        "[tool.flwr.app.config]",
+        *(f"{k} = {v}" for k, v in values.items()),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -113,13 +113,17 @@ class SecureVotesLedger:
         eps = self.max_epsilon()
         clients = [
             {
-                "client": i, "rounds": self.rounds_taken, "epsilon": eps,
+                "client": i,
+                "rounds": self.rounds_taken,
+                "epsilon": eps,
                 "epsilon_by_relation": {"add_or_remove": eps, "replace_one": None},
-                "relation": "add_or_remove", "delta": self.plan.delta, "unit": "record",
+                "relation": "add_or_remove",
+                "delta": self.plan.delta,
+                "unit": "record",
                 "adversary": "server",
             }
             for i in range(self.plan.n_sites)
-        ]  # fmt: skip
+        ]
         return {
             "mechanisms": ["SecureTeacherVotes (teacher votes summed under secure aggregation)"],
             "unit": "record",
@@ -143,9 +147,11 @@ class SecureVotesLedger:
     def state_dict(self) -> dict[str, Any]:
         """The counts, for checkpoints."""
         return {
-            "rounds_taken": self.rounds_taken, "asked": self.asked, "answered": self.answered,
+            "rounds_taken": self.rounds_taken,
+            "asked": self.asked,
+            "answered": self.answered,
             "fit_rounds": self.fit_rounds,
-        }  # fmt: skip
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a :meth:`state_dict` back."""

@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-# the one owner of "an integer >= low" (skellam, secure_votes, teachers, teacher_counts import it
-# from here as check_count until they import learners.checks.check_int themselves)
-from learners.checks import check_int as check_count
+from learners.checks import check_int
 
 __all__ = [
     "UNITS",
@@ -84,12 +82,12 @@ def check_delta(value: Any) -> float:
 
 def check_n_classes(n_classes: Any) -> int:
     """``n_classes`` as an int if it is an integer >= 1."""
-    return check_count(n_classes, "n_classes", 1)
+    return check_int(n_classes, "n_classes", 1)
 
 
 def check_n_labels(n_labels: Any) -> int:
     """``n_labels`` as an int if it is an integer >= 0."""
-    return check_count(n_labels, "n_labels", 0)
+    return check_int(n_labels, "n_labels", 0)
 
 
 def check_hard_codes(labels: ArrayLike, n_classes: int) -> NDArray[np.int64]:

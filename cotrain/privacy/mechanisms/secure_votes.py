@@ -60,9 +60,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism
-from cotrain.privacy.mechanisms.param_checks import check_count, check_delta, check_positive
+from cotrain.privacy.mechanisms.param_checks import check_delta, check_positive
 from cotrain.privacy.mechanisms.skellam import skellam_noise, skellam_pld, skellam_site_share
 from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
+from learners.checks import check_int
 
 __all__ = ["SecurePlan", "SecureTeacherVotes", "plan_epsilon"]
 
@@ -83,7 +84,7 @@ def plan_epsilon(
     >>> plan_epsilon(4000.0, 200, 1e-5) == skellam_epsilon(4000.0, 100, 1e-5)
     True
     """
-    pld = skellam_pld(mu_answer, check_count(answer_shifts, "answer_shifts", 1))
+    pld = skellam_pld(mu_answer, check_int(answer_shifts, "answer_shifts", 1))
     if mu_check is not None and check_shifts > 0:
         pld = pld.compose(skellam_pld(mu_check, check_shifts))
     return float(pld.get_epsilon_for_delta(check_delta(delta)))
@@ -169,7 +170,7 @@ class SecurePlan:
         >>> plan.epsilon(0)
         0.0
         """
-        rounds = self.rounds if rounds is None else check_count(rounds, "rounds", 0)
+        rounds = self.rounds if rounds is None else check_int(rounds, "rounds", 0)
         if rounds == 0:
             return 0.0
         answer, check = self.shifts(rounds)
@@ -308,7 +309,7 @@ class SecureTeacherVotes(LabelMechanism):
         return False
 
     def _check_params(self) -> None:
-        check_count(self.n_teachers, "n_teachers", 1)
+        check_int(self.n_teachers, "n_teachers", 1)
         check_positive(self.epsilon, "epsilon", allow_none=True)
         check_positive(self.mu, "mu", allow_none=True)
         if (self.epsilon is None) == (self.mu is None):
@@ -318,7 +319,7 @@ class SecureTeacherVotes(LabelMechanism):
                 f"{self.epsilon!r}, mu={self.mu!r}"
             )
         if self.rounds is not None:
-            check_count(self.rounds, "rounds", 1)
+            check_int(self.rounds, "rounds", 1)
         if self.threshold is not None:
             _check_share(self.threshold, "threshold")
         _check_share(self.max_answered, "max_answered")
@@ -327,8 +328,8 @@ class SecureTeacherVotes(LabelMechanism):
             raise ValueError(f"check_noise must be a number >= 1, got {self.check_noise!r}")
         if self.queries is not None:
             _check_queries(self.queries)
-        check_count(self.dropouts, "dropouts", 0)
-        check_count(self.colluders, "colluders", 0)
+        check_int(self.dropouts, "dropouts", 0)
+        check_int(self.colluders, "colluders", 0)
         super()._check_params()
 
     def n_queries(self, n_public: int) -> int:
@@ -342,7 +343,7 @@ class SecureTeacherVotes(LabelMechanism):
         1000
         """
         self._check_params()
-        n_public = check_count(n_public, "n_public", 1)
+        n_public = check_int(n_public, "n_public", 1)
         if self.queries is None:
             return n_public
         asked = _check_queries(self.queries)
@@ -361,9 +362,9 @@ class SecureTeacherVotes(LabelMechanism):
             If a parameter is invalid, or ``dropouts + colluders >= n_sites``.
         """
         self._check_params()
-        n_sites = check_count(n_sites, "n_sites", 1)
-        n_classes = check_count(n_classes, "n_classes", 1)
-        rounds = check_count(rounds, "rounds", 1)
+        n_sites = check_int(n_sites, "n_sites", 1)
+        n_classes = check_int(n_classes, "n_classes", 1)
+        rounds = check_int(rounds, "rounds", 1)
         rounds = max(1, rounds - 1) if self.rounds is None else int(self.rounds)
         skellam_site_share(1.0, n_sites, int(self.dropouts), int(self.colluders))  # checks both
         n_q = self.n_queries(n_public)
@@ -372,10 +373,17 @@ class SecureTeacherVotes(LabelMechanism):
 
         def make(mu: float) -> SecurePlan:
             return SecurePlan(
-                n_sites, n_q, n_classes, rounds, answers, mu,
-                None if ratio is None else ratio * mu, float(self.delta),
-                int(self.dropouts), int(self.colluders),
-            )  # fmt: skip
+                n_sites,
+                n_q,
+                n_classes,
+                rounds,
+                answers,
+                mu,
+                None if ratio is None else ratio * mu,
+                float(self.delta),
+                int(self.dropouts),
+                int(self.colluders),
+            )
 
         if self.mu is not None:
             return make(float(self.mu))
@@ -441,9 +449,16 @@ votes (their argmax); consensus=SoftMean cannot apply: use consensus='majority' 
         else:
             asked = X_public[queries]
         return teacher_votes(
-            step.model, step.X, step.y, asked, step.classes, rng,
-            n_teachers=int(self.n_teachers), X_extra=step.X_pool, y_extra=step.y_pool,
-        )  # fmt: skip
+            step.model,
+            step.X,
+            step.y,
+            asked,
+            step.classes,
+            rng,
+            n_teachers=int(self.n_teachers),
+            X_extra=step.X_pool,
+            y_extra=step.y_pool,
+        )
 
     @staticmethod
     def noisy_share(votes: Any, share: float, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -495,5 +510,5 @@ def _check_share(value: Any, name: str) -> float:
 
 def _check_queries(value: Any) -> int | float:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return check_count(value, "queries", 1)
+        return check_int(value, "queries", 1)
     return _check_share(value, "queries")

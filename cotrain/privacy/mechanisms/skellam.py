@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from cotrain.privacy.mechanisms.param_checks import check_count, check_delta, check_positive
+from cotrain.privacy.mechanisms.param_checks import check_delta, check_positive
+from learners.checks import check_int
 
 __all__ = [
     "skellam_epsilon",
@@ -94,8 +95,8 @@ def skellam_site_share(mu: float, n_sites: int, dropouts: int = 0, colluders: in
 got 3 + 1 for 4 sites
     """
     mu = _positive(mu, "mu")
-    n = check_count(n_sites, "n_sites", 1)
-    d, t = check_count(dropouts, "dropouts", 0), check_count(colluders, "colluders", 0)
+    n = check_int(n_sites, "n_sites", 1)
+    d, t = check_int(dropouts, "dropouts", 0), check_int(colluders, "colluders", 0)
     if d + t >= n:
         raise ValueError(
             "dropouts + colluders must be below n_sites (some honest site must answer), "
@@ -151,7 +152,7 @@ def skellam_pld(mu: float, n_shifts: int, value_discretization_interval: float =
     """
     from dp_accounting.pld import privacy_loss_distribution
 
-    check_count(n_shifts, "n_shifts", 1)
+    check_int(n_shifts, "n_shifts", 1)
     ks, logp = skellam_log_pmf(mu)
     lower = dict(zip(ks.tolist(), logp.tolist(), strict=True))
     upper = dict(zip((ks + 1).tolist(), logp.tolist(), strict=True))
@@ -172,8 +173,8 @@ def skellam_epsilon(mu: float, n_labels: int, delta: float, rounds: int = 1) -> 
     >>> e1 < e2 < 2 * e1
     True
     """
-    n_labels = check_count(n_labels, "n_labels", 1)
-    rounds = check_count(rounds, "rounds", 1)
+    n_labels = check_int(n_labels, "n_labels", 1)
+    rounds = check_int(rounds, "rounds", 1)
     delta = check_delta(delta)
     return float(skellam_pld(mu, 2 * n_labels * rounds).get_epsilon_for_delta(delta))
 
@@ -189,7 +190,7 @@ def skellam_mu(epsilon: float, n_labels: int, delta: float, rounds: int = 1) -> 
     """
     epsilon = _positive(epsilon, "epsilon")
     # the Gaussian limit (variance μ, L2² = 2·n_labels·rounds) starts the search
-    shifts = 2 * check_count(n_labels, "n_labels", 1) * check_count(rounds, "rounds", 1)
+    shifts = 2 * check_int(n_labels, "n_labels", 1) * check_int(rounds, "rounds", 1)
     lo, hi = 1e-3, max(1.0, 2 * shifts * math.log(1.25 / delta) / epsilon**2) * 4
     while skellam_epsilon(hi, n_labels, delta, rounds) > epsilon:
         lo, hi = hi, hi * 4

@@ -19,9 +19,9 @@ from numpy.typing import NDArray
 from scipy import sparse
 from sklearn.base import clone
 
-from cotrain.privacy.mechanisms.param_checks import check_count
 from cotrain.privacy.mechanisms.shards import teacher_shards
 from learners import ClassAlignedClassifier
+from learners.checks import check_int
 
 __all__ = ["teacher_votes"]
 
@@ -162,7 +162,7 @@ def teacher_votes(
             )
         if y_extra.size == 0:
             X_extra = y_extra = None
-    k = check_count(n_teachers, "n_teachers", 1)
+    k = check_int(n_teachers, "n_teachers", 1)
     shards = teacher_shards(X, y, k, rng.bytes(32))
     if not isinstance(estimator, ClassAlignedClassifier):
         estimator = ClassAlignedClassifier(estimator, classes=classes)

@@ -49,8 +49,9 @@ from cotrain.privacy.mechanisms.base import (
     RandomizedResponse,
     Release,
 )
-from cotrain.privacy.mechanisms.param_checks import check_count, check_positive
+from cotrain.privacy.mechanisms.param_checks import check_positive
 from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
+from learners.checks import check_int
 
 __all__ = ["SubsampleAndAggregate"]
 
@@ -237,7 +238,7 @@ class SubsampleAndAggregate(LabelMechanism):
                 raise ValueError(
                     f"max_answered must be a number in (0, 1], got {self.max_answered!r}"
                 )
-        check_count(self.n_teachers, "n_teachers", 1)
+        check_int(self.n_teachers, "n_teachers", 1)
         if self.aggregate not in ("gnmax", "rr"):
             raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
         check_positive(self.sigma, "sigma", allow_none=True)
@@ -268,7 +269,7 @@ class SubsampleAndAggregate(LabelMechanism):
         8.0
         """
         twice = check_relation(relation) == "replace_one"
-        return (2.0 if twice else 1.0) * math.sqrt(2.0 * check_count(n_labels, "n_labels", 0))
+        return (2.0 if twice else 1.0) * math.sqrt(2.0 * check_int(n_labels, "n_labels", 0))
 
     def noise_std(self, n_labels: int) -> float:
         """σ on each vote count ("gnmax"): ``sigma``, or ``z(ε, δ)·sqrt(2·n_labels)``.
@@ -304,7 +305,7 @@ class SubsampleAndAggregate(LabelMechanism):
         3
         """
         self._check_params()
-        n = check_count(n_labels, "n_labels", 0)
+        n = check_int(n_labels, "n_labels", 0)
         if self.threshold is None:
             return n
         return min(n, math.ceil(float(self.max_answered) * n))
@@ -356,9 +357,15 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         array([0, 1])
         """
         codes = self.release(
-            step.model, step.X, step.y, step.X_public, step.classes, rng,
-            X_extra=step.X_pool, y_extra=step.y_pool,
-        )  # fmt: skip
+            step.model,
+            step.X,
+            step.y,
+            step.X_public,
+            step.classes,
+            rng,
+            X_extra=step.X_pool,
+            y_extra=step.y_pool,
+        )
         return Release(codes)
 
     # ------------------------------------------------------------------ release
@@ -492,8 +499,8 @@ consensus=SoftMean outputs 'soft' labels: use a hard consensus (e.g. 'majority')
         (4, 10)
         """
         self._check_params()
-        k = check_count(n_classes, "n_classes", 1)
-        n = check_count(n_labels, "n_labels", 0)
+        k = check_int(n_classes, "n_classes", 1)
+        n = check_int(n_labels, "n_labels", 0)
         if n == 0 or k == 1:
             return noop_event()
         if self.aggregate == "rr":
