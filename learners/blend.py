@@ -74,7 +74,7 @@ def blend_proba(
     return out
 
 
-class BlendedClassifier(ClassifierMixin, cotrained=BaseEstimator):
+class BlendedClassifier(ClassifierMixin, BaseEstimator):
     """Mix a local-only model's probabilities with the mean of co-trained models'.
 
     Parameters
