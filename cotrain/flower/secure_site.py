@@ -112,6 +112,7 @@ class SecureStore:
     --------
     >>> import numpy as np
     >>> from sklearn.tree import DecisionTreeClassifier
+    >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
     >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
     ...             DecisionTreeClassifier(), folder / "site.toml")
