@@ -202,12 +202,13 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         return site_vote(site, content)
     ledger = open_site_ledger(site, len(config["classes"]))
     request = (str(config["run-token"]), int(config["round"]))
-    step: list[Any] = []  # the round's reply builder, once computed
+    finish: Callable[[float | None], dict[str, Any]] | None = None  # set once it ran
 
-    def compute() -> tuple[StepResult, Any]:
-        result, finish = _round(site, content, started)
-        step.append(finish)
-        return result, lambda epsilon: encode_reply(finish(epsilon))
+    def compute() -> tuple[StepResult, Callable[[float], bytes]]:
+        nonlocal finish
+        result, done = _round(site, content, started)
+        finish = done
+        return result, lambda epsilon: encode_reply(done(epsilon))
 
     # one message at a time (Flower's processes may overlap), under the site's rules
     served = ledger.serve(request, compute)
@@ -229,7 +230,8 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         return upload_reply(refusal, started, private=True)
     result = served.computed  # failed, or its reported event was larger than assumed
     result.error, result.message, result.dp_event = served.error, None, None
-    return step[0](served.epsilon)
+    assert finish is not None  # served.computed is set only by compute
+    return finish(served.epsilon)
 
 
 def _round(
