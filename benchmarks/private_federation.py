@@ -55,7 +55,7 @@ from untuned_mixed import load
 from cotrain import FederatedCoTrainer
 from cotrain.baselines import LocalOnly
 from cotrain.datasets.tabular import load_wine_quality
-from cotrain.federation import secure_federation
+from cotrain.federation import pool_transport
 from cotrain.federation.secure_client import SecureClient
 from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate
 from cotrain.privacy.accounting.epsilon import gaussian_epsilon, gaussian_noise_multiplier
@@ -137,7 +137,7 @@ class Stopwatch:
         self.seconds = {"vote_round": [], "answer_round": [], "sum_shares_in_process": []}
         self.saved = [
             (SecureClient, "vote_round"), (SecureClient, "answer_round"),
-            (secure_federation, "sum_shares_in_process"),
+            (pool_transport, "sum_shares_in_process"),
         ]  # fmt: skip
         self.originals = [getattr(owner, name) for owner, name in self.saved]
         for (owner, name), original in zip(self.saved, self.originals, strict=True):

@@ -7,13 +7,13 @@ both releasing (a check sum and an answer sum each):
 - **Flower localhost**: :class:`cotrain.flower.local.localhost.LocalFederation` (a SuperLink and
   one SuperNode per site as processes, TLS), the relay ClientApp and one warm worker per
   site (``cotrain site serve``), the ServerApp :class:`cotrain.flower.server_app.FlowerCoTraining`
-  with every sum through SecAgg+ (:mod:`cotrain.flower.secure_server`). Per round, from
+  with every sum through SecAgg+ (:mod:`cotrain.flower.grid_transport`). Per round, from
   the ServerApp's ``timings_``: the vote step (push → the sites fit their models and
   teachers and compute their shares → every acknowledgement back), each SecAgg+ sum (4
   exchanges each), and the ServerApp's own work (queries, Confident-GNMax, consensus,
   broadcast, ε of the plan);
 - **in-process**: ``FederatedCoTrainer(...).fit`` on the same data and configuration, the
-  same round logic (:class:`cotrain.federation.secure_federation.SecureRound`); per round,
+  same round logic (:class:`cotrain.federation.rounds.SecureRound`); per round,
   the sites' vote step (their training and shares, one after the other), the answer
   step, and the rest (the sums and the server's work).
 
@@ -41,7 +41,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
-from cotrain.federation.secure_federation import SecureSumFederation
+from cotrain.federation.pool_transport import PoolTransport
 from cotrain.flower.local.flwr_cli import app_pyproject
 from cotrain.flower.site import write_site
 from cotrain.privacy import SecureTeacherVotes
@@ -148,7 +148,7 @@ def flower(n_sites: int, logs: Path | None = None) -> dict[str, Any]:
 def in_process(n_sites: int) -> dict[str, Any]:
     X, y, U = data(n_sites)
     spent: dict[str, float] = {}
-    original = SecureSumFederation._collect
+    original = PoolTransport._collect
 
     def timed(self: Any, method: str, *args: Any) -> Any:
         began = time.perf_counter()
@@ -158,7 +158,7 @@ def in_process(n_sites: int) -> dict[str, Any]:
             spent[method] = spent.get(method, 0.0) + time.perf_counter() - began
 
     rounds = []
-    SecureSumFederation._collect = timed  # type: ignore[method-assign]
+    PoolTransport._collect = timed  # type: ignore[method-assign]
     try:
         trainer = FederatedCoTrainer(
             [DecisionTreeClassifier(max_depth=3) for _ in range(n_sites)],
@@ -167,7 +167,7 @@ def in_process(n_sites: int) -> dict[str, Any]:
         )  # fmt: skip
         trainer.fit(X, y, X_public=U)
     finally:
-        SecureSumFederation._collect = original  # type: ignore[method-assign]
+        PoolTransport._collect = original  # type: ignore[method-assign]
     for r in trainer.history_:
         rounds.append({"total_s": r.time_s, "coverage": r.coverage})
     return {"rounds": rounds, "collect": spent}

@@ -36,7 +36,7 @@ from cotrain.clustering import AgreementClustering
 from cotrain.federation.bookkeeping import aggregate
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
-from cotrain.federation.secure_federation import client_class, make_federation
+from cotrain.federation.rounds import client_class
 from cotrain.federation.seeding import seeded_clone
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import auto_consensus, build_server
@@ -458,14 +458,15 @@ PoolHalvesTrust, default="auto"
                 zip(estimators, run.client_seeds, data.X_clients, data.y_clients, strict=True)
             )
         ]
-        self._federation = make_federation(
+        self._federation = SimulatedFederation(
             clients,
             run,
             data,
             self.reproducible_noise,
-            self.privacy,
-            self.participation,
-            self.random_state,
+            privacy=self.privacy,
+            rounds=self.rounds,
+            participation=self.participation,
+            random_state=self.random_state,
         )
         self.history_ = self._federation.history
         self.stopped_reason_: str | None = None

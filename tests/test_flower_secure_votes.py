@@ -1,7 +1,7 @@
 """Teacher votes summed under SecAgg+ on Flower (``privacy=SecureTeacherVotes``).
 
-The deployed round is the in-process one (:class:`~cotrain.federation.secure_federation.
-SecureRound`) with every sum through Flower's SecAgg+. Its result must equal the
+The deployed round is the in-process one (:class:`~cotrain.federation.rounds.SecureRound`)
+with every sum through Flower's SecAgg+. Its result must equal the
 in-process trainer's for the same configuration, data and ``random_state``. The sites draw
 their noise from their own entropy (a deployment never seeds it) and the teachers' shard
 key too, so the comparison uses one teacher per site (the shard key cannot matter) and
@@ -203,7 +203,7 @@ def test_flower_secure_votes_equal_the_in_process_run(tmp_path):
     assert 0 < coverage[0] < coverage[1] <= 1  # the slots bind: half of U per round
     assert [r.failed for r in flower.history_] == [{}, {}, {}]
     # the ServerApp's code received acknowledgements and sums, never a share
-    received = flower._secure.received
+    received = flower._received
     assert {step for step, _ in received} == {"vote", "first", "answer"}
     votes = [content for step, content in received if step == "vote"]
     assert votes and all(not content["arrays"] for content in votes)
@@ -267,23 +267,23 @@ def test_a_failing_site_sits_out_and_the_sums_go_on_within_the_plan(tmp_path):
 def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
     """A server that sets a reconstruction threshold below the plan's min_sites gets no
     share from any site: the sum is not revealed."""
-    from cotrain.flower import secure_server
+    from cotrain.flower import grid_transport
 
     X, y, U = blobs(n_sites=3)
     mech = SecureTeacherVotes(n_teachers=2, mu=100.0)
     paths, pool = write(tmp_path, X, y, U, mech)
-    real = secure_server.secagg_sum
+    real = grid_transport.secagg_sum
 
     def lax(*args, **kwargs):  # a deviating server: sums over 2 of 3 sites would unmask
         return real(*args, **{**kwargs, "reconstruction_threshold": 2})
 
-    secure_server.secagg_sum = lax
+    grid_transport.secagg_sum = lax
     try:
         flower = FlowerCoTraining(
             pool, rounds=2, random_state=0, privacy=mech, classes=CLASSES, min_nodes=3
         ).run(WireGrid(paths))
     finally:
-        secure_server.secagg_sum = real
+        grid_transport.secagg_sum = real
     assert flower.history_[0].coverage == 0.0
     assert sorted(flower.history_[0].failed) == [0, 1, 2]
 
@@ -357,8 +357,8 @@ def main(grid, context):
     with open(out + "/secure.json", "w") as fh:
         json.dump({"timings": flower.timings_, "coverage": [r.coverage for r in flower.history_],
                    "epsilon": [r.epsilon for r in flower.history_],
-                   "steps": sorted({s for s, _ in flower._secure.received}),
-                   "vote_arrays": sum(len(c["arrays"]) for s, c in flower._secure.received
+                   "steps": sorted({s for s, _ in flower._received}),
+                   "vote_arrays": sum(len(c["arrays"]) for s, c in flower._received
                                       if s == "vote")}, fh)
 '''
 

@@ -22,7 +22,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.callbacks import Callback
-from cotrain.federation import secure_federation
+from cotrain.federation import pool_transport
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import confident_answers, decode_share
 from cotrain.privacy import SecureTeacherVotes
@@ -144,7 +144,7 @@ class Spy(Callback):
 
     def on_round_end(self, loop, record):
         fed = loop.owner._federation
-        for part in (fed.server, fed.sums, fed.secure_ledger):
+        for part in (fed.server, fed.round.sums, fed.round.ledger):
             self.held += [np.asarray(v) for v in _arrays(vars(part))]
 
 
@@ -164,13 +164,13 @@ def _arrays(obj, depth=0):
 def test_the_server_side_holds_only_sums(monkeypatch):
     X, y, U, _, _ = blobs()
     shares: list[np.ndarray] = []
-    real = secure_federation.sum_shares_in_process
+    real = pool_transport.sum_shares_in_process
 
     def recording(given, min_sites):
         shares.extend(np.asarray(s) for s in given.values())
         return real(given, min_sites)
 
-    monkeypatch.setattr(secure_federation, "sum_shares_in_process", recording)
+    monkeypatch.setattr(pool_transport, "sum_shares_in_process", recording)
     spy = Spy(shares)
     votes = SecureTeacherVotes(n_teachers=3, mu=50.0, threshold=0.5)
     trainer(votes, callbacks=[spy], rounds=2).fit(X, y, X_public=U)

@@ -321,7 +321,7 @@ class CoTrainingServer:
         epsilon: float | None,
     ) -> RoundRecord:
         """Publish a consensus the server formed from summed votes (a secure-sum round,
-        :mod:`cotrain.federation.secure_federation`) and record the round.
+        :class:`cotrain.federation.rounds.SecureRound`) and record the round.
 
         The server saw no client's own labels, so the record's ``agreement`` is NaN;
         ``coverage`` is the share of U that carries a label.

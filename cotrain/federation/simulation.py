@@ -2,9 +2,11 @@
 
 :class:`SimulatedFederation` holds the clients and the server side of one run (a
 :class:`~cotrain.federation.setup.ServerRun`, built as for the Flower ServerApp) and
-plays a round between them through a client pool (the clients resident wherever the
-runtime keeps them). It also scores each round on evaluation data, which only a
-simulation has, and collects the state dicts of every part for checkpoints.
+plays the round its privacy mechanism declares (:func:`~cotrain.federation.rounds.
+make_round`, the code the ServerApp runs) through the client pool
+(:class:`~cotrain.federation.pool_transport.PoolTransport`: the clients resident
+wherever the runtime keeps them). It also scores each round on evaluation data, which
+only a simulation has, and collects the state dicts of every part for checkpoints.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import numpy as np
 from cotrain._validation import FitData
 from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.client import Client
+from cotrain.federation.pool_transport import PoolTransport
+from cotrain.federation.rounds import make_round
 from cotrain.federation.sampling import ClientSampler
-from cotrain.federation.seeding import noise_seed_for
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.ledgers.site_ledger import quote_site_epsilon
-from cotrain.runtime.straggler import Straggler
 
 __all__ = ["SimulatedFederation"]
 
@@ -45,6 +47,20 @@ class SimulatedFederation:
     reproducible_noise : bool, default=False
         Seed each client's privacy noise per round from the run's noise seed; False:
         every client draws its noise from the operating system's entropy.
+    privacy : LabelMechanism, optional
+        The clients' mechanism: it declares the round (:func:`~cotrain.federation.rounds.
+        make_round`).
+    rounds : int, default=1
+        The run's rounds (a secure-sum plan is made for them).
+    participation : float, default=1.0
+    random_state : int, optional
+        Seeds a secure round's public query order.
+
+    Raises
+    ------
+    ValueError
+        For a secure-sum round the run cannot serve (sampled clients, clusters, soft
+        labels).
     """
 
     def __init__(
@@ -53,6 +69,11 @@ class SimulatedFederation:
         run: ServerRun,
         data: FitData,
         reproducible_noise: bool = False,
+        *,
+        privacy: Any = None,
+        rounds: int = 1,
+        participation: float = 1.0,
+        random_state: Any = None,
     ) -> None:
         self.clients = clients
         self.run = run
@@ -63,6 +84,17 @@ class SimulatedFederation:
         self.local_warnings: Counter = Counter()
         #: each client's latest predictions, accuracy, released quality and site ε
         self.books = RoundBookkeeping(len(data.classes))
+        self.round = make_round(
+            privacy,
+            run,
+            self.books,
+            n_public=len(data.pool),
+            n_classes=len(data.classes),
+            rounds=rounds,
+            participation=participation,
+            random_state=random_state,
+            y_eval_codes=data.y_eval_codes,
+        )
         self.pool: Any = None
 
     @property
@@ -86,55 +118,16 @@ class SimulatedFederation:
         return self.run.history
 
     def run_round(self, t: int, sampled: np.ndarray, timeout: float | None) -> RoundRecord:
-        """One round: each sampled client gets its downlink and uploads its labels;
-        the server decodes, votes and records; the round is scored."""
+        """Round ``t`` of the run's round protocol (:mod:`cotrain.federation.rounds`)
+        through the client pool, and the pool's pseudo-label accuracy where its labels are
+        known (a simulation only)."""
         start = time.perf_counter()
-        server = self.server
-        links = server.configure_round(t, sampled)
-        args = {i: (t, link, noise_seed_for(self.noise_seed, t, i)) for i, link in links.items()}
-        out = self.pool.call("run_round", args, timeout=timeout)
-        results = [r for r in out.values() if not isinstance(r, Straggler)]
-        timed_out = tuple(sorted(i for i, r in out.items() if isinstance(r, Straggler)))
-        self.books.received(r.upload() for r in results)  # counts even if the vote fails
-        record, answered = server.finish_round(
-            t,
-            sampled,
-            [r.upload() for r in results],
-            timed_out,
-            started=start,
-            bytes_down=sum(link.nbytes for link in links.values()),
+        classes = len(self.data.classes)
+        transport = PoolTransport(
+            self.pool, self.server, classes, self.noise_seed, self.local_warnings
         )
-        # what private clients keep off their uploads, the experimenter still sees
-        private = [r for r in results if r.private]
-        for r in private:
-            for (category, message), n in r.warnings.items():
-                self.local_warnings[(r.client_id, category, message)] += n
-        local_time = sum(r.learner_time_s for r in private)
-        record = replace(record, learner_time_s=record.learner_time_s + local_time)
-        scored = [r for r in results if r.eval_codes is not None]  # the simulation's own
-        predictions = {r.client_id: (r.eval_codes, r.eval_proba) for r in scored}
-        return self.finish(record, [r.upload() for r in results], answered, predictions)
-
-    def finish(
-        self,
-        record: RoundRecord,
-        uploads: list[Any],
-        answered: Any,
-        predictions: dict[int, tuple[Any, Any]],
-    ) -> RoundRecord:
-        """The record with what the clients released and the round's accuracies
-        (:class:`~cotrain.federation.bookkeeping.RoundBookkeeping`), and the pool's
-        pseudo-label accuracy where its labels are known (a simulation only)."""
-        data = self.data
-        record = self.books.finish(
-            record,
-            uploads,
-            answered,
-            self.server.consensus,
-            predictions=predictions,
-            y_eval_codes=data.y_eval_codes,
-        )
-        hard = self.server.hard_consensus
+        record = self.round.run(t, sampled, transport, timeout, started=start)
+        data, hard = self.data, self.server.hard_consensus
         if data.y_public_codes is not None and hard is not None and (hard >= 0).any():
             covered = np.asarray(hard >= 0)
             accuracy = float(np.mean(hard[covered] == data.y_public_codes[covered]))
@@ -169,6 +162,7 @@ class SimulatedFederation:
         state.update(
             clients=[clients[i] for i in sorted(clients)],
             books=self.books.state_dict(),
+            **self.round.state_dict(),
             local_warnings=[[*key, n] for key, n in self.local_warnings.items()],
         )
         return state, broadcast, models
@@ -181,6 +175,7 @@ class SimulatedFederation:
             client.load_state_dict({**s, "model": models.get(client.client_id)})
         self.run.load_state_dict(state, broadcast)
         self.books.load_state_dict(state["books"])
+        self.round.load_state_dict(state)
         self.local_warnings = Counter(
             {(c, cat, msg): n for c, cat, msg, n in state.get("local_warnings", [])}
         )

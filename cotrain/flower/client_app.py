@@ -174,7 +174,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     A site whose mechanism is :class:`~cotrain.privacy.SecureTeacherVotes` runs
     :func:`cotrain.flower.secure_site.site_vote` instead: it keeps its noisy shares on its
     own disk for the round's SecAgg+ sums and replies with no share (see
-    :mod:`cotrain.flower.secure_server`).
+    :mod:`cotrain.flower.grid_transport`).
 
     Parameters
     ----------

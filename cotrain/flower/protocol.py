@@ -35,7 +35,7 @@ record (type and message) when the step failed. A private site sends no warnings
 learner or handler times, no trust, quality or evaluation accuracy, and an error message
 of fixed words (:func:`masked_error`); its own log keeps the real one.
 
-A secure-vote run (``SecureTeacherVotes``, :mod:`cotrain.flower.secure_server`) adds to
+A secure-vote run (``SecureTeacherVotes``, :mod:`cotrain.flower.grid_transport`) adds to
 the round's ``train`` message the plan's public sizes (``secure-n-sites``,
 ``secure-rounds``) and a ``queries`` array record (int32 positions in U); the site's reply
 carries no labels, only ``broadcast-version`` (or an ``error``). Its shares reach the

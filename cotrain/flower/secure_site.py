@@ -1,7 +1,7 @@
 """A private site's side of a secure-vote round on Flower (``SecureTeacherVotes``).
 
 In a run with ``privacy=SecureTeacherVotes(...)`` (see
-:mod:`cotrain.flower.secure_server` for the round, message by message) a site answers two
+:mod:`cotrain.flower.grid_transport` for the round, message by message) a site answers two
 kinds of request, both with the in-process site's code,
 :class:`~cotrain.federation.secure_client.SecureClient`:
 

@@ -30,14 +30,15 @@ from cotrain._validation import check_params, require_public_classes
 from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.loop import RoundLoop
-from cotrain.federation.secure_federation import is_secure_sum
+from cotrain.federation.privacy_setup import check_privacy_setup
+from cotrain.federation.rounds import LabelRound, SecureRound, make_round
 from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
-from cotrain.flower.handshake import Roster, error_text, exchange, identity
-from cotrain.flower.secure_server import FlowerSecureRound
+from cotrain.flower.grid_transport import GridTransport, check_secagg_plan
+from cotrain.flower.handshake import Roster, error_text, identity
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
@@ -279,9 +280,8 @@ class FlowerCoTraining:
         self.learners_ = [s["learner"] for s in sites]
         self.classes_ = self._global_classes(sites)
         self._eval = SharedEvaluation(sites, self.classes_)
-        secure = self.privacy if is_secure_sum(self.privacy) else None  # votes in SecAgg+
         self._run: ServerRun = build_server(
-            consensus=auto_consensus(self.consensus, secure),
+            consensus=auto_consensus(self.consensus, self.privacy),
             X_public=X_public,
             n_classes=len(self.classes_),
             client_names=[
@@ -300,27 +300,29 @@ class FlowerCoTraining:
             deployment=True,
         )
         self.consensus_ = self._run.consensus
-        self._secure: FlowerSecureRound | None = (
-            None
-            if secure is None
-            else FlowerSecureRound(
-                self._run,
-                secure,
-                self._n_public,
-                len(self.classes_),
-                self.rounds,
-                self.participation,
-                self.random_state,
-                self.round_timeout,
-                self.poll_interval,
-            )
-        )
         self._seeds = [client_seed(s) for s in self._run.client_seeds]
         self.history_ = self._run.history
         self.timings_: list[dict[str, float]] = []
         self._codes: list[np.ndarray] = []
+        #: what the ServerApp's code received in secure steps (tests: never a share)
+        self._received: list[tuple[str, Any]] = []
         #: the sites' latest accuracies, shared predictions, released quality and own ε
         self._books = RoundBookkeeping(len(self.classes_))
+        check_privacy_setup(self.privacy, self._run.consensus, [])
+        #: the round the run's mechanism declares: the in-process code (rounds.py)
+        self._protocol: LabelRound | SecureRound = make_round(
+            self.privacy,
+            self._run,
+            self._books,
+            n_public=self._n_public,
+            n_classes=len(self.classes_),
+            rounds=self.rounds,
+            participation=self.participation,
+            random_state=self.random_state,
+            y_eval_codes=self._eval.y_codes,
+        )
+        if isinstance(self._protocol, SecureRound):  # every sum through SecAgg+
+            check_secagg_plan(self._protocol.plan)
         #: names this run at the sites, which keep their state under it
         self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1
@@ -372,7 +374,7 @@ class FlowerCoTraining:
             timings=self.timings_,
             run_token=self.run_token_,
             books=self._books.state_dict(),
-            secure=None if self._secure is None else self._secure.state_dict(),
+            **self._protocol.state_dict(),
         )
         return state, broadcast, {}
 
@@ -384,52 +386,34 @@ class FlowerCoTraining:
         self.timings_ = list(state["timings"])
         self.run_token_ = str(state.get("run_token", self.run_token_))  # the sites' state
         self._books.load_state_dict(state["books"])
-        if self._secure is not None:
-            self._secure.load_state_dict(state["secure"])
+        self._protocol.load_state_dict(state)
         return int(state["round"]) + 1
 
     def _round(self, t: int, sampled: np.ndarray, grid: Any) -> RoundRecord:
-        """Push the broadcast to the sampled sites, pull their uploads, vote."""
+        """Round ``t`` of the run's round protocol (:mod:`cotrain.federation.rounds`, the
+        in-process code) over the Grid (:class:`~cotrain.flower.grid_transport.
+        GridTransport`)."""
         start = time.perf_counter()
         for i in self._roster.rejoin(grid, t):  # a restarted SuperNode, under a new node id
             _LOG.warning("round %s: site %s rejoined on node %s", t, i, self.node_ids_[i])
-        if self._secure is not None:  # SecureTeacherVotes: every sum through SecAgg+
-            sites = (self.node_ids_, self.run_token_, self._train_message)
-            record = self._secure.run_round(t, sampled, grid, *sites)
-            self._codes.append(self._secure.round.sums.codes.copy())
-            self.timings_.append(self._secure.timings[-1])
-            return record
-        links = self._server.configure_round(t, sampled)
-        messages = {i: self._train_message(t, i, link) for i, link in links.items()}
-        pushed = time.time()
-        replies = exchange(grid, messages, self.round_timeout, self.poll_interval)
-        received = time.time()
-        uploads = [self._upload(i, reply) for i, reply in replies.items()]
-        self.timings_.append(_timings(t, pushed, received, replies))
-        timed_out = tuple(i for i in messages if i not in replies)
-        self._books.received(uploads)  # a site's own ε counts even if the round fails
-        record, answered = self._server.finish_round(
-            t,
-            sampled,
-            uploads,
-            timed_out,
-            started=start,
-            bytes_down=sum(link.nbytes for link in links.values()),
+        transport = GridTransport(
+            grid,
+            self._server,
+            self.node_ids_,
+            self.run_token_,
+            self._train_message,
+            self._upload,
+            self._eval,
+            self.rounds,
+            self.poll_interval,
+            received=self._received,
         )
+        record = self._protocol.run(t, sampled, transport, self.round_timeout, started=start)
         codes = self._server.hard_consensus
         if codes is not None:  # always, after a round
-            self._codes.append(codes)
-        accuracy = {i: a for i, r in replies.items() if (a := _eval_accuracy(r)) is not None}
-        shared = {i: p for i, r in replies.items() if (p := self._eval.read(i, r)) is not None}
-        return self._books.finish(
-            record,
-            uploads,
-            answered,
-            self._server.consensus,
-            predictions=shared,
-            accuracy=accuracy,
-            y_eval_codes=self._eval.y_codes,
-        )
+            self._codes.append(codes.copy())
+        self.timings_.append(transport.round_timing(start))
+        return record
 
     def _train_message(self, t: int, i: int, link: Downlink) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
@@ -646,35 +630,3 @@ def make_server_app() -> Any:
             )
 
     return app
-
-
-def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) -> dict:
-    """Where the seconds of a round went, from the sites' handler timestamps (one clock
-    on localhost): push → site handler start (Flower's polling and process start), the
-    slowest handler, handler end → all replies back. Private sites send no timestamps:
-    only the others' count, and a round of private sites has its exchange time alone."""
-    stats = [
-        r.content.metric_records[protocol.STATS]
-        for r in replies.values()
-        if not r.has_error() and protocol.STATS in r.content.metric_records
-    ]
-    stats = [s for s in stats if "handler-start" in s]
-    if not stats:
-        return {"round": t, "exchange_s": received - pushed}
-    return {
-        "round": t,
-        "exchange_s": received - pushed,
-        "to_handler_s": max(float(s["handler-start"]) for s in stats) - pushed,
-        "handler_s": max(float(s["handler-end"]) - float(s["handler-start"]) for s in stats),
-        "learner_s": max(float(s["learner-time-s"]) for s in stats),
-        "from_handler_s": received - max(float(s["handler-end"]) for s in stats),
-    }
-
-
-def _eval_accuracy(reply: Any) -> float | None:
-    """A site's reported accuracy on its own evaluation data, if it sent a valid one."""
-    try:
-        value = float(reply.content.metric_records[protocol.STATS]["eval-accuracy"])
-    except Exception:  # no evaluation data at that site, or a broken reply
-        return None
-    return value if 0.0 <= value <= 1.0 else None

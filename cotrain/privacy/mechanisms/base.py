@@ -243,6 +243,14 @@ class LabelMechanism(ParamsMixin, ABC):
         True when the round's privacy event depends on the client's own training, so the
         client reports it with its upload (``Release.dp_event``) and the ledger composes
         those; False (default): the server computes it, ``dp_event(C, |U|)``.
+    round_protocol : {"labels", "secure-sum"}
+        The round the mechanism needs (:mod:`cotrain.federation.rounds`), whatever carries
+        it: ``"labels"`` (default), each client releases its own labels
+        (:class:`~cotrain.federation.rounds.LabelRound`); ``"secure-sum"``, the sites send
+        noisy vote shares and the server learns only their sum
+        (:class:`~cotrain.federation.rounds.SecureRound`; the mechanism then provides
+        ``plan``, ``site_votes`` and ``noisy_share``, as
+        :class:`~cotrain.privacy.mechanisms.secure_votes.SecureTeacherVotes` does).
     cross_validated_trust : bool
         Whether the client may choose its pool weight by cross-validation on its private
         rows (``trust="auto"``); False when the guarantee covers only the client's private
@@ -283,6 +291,7 @@ class LabelMechanism(ParamsMixin, ABC):
 
     shares: ClassVar[tuple[str, ...]] = ("hard",)
     reports_events: ClassVar[bool] = False
+    round_protocol: ClassVar[str] = "labels"
     cross_validated_trust: ClassVar[bool] = True
     adversary: ClassVar[str] = "server"
     neighbors: ClassVar[str] = "add_or_remove"

@@ -272,6 +272,7 @@ class SecureTeacherVotes(LabelMechanism):
     """
 
     reports_events = False
+    round_protocol = "secure-sum"
     model_trusts: ClassVar[bool] = True
 
     def __init__(
