@@ -11,6 +11,9 @@ run. Run it on the commit before a change (e.g. from a ``git worktree`` with
 
     python benchmarks/reference_run.py before.npz            # on the old commit
     python benchmarks/reference_run.py after.npz --compare before.npz
+
+That a deployment gives the in-process result (localhost Flower, one plain and one
+secure configuration, round by round) is recorded by ``benchmarks/deployment_parity.py``.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ pytest.importorskip("flwr")
 
 
 from cotrain import FederatedCoTrainer
+from cotrain.callbacks import Callback
 from cotrain.flower.local.localhost import LocalFederation
-from cotrain.flower.site import write_sites
+from cotrain.flower.site import write_site, write_sites
+from cotrain.privacy import SubsampleAndAggregate
 from tests.conftest import mixed_site_learners as mixed
 
 pytestmark = pytest.mark.slow
@@ -65,6 +67,108 @@ def test_three_supernodes_give_the_in_process_result(sites, cancer, tmp_path):
         "LogisticRegression",
         "KNeighborsClassifier",
     ]
+
+
+class EveryRoundCodes(Callback):
+    """The in-process consensus codes after every round."""
+
+    def __init__(self):
+        self.codes = []
+
+    def on_round_end(self, loop, record):
+        self.codes.append(np.array(loop.owner.pseudo_label_codes_))
+
+
+def history_frame(path):
+    """A history.csv as written (pandas reads its floats back exactly)."""
+    return pd.read_csv(path, index_col=0)
+
+
+def test_the_deployed_defaults_equal_the_in_process_run_round_by_round(cancer, tmp_path):
+    """The library's defaults (``trust="auto"`` at every site, ``consensus="auto"``, the
+    reliability vote) with an evaluation set every site shares: each round's consensus
+    codes, consensus accuracy, every site's accuracy and the bytes sent are the in-process
+    trainer's, and so is every other column of the history but the timings."""
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+    test = (cancer["X_test"], cancer["y_test"])
+    paths = write_sites(tmp_path / "sites", X, y, U, mixed(), eval_set=test)
+    assert all("share-eval" not in p.read_text() for p in paths)  # shared: the default
+    np.save(tmp_path / "public.npy", U)
+    out = tmp_path / "out"
+    config = {"public-pool": str(tmp_path / "public.npy"), "output-dir": str(out),
+              "min-nodes": 3, "random-state": 0, "rounds": 3}  # fmt: skip
+    with LocalFederation(tmp_path / "home", 3, [{"site": str(p)} for p in paths]) as federation:
+        done = federation.run(APP, config, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["refused"] == {} and summary["n_rounds"] == 3
+    assert summary["eval_sites"] == [0, 1, 2]
+    codes = np.load(out / "consensus_codes.npy")
+    deployed = history_frame(out / "history.csv")
+    every_round = EveryRoundCodes()
+    local = FederatedCoTrainer(mixed(), rounds=3, random_state=0, callbacks=[every_round])
+    local.fit(X, y, X_public=U, eval_set=test)
+    assert (local.trust, local.consensus) == ("auto", "auto")  # what the app defaults to
+    assert len(local.history_) == len(deployed) == len(codes) == 3
+    for t, record in enumerate(local.history_):
+        row = deployed.iloc[t]
+        np.testing.assert_array_equal(codes[t], every_round.codes[t], err_msg=f"round {t + 1}")
+        assert row["consensus_accuracy"] == record.consensus_accuracy, t + 1
+        assert record.consensus_accuracy is not None
+        assert {c: row[f"accuracy_client_{c}"] for c in range(3)} == record.client_accuracy
+        assert row["bytes_up"] == record.bytes_up and row["bytes_down"] == record.bytes_down
+    assert any(local.history_[-1].trust.values())  # "auto" chose a weight for some site
+    local.history_.to_frame().to_csv(tmp_path / "local.csv")
+    timings = ["time_s", "learner_time_s"]
+    pd.testing.assert_frame_equal(
+        deployed.drop(columns=timings),
+        history_frame(tmp_path / "local.csv").drop(columns=timings),
+        check_exact=True,
+    )
+
+
+PRIVATE = {"n_teachers": 4, "epsilon": 2.0}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_private_deployment_reports_the_in_process_epsilon_per_site(cancer, tmp_path):
+    """Record-level private sites (``SubsampleAndAggregate`` declared in each site.toml):
+    the ε the deployed run reports, per round and per site (the server's count and each
+    site's own ledger, ``site-epsilon``), is the in-process run's for the same rounds.
+
+    Codes and accuracies are not compared: each site draws its noise (and its teachers'
+    shard key) from its own entropy, in the deployment and in process alike, so two runs
+    release different labels; the ε of a release does not depend on them."""
+    X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
+    mech = SubsampleAndAggregate(**PRIVATE)
+    paths = [
+        write_site(tmp_path / "sites" / f"site-{i}", X[i], y[i], U, est, client_id=i,
+                   privacy=mech, classes=[0, 1])
+        for i, est in enumerate(mixed())
+    ]  # fmt: skip
+    np.save(tmp_path / "public.npy", U)
+    out = tmp_path / "out"
+    privacy = {"class": "cotrain.privacy.SubsampleAndAggregate", "params": PRIVATE}
+    config = {"public-pool": str(tmp_path / "public.npy"), "output-dir": str(out),
+              "min-nodes": 3, "random-state": 0, "rounds": 2, "classes": "[0, 1]",
+              "privacy": json.dumps(privacy)}  # fmt: skip
+    with LocalFederation(tmp_path / "home", 3, [{"site": str(p)} for p in paths]) as federation:
+        done = federation.run(APP, config, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["refused"] == {} and summary["n_rounds"] == 2
+    assert all(summary["failed"][t] == {} and summary["timed_out"][t] == [] for t in "12")
+    deployed = history_frame(out / "history.csv")
+    report = json.loads((out / "privacy.json").read_text())
+    local = FederatedCoTrainer(mixed(), rounds=2, random_state=0, privacy=mech, classes=[0, 1])
+    local.fit(X, y, X_public=U)
+    expected = local.privacy_report()
+    assert list(deployed["epsilon"]) == [r.epsilon for r in local.history_]
+    assert local.history_[0].epsilon < local.history_[1].epsilon  # both rounds released
+    assert report["max_epsilon"] == expected["max_epsilon"]
+    assert report["clients"] == expected["clients"]  # ε, ε by relation, rounds, site_epsilon
+    for site in report["clients"]:
+        assert site["rounds"] == 2 and site["site_epsilon"] == site["epsilon"]
 
 
 def wait_for(condition, what, timeout=180, run=None, log=None):
