@@ -27,11 +27,14 @@ from __future__ import annotations
 import numbers
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cotrain.history import History, RoundRecord
+
+if TYPE_CHECKING:  # the protocol only: callbacks import no ledger
+    from cotrain.privacy.ledgers.protocol import RunLedger
 
 __all__ = [
     "Callback",
@@ -145,8 +148,8 @@ class PrivacyBudget(Callback):
 
     Parameters
     ----------
-    ledger : cotrain.privacy.ledgers.ledger.PrivacyLedger
-        The run's ledger (it knows the budget and every client's spent rounds).
+    ledger : cotrain.privacy.ledgers.protocol.RunLedger
+        The run's ledger (it knows the budget and what every client released).
 
     Examples
     --------
@@ -156,7 +159,7 @@ class PrivacyBudget(Callback):
 
     reason = "privacy budget"
 
-    def __init__(self, ledger: Any) -> None:
+    def __init__(self, ledger: RunLedger) -> None:
         self.ledger = ledger
 
     def on_round_start(self, loop: LoopView, t: int, sampled: np.ndarray) -> None:

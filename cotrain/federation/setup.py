@@ -32,6 +32,7 @@ from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.seeding import spawn_seeds
 from cotrain.federation.server import CoTrainingServer
 from cotrain.history import History, RoundRecord
+from cotrain.privacy.ledgers.protocol import RunLedger
 from cotrain.wire.format import WireFormat
 
 __all__ = ["ServerRun", "auto_consensus", "build_server"]
@@ -82,7 +83,7 @@ class ServerRun:
         return self.server.wire
 
     @property
-    def ledger(self) -> Any:
+    def ledger(self) -> RunLedger | None:
         """The privacy ledger (None when nothing in the run is accounted)."""
         return self.server.ledger
 

@@ -1,5 +1,7 @@
 """Privacy ledgers: who keeps count of what was released, and stops a run at its budget.
 
+- :mod:`~cotrain.privacy.ledgers.protocol` — :class:`RunLedger`, what every ledger of a run
+  offers the round loop, the records, checkpoints and the report;
 - :mod:`~cotrain.privacy.ledgers.ledger` — :class:`PrivacyLedger`, the server's per-client
   bookkeeping of a federated run (one :class:`Guarantee` per unit and adversary);
 - :mod:`~cotrain.privacy.ledgers.site_ledger` — :class:`SiteLedger`, a private site's own
@@ -17,6 +19,7 @@ from cotrain.privacy.ledgers.ledger import (
     guarantee_of,
     relation_events,
 )
+from cotrain.privacy.ledgers.protocol import RunLedger
 from cotrain.privacy.ledgers.secure_ledger import SecureVotesLedger
 from cotrain.privacy.ledgers.site_ledger import (
     PrivacyBudgetSpent,
@@ -29,6 +32,7 @@ __all__ = [
     "Guarantee",
     "PrivacyBudgetSpent",
     "PrivacyLedger",
+    "RunLedger",
     "SecureVotesLedger",
     "SentReply",
     "SiteLedger",
