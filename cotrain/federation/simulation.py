@@ -109,7 +109,7 @@ class SimulatedFederation:
         for r in private:
             for (category, message), n in r.warnings.items():
                 self.local_warnings[(r.client_id, category, message)] += n
-        local_time = sum(r.learner_time_s for r in private)
+        local_time = sum(r.learner_time_s or 0.0 for r in private)
         record = replace(record, learner_time_s=record.learner_time_s + local_time)
         scored = [r for r in results if r.eval_codes is not None]  # the simulation's own
         predictions = {r.client_id: (r.eval_codes, r.eval_proba) for r in scored}

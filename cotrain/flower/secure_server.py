@@ -58,6 +58,7 @@ from cotrain.flower.handshake import error_text, exchange
 from cotrain.flower.secure_site import N_SITES, QUERIES, ROUNDS, SELECTED, STEP
 from cotrain.flower.secure_sum import SecureSumError, secagg_sum
 from cotrain.history import RoundRecord
+from cotrain.wire import envelope
 
 __all__ = ["FlowerSecureRound"]
 
@@ -223,15 +224,15 @@ class FlowerSecureRound:
         server = self.run.server
         try:
             if reply.has_error():
-                raise protocol.RemoteClientError(error_text(reply.error))
+                raise envelope.RemoteClientError(error_text(reply.error))
             content = protocol.to_plain(reply.content)
             self.received.append(("vote", content))
-            error = content["config"].get(protocol.ERROR)
+            error = content["config"].get(envelope.ERROR)
             if error is not None:
-                raise protocol.RemoteClientError(f"{error['type']}: {error['message']}")
+                raise envelope.remote_error(error)
             if content["arrays"]:
                 raise ValueError("a secure-vote site sends no arrays with its vote reply")
-            version = content["metrics"][protocol.STATS]["broadcast-version"]
+            version = content["metrics"][envelope.STATS]["broadcast-version"]
             self.round.acknowledged[i] = int(version)
         except Exception as err:  # a failed or malformed reply: this site sits out
             if server.on_client_error == "raise":
