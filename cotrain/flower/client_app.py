@@ -185,7 +185,9 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict
-        The reply's records in the same form (see :mod:`cotrain.flower.protocol`).
+        The reply's records in the same form: the envelope of the site's upload
+        (:func:`cotrain.wire.envelope.encode_upload`) and, where the site has evaluation
+        data, its evaluation (see :mod:`cotrain.flower.protocol`).
     """
     started = time.time()
     config = content["config"][protocol.ROUND]
