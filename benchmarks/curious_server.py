@@ -121,6 +121,7 @@ class Curious:
 
     def pull(self, ids: list[str], timeout: float) -> None:
         from cotrain.flower import protocol
+        from cotrain.wire import envelope
 
         pending, deadline = set(ids), time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
@@ -133,12 +134,12 @@ class Curious:
                     entry["flower_error"] = str(reply.error.reason)[:200]
                 else:
                     plain = protocol.to_plain(reply.content)
-                    payload = plain["arrays"].get(protocol.LABELS)
+                    payload = plain["arrays"].get(envelope.LABELS)
                     if payload is not None:
                         entry["payload"] = base64.b64encode(payload).decode("ascii")
-                    entry["error"] = plain["config"].get(protocol.ERROR)
+                    entry["error"] = plain["config"].get(envelope.ERROR)
                     entry["site_epsilon"] = (
-                        plain["metrics"].get(protocol.STATS, {}).get("site-epsilon")
+                        plain["metrics"].get(envelope.STATS, {}).get("site-epsilon")
                     )
                 self.received.append(entry)
             time.sleep(0.05)

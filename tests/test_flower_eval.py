@@ -22,6 +22,7 @@ from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, write_site, write_sites
 from cotrain.flower.worker import decode, encode
 from cotrain.privacy import SubsampleAndAggregate
+from cotrain.wire import envelope
 from cotrain.wire.format import WireFormat
 from tests.test_flower_strategy import InMemoryGrid, mixed
 
@@ -140,9 +141,9 @@ def test_a_private_site_reply_holds_no_eval_arrays(cancer, tmp_path):
         **WireFormat(2, len(U)).to_config(),
     }  # fmt: skip
     reply = site_train(private, {"config": {"round": config}})
-    assert set(reply["arrays"]) == {protocol.LABELS}
+    assert set(reply["arrays"]) == {envelope.LABELS}
     reply = site_train(shared, {"config": {"round": config}})
-    assert set(reply["arrays"]) == {protocol.LABELS, protocol.EVAL, protocol.EVAL_PROBA}
+    assert set(reply["arrays"]) == {envelope.LABELS, protocol.EVAL, protocol.EVAL_PROBA}
     assert decode(encode(reply)) == reply
     codes = codes_from_bytes(reply["arrays"][protocol.EVAL], 2, len(test[1]))
     assert np.mean(codes == test[1]) == pytest.approx(reply["metrics"]["stats"]["eval-accuracy"])

@@ -26,6 +26,7 @@ from cotrain.flower import protocol
 from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import load_site, pool_fingerprint, write_site, write_sites
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.messages import HardLabels
 from tests.conftest import FailingClassifier
@@ -144,9 +145,9 @@ def test_labels_travel_as_uint8_arrays_never_pickles(federation):
     grid = InMemoryGrid(federation["paths"])
     FlowerCoTraining(federation["pool"], rounds=2, random_state=0).run(grid)
     train = [m for m in grid.pushed if m.metadata.message_type == "train"]
-    with_labels = [m for m in train if protocol.LABELS in m.content.array_records]
+    with_labels = [m for m in train if envelope.LABELS in m.content.array_records]
     assert len(with_labels) == 3  # the broadcast of round 1, sent in round 2
-    array = with_labels[0].content.array_records[protocol.LABELS][protocol.PAYLOAD]
+    array = with_labels[0].content.array_records[envelope.LABELS][protocol.PAYLOAD]
     assert array.dtype == "uint8" and array.stype == "numpy.ndarray"
     # 300 binary labels with abstentions allowed: 10-byte header + 2 bits each
     assert array.numpy().nbytes == 10 + 300 * 2 // 8
@@ -494,7 +495,7 @@ def _set_payload(data):
     from flwr.app import ArrayRecord
 
     def edit(reply):
-        reply.content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(data)})
+        reply.content[envelope.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(data)})
 
     return edit
 
@@ -513,8 +514,8 @@ def _drop(record):
         (_set_payload(b"\x00 not a message at all"), "MalformedMessage"),
         (_set_payload(HardLabels(np.zeros(300, dtype=int), 5).to_bytes()), "n_classes"),
         (_set_payload(HardLabels(np.zeros(12, dtype=int), 2).to_bytes()), "MalformedMessage"),
-        (_drop(protocol.LABELS), "malformed reply"),
-        (_drop(protocol.STATS), "malformed reply"),
+        (_drop(envelope.LABELS), "malformed reply"),
+        (_drop(envelope.STATS), "malformed reply"),
     ],
     ids=["garbage", "wrong-classes", "wrong-length", "no-labels", "no-stats"],
 )
@@ -730,7 +731,7 @@ def test_a_private_sites_error_text_reaches_the_server_masked(cancer, tmp_path):
     )
     flower.run(InMemoryGrid(paths))
     assert flower.history_[0].failed == {
-        0: f"RemoteClientError: ArithmeticError: {protocol.MASKED_MESSAGE}"
+        0: f"RemoteClientError: ArithmeticError: {envelope.MASKED_MESSAGE}"
     }  # "deliberate failure" stayed at the site; the other sites went on
 
 

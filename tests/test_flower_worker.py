@@ -30,6 +30,7 @@ from cotrain.flower.worker import (
     read_frame,
     write_frame,
 )
+from cotrain.wire import envelope
 from cotrain.wire.format import WireFormat
 from tests.conftest import mixed_site_learners as mixed
 
@@ -89,14 +90,14 @@ def round_content(site, t: int, token: str, broadcast: bytes | None = None) -> d
     }
     content = {"config": {protocol.ROUND: config}, "metrics": {}, "arrays": {}}
     if broadcast is not None:
-        content["arrays"][protocol.LABELS] = broadcast
+        content["arrays"][envelope.LABELS] = broadcast
     return content
 
 
 def without_timing(reply: dict) -> dict:
     reply = copy.deepcopy(reply)
     for key in TIMING:
-        reply["metrics"][protocol.STATS].pop(key)
+        reply["metrics"][envelope.STATS].pop(key)
     return reply
 
 
@@ -106,14 +107,14 @@ def test_worker_round_trip_equals_site_train(served):
     assert oct(sock.stat().st_mode & 0o777) == "0o600"
     assert call_worker(sock, "query", site=str(served["paths"][0])) == client_app.site_query(site)
     first = call_worker(sock, "train", round_content(site, 1, "via-worker"))
-    assert first["metrics"][protocol.STATS]["handler-end"] >= time.time() - 60
+    assert first["metrics"][envelope.STATS]["handler-end"] >= time.time() - 60
     assert without_timing(first) == without_timing(
         client_app.site_train(site, round_content(site, 1, "direct"))
     )
     # round 2 with a broadcast (the round-1 labels) and the state kept on disk
-    labels = first["arrays"][protocol.LABELS]
+    labels = first["arrays"][envelope.LABELS]
     second = call_worker(sock, "train", round_content(site, 2, "via-worker", labels))
-    assert protocol.ERROR not in second["config"]
+    assert envelope.ERROR not in second["config"]
     assert without_timing(second) == without_timing(
         client_app.site_train(site, round_content(site, 2, "direct", labels))
     )

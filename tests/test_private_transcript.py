@@ -31,6 +31,7 @@ from cotrain.flower.client_app import handle_query, handle_train
 from cotrain.flower.site import load_site, pool_fingerprint, write_site
 from cotrain.flower.transcript import ALLOWED, check_transcript
 from cotrain.privacy import DPSGD, RandomizedResponse, SubsampleAndAggregate
+from cotrain.wire import envelope
 from cotrain.wire.format import WireFormat
 from tests.conftest import FailingClassifier
 
@@ -96,7 +97,7 @@ def _round(U, t: int, broadcast: bytes | None = None, pool_hash: str | None = No
     }  # fmt: skip
     content = RecordDict({protocol.ROUND: ConfigRecord(config)})
     if broadcast is not None:
-        content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(broadcast)})
+        content[envelope.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(broadcast)})
     return _message(content, "train", t)
 
 
@@ -160,26 +161,26 @@ def test_a_private_sites_whole_transcript_holds_only_allowed_fields(kind, data, 
     }  # fmt: skip
     # rounds 1-3 released labels; round 2 asked again: the same bytes
     full_rounds = replies["full"][1:5]
-    assert all(protocol.LABELS in r["arrays"] for r in full_rounds[:3])
+    assert all(envelope.LABELS in r["arrays"] for r in full_rounds[:3])
     assert full_rounds[1] == full_rounds[2]
     # nothing but the labels differs between 80 rows of both classes and 30 rows of one
     strip = [{**r, "arrays": sorted(r["arrays"])} for r in replies["full"]]
     assert strip == [{**r, "arrays": sorted(r["arrays"])} for r in replies["small"]]
     # the failures reach the server as fixed words; the real reasons stay in the site's log
-    masked = {"type": "ValueError", "message": protocol.MASKED_MESSAGE}
-    assert replies["full"][-1]["config"][protocol.ERROR] == masked  # the wrong pool
-    failed = [r["config"][protocol.ERROR] for r in replies["failing"][1:]]
-    assert failed == [{"type": failure, "message": protocol.MASKED_MESSAGE}] * 4 + [masked]
+    masked = {"type": "ValueError", "message": envelope.MASKED_MESSAGE}
+    assert replies["full"][-1]["config"][envelope.ERROR] == masked  # the wrong pool
+    failed = [r["config"][envelope.ERROR] for r in replies["failing"][1:]]
+    assert failed == [{"type": failure, "message": envelope.MASKED_MESSAGE}] * 4 + [masked]
     assert (
         replies["refused"]
-        == [{"config": {protocol.ERROR: masked}, "metrics": {}, "arrays": {}}] * 6
+        == [{"config": {envelope.ERROR: masked}, "metrics": {}, "arrays": {}}] * 6
     )
     assert "labels outside the declared classes: [2]" in caplog.text
     assert "public pool mismatch" in caplog.text
     if kind == "randomized-response":  # a budget of 0.9: refused within three rounds
-        errors = [r["config"].get(protocol.ERROR) for r in full_rounds]
-        assert protocol.BUDGET_SPENT in errors
-        refused_at = errors.index(protocol.BUDGET_SPENT)
+        errors = [r["config"].get(envelope.ERROR) for r in full_rounds]
+        assert envelope.BUDGET_SPENT in errors
+        refused_at = errors.index(envelope.BUDGET_SPENT)
         assert not any(r["arrays"] for r in full_rounds[refused_at:])
 
 
@@ -300,7 +301,7 @@ def test_a_private_sites_warm_worker_answers_a_failure_with_fixed_words(data, tm
     reply = SiteWorker(path).handle({"op": "train", "content": content})
     assert reply == {
         "ok": False,
-        "error": {"type": "ValueError", "message": protocol.MASKED_MESSAGE},
+        "error": {"type": "ValueError", "message": envelope.MASKED_MESSAGE},
     }
     assert check_transcript([SiteWorker(path).handle({"op": "query"})["content"]]) == []
 
@@ -344,7 +345,7 @@ def test_over_real_flower_processes_the_server_gets_only_public_facts(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["refused"].values()) == [
-        f"the site refused: ValueError: {protocol.MASKED_MESSAGE}"
+        f"the site refused: ValueError: {envelope.MASKED_MESSAGE}"
     ]
     assert summary["n_rounds"] == 2 and summary["warnings"] == []
     timings = json.loads((out / "timings.json").read_text())

@@ -1,16 +1,16 @@
 """One release rule: what a client may send is decided by ``StepResult.upload()`` alone; the
-in-process server receives that Upload and a Flower site serialises it field by field.
+in-process server receives that Upload and a Flower site serialises it unchanged.
 
 The same client (same data, learner, seed, trust and privacy noise) is run through both
 paths: in process (``Client.run_round``) and through the site's train handler
 (``cotrain.flower.client_app.site_train``, called directly: no network), and every field of
-:class:`cotrain.wire.upload.Upload` that leaves it is compared.
+:class:`cotrain.wire.upload.Upload` that leaves it is compared with what the server decodes
+from the site's reply (``cotrain.wire.envelope.decode_upload``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -27,9 +27,10 @@ from cotrain.flower import protocol
 from cotrain.flower.client_app import site_train
 from cotrain.flower.site import load_site, write_site
 from cotrain.privacy import RandomizedResponse
-from cotrain.privacy.ledgers.ledger import event_to_json
 from cotrain.trust import client_trust
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
+from cotrain.wire.dp_events import event_to_json
 from cotrain.wire.format import WireFormat
 from cotrain.wire.upload import Upload
 
@@ -66,21 +67,8 @@ def _round_config(site, t: int, ref_round: int) -> dict:
 
 
 def _released(reply: dict) -> dict:
-    """The Upload fields a site's reply carries (what the server's side reads back)."""
-    config, stats = reply["config"], reply["metrics"].get(protocol.STATS, {})
-    error = config.get(protocol.ERROR)
-    event = config.get(protocol.PRIVACY, {}).get("dp-event")
-    return {
-        "message": reply["arrays"].get(protocol.LABELS),
-        "error": None if error is None else f"{error['type']}: {error['message']}",
-        "warnings": protocol.warnings_from_config(config.get(protocol.WARNINGS)),
-        "learner_time_s": stats.get("learner-time-s", 0.0),
-        "dp_event": None if event is None else json.loads(event),
-        "broadcast_version": stats.get("broadcast-version"),
-        "quality": stats.get("quality"),
-        "trust": stats.get("trust"),
-        "site_epsilon": stats.get("site-epsilon"),
-    }
+    """The Upload fields a site's reply carries, as the server reads them back."""
+    return _as_sent(envelope.decode_upload(0, reply))
 
 
 def _as_sent(upload: Upload) -> dict:
@@ -114,7 +102,7 @@ def _both_paths(tmp_path, data, privacy):
         sent.append(local.run_round(t, link))
         content = {"config": {protocol.ROUND: _round_config(site, t, link.ref_round)}}
         if link.data is not None:
-            content["arrays"] = {protocol.LABELS: link.data}
+            content["arrays"] = {envelope.LABELS: link.data}
         replies.append(site_train(site, content))
     return sent, replies
 
@@ -129,11 +117,11 @@ def test_a_private_client_releases_the_same_fields_in_process_and_at_a_site(
     # round 2 measured a pool weight and an out-of-fold accuracy; neither left the client
     assert sent[1].trust is not None and sent[1].quality is not None
     assert _as_sent(sent[1].upload())["trust"] is None
-    assert "trust" not in replies[1]["metrics"][protocol.STATS]
-    assert _released(replies[1])["learner_time_s"] == 0.0
+    assert "trust" not in replies[1]["metrics"][envelope.STATS]
+    assert _released(replies[1])["learner_time_s"] is None  # its fit time did not leave
     # the site's own evaluation is not released either (its model saw the private rows)
-    assert "eval-accuracy" not in replies[1]["metrics"][protocol.STATS]
-    assert set(replies[1]["arrays"]) == {protocol.LABELS}
+    assert "eval-accuracy" not in replies[1]["metrics"][envelope.STATS]
+    assert set(replies[1]["arrays"]) == {envelope.LABELS}
 
 
 def test_a_client_without_privacy_releases_the_same_fields_too(tmp_path, data):
@@ -142,9 +130,9 @@ def test_a_client_without_privacy_releases_the_same_fields_too(tmp_path, data):
         expected, got = _as_sent(result.upload()), _released(reply)
         assert got.pop("learner_time_s") > 0 and expected.pop("learner_time_s") > 0  # timed
         assert got == expected
-    assert replies[1]["metrics"][protocol.STATS]["trust"] == sent[1].trust  # its blend weight
+    assert replies[1]["metrics"][envelope.STATS]["trust"] == sent[1].trust  # its blend weight
     assert 0.0 <= sent[1].trust <= 1.0
-    assert "eval-accuracy" in replies[1]["metrics"][protocol.STATS]
+    assert "eval-accuracy" in replies[1]["metrics"][envelope.STATS]
 
 
 def test_the_simulation_records_the_trust_a_site_would_report(cancer):
@@ -170,7 +158,7 @@ def test_a_private_sites_error_text_is_masked_but_its_type_kept(tmp_path, data):
     )  # fmt: skip
     config = _round_config(site, 1, 0) | {"n-classes": 1}  # labels outside the classes
     reply = site_train(site, {"config": {protocol.ROUND: {**config, "classes": [0]}}})
-    error = reply["config"][protocol.ERROR]
-    assert error == {"type": "ValueError", "message": protocol.MASKED_MESSAGE}
+    error = reply["config"][envelope.ERROR]
+    assert error == {"type": "ValueError", "message": envelope.MASKED_MESSAGE}
     assert set(reply["arrays"]) == set()
-    assert reply["metrics"] == {protocol.STATS: {"site-epsilon": 0.0}}  # nothing released yet
+    assert reply["metrics"] == {envelope.STATS: {"site-epsilon": 0.0}}  # nothing released yet

@@ -24,10 +24,11 @@ from cotrain.federation.client import Client
 from cotrain.flower import protocol
 from cotrain.flower.client_app import site_train
 from cotrain.flower.site import load_site, write_site
-from cotrain.flower.site_state import decode_reply, encode_reply, open_site_ledger
+from cotrain.flower.site_state import open_site_ledger
 from cotrain.privacy import RandomizedResponse, SubsampleAndAggregate
 from cotrain.privacy.ledgers.ledger import PrivacyLedger
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent, SiteLedger, quote_site_epsilon
+from cotrain.wire import envelope
 from cotrain.wire.format import WireFormat
 
 pytest.importorskip("dp_accounting")
@@ -270,21 +271,23 @@ def test_a_flower_site_asked_200_times_for_round_1_releases_once(data, tmp_path)
     replies = [site_train(site, _round(site, 1)) for _ in range(200)]
     ledger = open_site_ledger(site, 2)
     assert ledger.releases == 1
-    assert all(encode_reply(r) == encode_reply(replies[0]) for r in replies)  # identical
-    first_eps = replies[0]["metrics"][protocol.STATS]["site-epsilon"]
+    assert all(
+        envelope.reply_to_bytes(r) == envelope.reply_to_bytes(replies[0]) for r in replies
+    )  # identical
+    first_eps = replies[0]["metrics"][envelope.STATS]["site-epsilon"]
     assert first_eps == ledger.epsilon() > 0
-    assert decode_reply(ledger.lookup(("tok1", 1)).reply) == replies[0]
+    assert envelope.reply_from_bytes(ledger.lookup(("tok1", 1)).reply) == replies[0]
     # a new run token is a new release, counted against the same budget
     other = site_train(site, _round(site, 1, token="tok2"))
     assert open_site_ledger(site, 2).releases == 2
-    assert other["arrays"][protocol.LABELS]  # it was sent
+    assert other["arrays"][envelope.LABELS]  # it was sent
     refused = site_train(site, _round(site, 2, token="tok2"))
-    assert refused["config"][protocol.ERROR] == {
+    assert refused["config"][envelope.ERROR] == {
         "type": "PrivacyBudgetSpent",
         "message": "privacy budget spent",
     }
     assert refused["arrays"] == {}
-    assert refused["metrics"][protocol.STATS]["site-epsilon"] == open_site_ledger(site, 2).epsilon()
+    assert refused["metrics"][envelope.STATS]["site-epsilon"] == open_site_ledger(site, 2).epsilon()
     assert open_site_ledger(site, 2).releases == 2
     assert site_train(site, _round(site, 1)) == replies[0]  # answered: still re-sent
 
@@ -302,9 +305,9 @@ def test_a_site_toml_budget_beside_the_mechanism_is_the_sites_own(data, tmp_path
     path.write_text(text.replace(head, head + f"budget = {budget!r}\n"))
     site = load_site(path)
     assert site.privacy.budget == pytest.approx(budget)
-    assert protocol.LABELS in site_train(site, _round(site, 1))["arrays"]
+    assert envelope.LABELS in site_train(site, _round(site, 1))["arrays"]
     refused = site_train(site, _round(site, 2))
-    assert refused["config"][protocol.ERROR]["type"] == "PrivacyBudgetSpent"
+    assert refused["config"][envelope.ERROR]["type"] == "PrivacyBudgetSpent"
     path.write_text(text.replace(head, head + "budgt = 1.0\n"))  # misspelt: refused
     with pytest.raises(ValueError, match="unknown keys"):
         load_site(path)

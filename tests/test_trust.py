@@ -376,13 +376,13 @@ def test_a_site_reporting_an_impossible_quality_is_that_sites_failure(tmp_path):
     pytest.importorskip("flwr")
     from flwr.supercore.task_identity import TaskIdentity
 
-    from cotrain.flower import protocol
     from cotrain.flower.server_app import FlowerCoTraining
     from cotrain.flower.site import write_sites
+    from cotrain.wire import envelope
     from tests.test_flower_strategy import InMemoryGrid, _tamper, mixed
 
     def inflate(reply):
-        reply.content.metric_records[protocol.STATS]["quality"] = 1e9
+        reply.content.metric_records[envelope.STATS]["quality"] = 1e9
 
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
     try:

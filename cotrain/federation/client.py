@@ -88,12 +88,13 @@ class StepResult(Upload):
         >>> private = StepResult(0, b"labels", quality=0.9, trust=1.0, learner_time_s=0.5,
         ...                      private=True).upload()
         >>> private.message, private.quality, private.trust, private.learner_time_s
-        (b'labels', None, None, 0.0)
+        (b'labels', None, None, None)
         """
         released = Upload(
             self.client_id,
             self.message,
             self.error,
+            learner_time_s=None,
             dp_event=self.dp_event,
             broadcast_version=self.broadcast_version,
             site_epsilon=self.site_epsilon,

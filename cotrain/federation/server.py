@@ -298,7 +298,7 @@ class CoTrainingServer:
             bytes_up=sum(len(by_id[i].message or b"") for i in ids),
             bytes_down=int(bytes_down),
             time_s=time.perf_counter() - started,
-            learner_time_s=sum(u.learner_time_s for u in uploads),
+            learner_time_s=sum(u.learner_time_s or 0.0 for u in uploads),  # None: not sent
             epsilon=None if self.ledger is None else self.ledger.max_epsilon(),
             epsilon_unit=None if self.ledger is None else self.ledger.headline.unit,
             epsilon_adversary=None if self.ledger is None else self.ledger.headline.adversary,

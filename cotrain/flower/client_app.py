@@ -21,7 +21,6 @@ training are refused at the handshake.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -39,10 +38,10 @@ from cotrain.flower.secure_share import share_request, share_vector
 from cotrain.flower.secure_site import is_secure_site, secagg_share_reply, site_vote
 from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
 from cotrain.flower.site import Site, declares_privacy, load_site
-from cotrain.flower.site_state import SiteState, decode_reply, encode_reply, open_site_ledger
+from cotrain.flower.site_state import SiteState, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
-from cotrain.privacy.ledgers.ledger import event_to_json
 from cotrain.trust import client_trust
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 from cotrain.wire.upload import Upload
@@ -95,7 +94,7 @@ def local_secure_vector(config: dict[str, Any], context: Any) -> np.ndarray:
 def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
     """``answer(site)`` for the site of ``context``; at a private site, any failure —
     loading the site included (e.g. private labels outside its declared ``classes``) —
-    becomes a reply with :func:`~cotrain.flower.protocol.masked_error`'s fixed words, the
+    becomes a reply with :func:`~cotrain.wire.envelope.masked_error`'s fixed words, the
     real error going to this site's log only. A site without ``[privacy]`` raises, and
     Flower sends the server the error's text.
     """
@@ -111,7 +110,7 @@ def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
         _LOG.warning(
             "%s failed at this private site (the server gets fixed words)", op, exc_info=True
         )
-        return {"config": {protocol.ERROR: protocol.masked_error(err)}, "metrics": {}, "arrays": {}}
+        return {"config": {envelope.ERROR: envelope.masked_error(err)}, "metrics": {}, "arrays": {}}
 
 
 def site_query(site: Site) -> dict[str, Any]:
@@ -186,7 +185,9 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict
-        The reply's records in the same form (see :mod:`cotrain.flower.protocol`).
+        The reply's records in the same form: the envelope of the site's upload
+        (:func:`cotrain.wire.envelope.encode_upload`) and, where the site has evaluation
+        data, its evaluation (see :mod:`cotrain.flower.protocol`).
     """
     started = time.time()
     config = content["config"][protocol.ROUND]
@@ -208,12 +209,12 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         nonlocal finish
         result, done = _round(site, content, started)
         finish = done
-        return result, lambda epsilon: encode_reply(done(epsilon))
+        return result, lambda epsilon: envelope.reply_to_bytes(done(epsilon))
 
     # one message at a time (Flower's processes may overlap), under the site's rules
     served = ledger.serve(request, compute)
     if served.reply is not None:  # a release, or the same bytes as the first time
-        return decode_reply(served.reply)
+        return envelope.reply_from_bytes(served.reply)
     if served.computed is None:  # refused before anything ran
         _LOG.warning(
             "round %s of run %s refused: one more release would take this site's ε "
@@ -227,7 +228,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
         refusal = Upload(
             int(config["client-index"]), error=served.error, site_epsilon=served.epsilon
         )
-        return upload_reply(refusal, started, private=True)
+        return envelope.encode_upload(refusal, private=True, started=started)
     result = served.computed  # failed, or its reported event was larger than assumed
     result.error, result.message, result.dp_event = served.error, None, None
     assert finish is not None  # served.computed is set only by compute
@@ -256,7 +257,7 @@ def _round(
         own_ledger=False,  # the site's ledger is on its disk, keyed by run and round
         trust=client_trust(site.trust, site.privacy, int(config["seed"]), site.estimator),
     )
-    broadcast = content.get("arrays", {}).get(protocol.LABELS)
+    broadcast = content.get("arrays", {}).get(envelope.LABELS)
     t, ref_round = int(config["round"]), int(config["ref-round"])
     store = SiteState(site, str(config["run-token"]), dict(config))
     note = store.restore(client, t, ref_round)  # the model and upload of its last round
@@ -275,11 +276,11 @@ def _round(
             store.save(t, client, keep_model=keep)
         elif result.private:  # the server gets the text masked
             _LOG.warning("round %s failed at this site: %s", t, result.error)
-        reply = upload_reply(result.upload(), started, private=result.private)
+        reply = envelope.encode_upload(result.upload(), private=result.private, started=started)
         eval_codes, eval_proba = result.released_evaluation()
         if result.error is None and eval_codes is not None:  # the site's own evaluation data
             accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
-            reply["metrics"][protocol.STATS]["eval-accuracy"] = accuracy
+            reply["metrics"][envelope.STATS]["eval-accuracy"] = accuracy
             if site.share_eval:  # a public test set: its predictions, for the consensus accuracy
                 reply["arrays"][protocol.EVAL] = codes_to_bytes(eval_codes, len(classes))
                 if eval_proba is not None:  # asked for by a soft consensus
@@ -288,69 +289,6 @@ def _round(
         return reply
 
     return result, finish
-
-
-def upload_reply(upload: Upload, started: float, private: bool = False) -> dict[str, Any]:
-    """A site's reply records carrying ``upload``, field by field (what a client may
-    release is :meth:`cotrain.federation.client.StepResult.upload`; a private site's reply
-    also drops what only the transport adds: its handler's timestamps).
-
-    Parameters
-    ----------
-    upload : Upload
-        What the client releases this round.
-    started : float
-        When the site's handler started (``time.time()``), for the round's timings.
-    private : bool, default=False
-        A private site: no timings, warnings, trust or quality whatever ``upload`` holds,
-        and an error as :func:`cotrain.flower.protocol.masked_error`'s fixed words (its
-        log keeps the full text). Every field it may send is listed, with why, in
-        :mod:`cotrain.flower.transcript`.
-
-    Returns
-    -------
-    dict
-        The reply's records in :func:`cotrain.flower.protocol.to_plain` form.
-
-    Examples
-    --------
-    >>> reply = upload_reply(Upload(0, b"\x01", trust=0.5, broadcast_version=2), 0.0)
-    >>> reply["metrics"]["stats"]["trust"], reply["metrics"]["stats"]["broadcast-version"]
-    (0.5, 2)
-    >>> failed = upload_reply(Upload(0, error=ValueError("row 17 is 'Alice'")), 0.0, True)
-    >>> failed["config"]["error"]["message"]
-    'masked by the private site; its own log has the reason'
-    """
-    reply: dict[str, Any] = {"config": {}, "metrics": {}, "arrays": {}}
-    stats: dict[str, float | int] = {}
-    if upload.error is not None:
-        reply["config"][protocol.ERROR] = (
-            protocol.masked_error(upload.error)
-            if private
-            else {"type": type(upload.error).__name__, "message": str(upload.error)[:2000]}
-        )
-    else:
-        reply["arrays"][protocol.LABELS] = upload.message
-        if upload.dp_event is not None:  # the round's privacy event, for the ledger
-            reply["config"][protocol.PRIVACY] = {
-                "dp-event": json.dumps(event_to_json(upload.dp_event))
-            }
-        stats["broadcast-version"] = int(upload.broadcast_version or 0)
-        if not private:  # times, the pool weight it chose, its out-of-fold accuracy
-            stats["learner-time-s"] = float(upload.learner_time_s)
-            stats["handler-start"], stats["handler-end"] = started, time.time()
-            if upload.trust is not None:
-                stats["trust"] = float(upload.trust)
-            if upload.quality is not None:
-                stats["quality"] = float(upload.quality)
-    site_epsilon = getattr(upload, "site_epsilon", None)
-    if site_epsilon is not None:  # a private site's own ledger ε (public config, releases)
-        stats["site-epsilon"] = float(site_epsilon)
-    if stats:
-        reply["metrics"][protocol.STATS] = stats
-    if upload.warnings and not private:
-        reply["config"][protocol.WARNINGS] = protocol.warnings_to_config(upload.warnings)
-    return reply
 
 
 def site_for(context: Any) -> Site:

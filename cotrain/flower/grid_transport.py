@@ -55,6 +55,7 @@ from cotrain.flower.handshake import error_text, exchange
 from cotrain.flower.secure_site import N_SITES, QUERIES, ROUNDS, SELECTED, STEP
 from cotrain.flower.secure_sum import SecureSumError, secagg_sum
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 
@@ -239,15 +240,15 @@ class GridTransport:
         server = self.server
         try:
             if reply.has_error():
-                raise protocol.RemoteClientError(error_text(reply.error))
+                raise envelope.RemoteClientError(error_text(reply.error))
             content = protocol.to_plain(reply.content)
             self.received.append(("vote", content))
-            error = content["config"].get(protocol.ERROR)
+            error = content["config"].get(envelope.ERROR)
             if error is not None:
-                raise protocol.RemoteClientError(f"{error['type']}: {error['message']}")
+                raise envelope.remote_error(error)
             if content["arrays"]:
                 raise ValueError("a secure-vote site sends no arrays with its vote reply")
-            version = content["metrics"][protocol.STATS]["broadcast-version"]
+            version = content["metrics"][envelope.STATS]["broadcast-version"]
             got.acknowledged[i] = int(version)
         except Exception as err:  # a failed or malformed reply: this site sits out
             if server.on_client_error == "raise":
@@ -331,9 +332,9 @@ def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) ->
     slowest handler, handler end → all replies back. Private sites send no timestamps:
     only the others' count, and a round of private sites has its exchange time alone."""
     stats = [
-        r.content.metric_records[protocol.STATS]
+        r.content.metric_records[envelope.STATS]
         for r in replies.values()
-        if not r.has_error() and protocol.STATS in r.content.metric_records
+        if not r.has_error() and envelope.STATS in r.content.metric_records
     ]
     stats = [s for s in stats if "handler-start" in s]
     if not stats:
@@ -351,7 +352,7 @@ def _timings(t: int, pushed: float, received: float, replies: dict[int, Any]) ->
 def _eval_accuracy(reply: Any) -> float | None:
     """A site's reported accuracy on its own evaluation data, if it sent a valid one."""
     try:
-        value = float(reply.content.metric_records[protocol.STATS]["eval-accuracy"])
+        value = float(reply.content.metric_records[envelope.STATS]["eval-accuracy"])
     except Exception:  # no evaluation data at that site, or a broken reply
         return None
     return value if 0.0 <= value <= 1.0 else None

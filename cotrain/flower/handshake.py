@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from cotrain.flower import protocol
+from cotrain.wire import envelope
 
 __all__ = ["IDENTITY", "PRIVATE_IDENTITY", "Roster", "error_text", "exchange", "identity"]
 
@@ -228,8 +229,8 @@ class Roster:
             self.refused[node] = error_text(reply.error)
             return None
         records = reply.content.config_records
-        if protocol.ERROR in records:  # the site could not answer (masked if private)
-            error = records[protocol.ERROR]
+        if envelope.ERROR in records:  # the site could not answer (masked if private)
+            error = records[envelope.ERROR]
             self.refused[node] = f"the site refused: {error.get('type')}: {error.get('message')}"
             return None
         try:

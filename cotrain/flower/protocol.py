@@ -16,24 +16,24 @@ declares one, its label space ``classes``. A site without privacy adds its row c
 (a public test set, see :mod:`cotrain.flower.evaluation`) adds ``eval-hash`` and the
 evaluation labels (``eval-labels``). A private site sends neither: every field it may send
 is listed, with why, in :mod:`cotrain.flower.transcript`. A site that cannot answer sends
-an ``error`` config record instead (masked at a private site, see :func:`masked_error`).
+an ``error`` config record instead (masked at a private site, see
+:func:`cotrain.wire.envelope.masked_error`).
 
 ``train`` (one round), server → site: ``round`` config record (round, client index,
 seed, share, encoding, soft-dtype, soft-bits, pool-hash, classes, run-token,
 ``eval-proba``: whether sharing sites send evaluation probabilities, ``broadcast-ref``:
 the consensus version the broadcast is delta-coded against, 0 for a full message) and,
 from round 2, the ``labels`` array record with the broadcast; site → server: the
-``labels`` array record with the upload, a ``stats`` metric record (learner time,
-handler times, ``broadcast-version``: the consensus version the site now holds, its
-acknowledgement; ``eval-accuracy`` where the site has evaluation data; a private site's
-``site-epsilon``, its own ledger's ε), a sharing site's ``eval`` array record (its
-predicted class codes on the evaluation data) and, when asked, ``eval-proba`` (float32
-probabilities), a ``warnings`` config record and, for a mechanism whose round event the
-server cannot compute (``reports_events``; none of cotrain's own: DP-SGD's is public
-configuration), a ``privacy`` config record with that event; or an ``error`` config
-record (type and message) when the step failed. A private site sends no warnings, no
-learner or handler times, no trust, quality or evaluation accuracy, and an error message
-of fixed words (:func:`masked_error`); its own log keeps the real one.
+envelope of its :class:`~cotrain.wire.upload.Upload`, whose format (records ``labels``,
+``stats``, ``privacy``, ``warnings`` or ``error``, and their keys) is owned by
+:mod:`cotrain.wire.envelope` (:func:`~cotrain.wire.envelope.encode_upload` at the site,
+:func:`~cotrain.wire.envelope.decode_upload` at the server, on :func:`to_plain`'s form),
+plus the site's own evaluation: ``eval-accuracy`` in ``stats`` where the site has
+evaluation data, a sharing site's ``eval`` array record (its predicted class codes on the
+evaluation data) and, when asked, ``eval-proba`` (float32 probabilities). A private site
+sends no warnings, no learner or handler times, no trust, quality or evaluation accuracy,
+and an error message of fixed words (:func:`~cotrain.wire.envelope.masked_error`); its own
+log keeps the real one.
 
 A secure-vote run (``SecureTeacherVotes``, :mod:`cotrain.flower.grid_transport`) adds to
 the round's ``train`` message the plan's public sizes (``secure-n-sites``,
@@ -46,54 +46,17 @@ server only masked, in the ``train`` messages of Flower's SecAgg+ workflow
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
-LABELS = "labels"
 ROUND = "round"
 SITE = "site"
-STATS = "stats"
-#: a DP-trained site's privacy event of the round (dp-accounting JSON)
-PRIVACY = "privacy"
-WARNINGS = "warnings"
 #: a sharing site's predicted class codes on the shared evaluation data
 EVAL = "eval"
 #: its probabilities there (little-endian float32), with a soft consensus
 EVAL_PROBA = "eval-proba"
-ERROR = "error"
 PAYLOAD = "payload"
-
-
-#: the message of every error a private site reports, whatever the real text (in its log)
-MASKED_MESSAGE = "masked by the private site; its own log has the reason"
-#: the error a private site sends once its own privacy budget is spent
-BUDGET_SPENT = {"type": "PrivacyBudgetSpent", "message": "privacy budget spent"}
-
-
-class RemoteClientError(RuntimeError):
-    """An exception raised at a site, as reported back to the server."""
-
-
-def masked_error(error: BaseException) -> dict[str, str]:
-    """A private site's ``error`` record for ``error``: its class name and fixed words.
-
-    The message never depends on the exception's text (which can quote a label, a value
-    or a row count); a spent budget has its own fixed words (:data:`BUDGET_SPENT`).
-
-    Examples
-    --------
-    >>> masked_error(ValueError("17 rows, labels ['Alice']"))
-    {'type': 'ValueError', 'message': 'masked by the private site; its own log has the reason'}
-    >>> PrivacyBudgetSpent = type("PrivacyBudgetSpent", (RuntimeError,), {})
-    >>> masked_error(PrivacyBudgetSpent("ε 8.01 > 8"))
-    {'type': 'PrivacyBudgetSpent', 'message': 'privacy budget spent'}
-    """
-    name = type(error).__name__
-    if name == BUDGET_SPENT["type"]:
-        return dict(BUDGET_SPENT)
-    return {"type": name, "message": MASKED_MESSAGE}
 
 
 _BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\{[^}]*\}")
@@ -108,7 +71,7 @@ def sanitize(text: str, limit: int = 300) -> str:
     reveals a size): bracketed and quoted parts become ``…`` and numbers ``#``; the text
     is cut to its first line and ``limit`` characters. Not enough for a private site's
     reply — unquoted words can still carry data (a class name, a column) — so a private
-    site sends :func:`masked_error`'s fixed words instead.
+    site sends :func:`~cotrain.wire.envelope.masked_error`'s fixed words instead.
 
     Examples
     --------
@@ -184,27 +147,3 @@ def labels_to_config(values: np.ndarray) -> list[int] | list[str]:
     if values.dtype.kind in "iub":
         return [int(v) for v in values]
     return [str(v) for v in values]
-
-
-def warnings_to_config(counts: Counter) -> dict[str, Any]:
-    """Counted learner warnings ``{(category, message): n}`` as a config record body."""
-    items = sorted(counts.items())
-    return {
-        "categories": [c for (c, _), _ in items],
-        "messages": [m[:500] for (_, m), _ in items],
-        "counts": [int(n) for _, n in items],
-    }
-
-
-def warnings_from_config(record: Any) -> Counter:
-    """The inverse of :func:`warnings_to_config`."""
-    if record is None or "counts" not in record:
-        return Counter()
-    return Counter(
-        {
-            (c, m): int(n)
-            for c, m, n in zip(
-                record["categories"], record["messages"], record["counts"], strict=True
-            )
-        }
-    )

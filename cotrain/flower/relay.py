@@ -144,7 +144,9 @@ def _reraise(err: WorkerError) -> Exception:
             return cls(err.message)
         except Exception:  # a built-in that takes other arguments
             pass
-    return protocol.RemoteClientError(f"{err.type}: {err.message}")
+    from cotrain.wire.envelope import RemoteClientError  # on the error path only
+
+    return RemoteClientError(f"{err.type}: {err.message}")
 
 
 def relay_query(msg: Any, context: Any) -> Any:

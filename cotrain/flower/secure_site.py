@@ -52,6 +52,7 @@ from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.trust import client_trust
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
 from learners import continues_training
@@ -224,7 +225,7 @@ def site_vote(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             _restore(client, state)  # after the model: everything sent in this run
             if client.sender is None or client.sender.state_dict()["codes"] is None:
                 ref_round = 0
-            broadcast = content.get("arrays", {}).get(protocol.LABELS)
+            broadcast = content.get("arrays", {}).get(envelope.LABELS)
             downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
             repeated = str(t) in versions
             result = client.vote_round(t, downlink, None, queries)
@@ -241,8 +242,8 @@ def site_vote(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             version = int(versions[str(t)])
     except Exception as err:  # the server gets fixed words; this site's log the reason
         _LOG.warning("secure-vote round %s failed at this site: %s", t, err, exc_info=True)
-        return {"config": {protocol.ERROR: protocol.masked_error(err)}, "metrics": {}, "arrays": {}}
-    return {"config": {}, "metrics": {protocol.STATS: {"broadcast-version": version}}, "arrays": {}}
+        return {"config": {envelope.ERROR: envelope.masked_error(err)}, "metrics": {}, "arrays": {}}
+    return {"config": {}, "metrics": {envelope.STATS: {"broadcast-version": version}}, "arrays": {}}
 
 
 def secagg_share_reply(site: Site, request: dict[str, Any]) -> dict[str, Any]:

@@ -42,8 +42,8 @@ from cotrain.flower.handshake import Roster, error_text, identity
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
 from cotrain.persistence.checkpoint import CheckpointCallback, Checkpointer, fingerprint
-from cotrain.privacy.ledgers.ledger import event_from_json
 from cotrain.privacy.ledgers.site_ledger import quote_site_epsilon
+from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 
@@ -437,54 +437,25 @@ class FlowerCoTraining:
             }
         )
         if link.data is not None:
-            content[protocol.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(link.data)})
+            content[envelope.LABELS] = ArrayRecord({protocol.PAYLOAD: protocol.to_array(link.data)})
         return Message(
             content=content, dst_node_id=self.node_ids_[i], message_type="train", group_id=str(t)
         )
 
     def _upload(self, i: int, reply: Any) -> Upload:
-        """A site's reply as the Upload the server receives from in-process clients.
+        """A site's reply as the Upload the server receives from in-process clients
+        (:func:`cotrain.wire.envelope.decode_upload`).
 
         A reply that cannot be read (missing records, wrong types) is that site's
         failure, handled by ``on_client_error``: one broken site never stops the run.
         """
         if reply.has_error():
-            return Upload(i, error=protocol.RemoteClientError(error_text(reply.error)))
+            return Upload(i, error=envelope.RemoteClientError(error_text(reply.error)))
         try:
-            content = reply.content
-            warned = content.config_records.get(protocol.WARNINGS)
-            upload = Upload(i, warnings=protocol.warnings_from_config(warned))
-            said = content.metric_records.get(protocol.STATS, {}).get("site-epsilon")
-            if said is not None:  # a private site's own ledger ε, on every reply (refusals too)
-                upload.site_epsilon = float(said)
-                if not 0.0 <= upload.site_epsilon < float("inf"):
-                    raise ValueError(f"site-epsilon must be finite and >= 0, got {said!r}")
-            if protocol.ERROR in content.config_records:
-                err = content.config_records[protocol.ERROR]
-                upload.error = protocol.RemoteClientError(f"{err['type']}: {err['message']}")
-                return upload
-            upload.message = protocol.from_array(
-                content.array_records[protocol.LABELS][protocol.PAYLOAD]
-            )
-            stats = content.metric_records[protocol.STATS]
-            upload.learner_time_s = float(stats.get("learner-time-s", 0.0))  # not if private
-            if "broadcast-version" in stats:  # the consensus the site now holds
-                upload.broadcast_version = int(stats["broadcast-version"])
-            if "quality" in stats:  # the site's own out-of-fold accuracy, for the consensus
-                upload.quality = float(stats["quality"])
-                if not 0.0 <= upload.quality <= 1.0:
-                    raise ValueError(f"quality must be in [0, 1], got {upload.quality!r}")
-            if "trust" in stats:  # the pool weight it chose for its fit
-                upload.trust = float(stats["trust"])
-                if not 0.0 <= upload.trust <= 1.0:
-                    raise ValueError(f"trust must be in [0, 1], got {upload.trust!r}")
-            if protocol.PRIVACY in content.config_records:  # a DP-trained site's round
-                reported = content.config_records[protocol.PRIVACY]["dp-event"]
-                upload.dp_event = event_from_json(json.loads(str(reported)))
-            return upload
+            return envelope.decode_upload(i, protocol.to_plain(reply.content))
         except Exception as err:  # a broken or hostile reply
             return Upload(
-                i, error=protocol.RemoteClientError(f"malformed reply: {type(err).__name__}: {err}")
+                i, error=envelope.RemoteClientError(f"malformed reply: {type(err).__name__}: {err}")
             )
 
     # ------------------------------------------------------------ handshake

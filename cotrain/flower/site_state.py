@@ -9,9 +9,9 @@ atomically by the same store as ``FederatedCoTrainer(checkpoint_dir=...)``
 model, no pickle). The token identifies the run; the ServerApp sends it with every round.
 
 A private site's ledger (:class:`cotrain.privacy.ledgers.site_ledger.SiteLedger`: every release
-it sent, with the exact reply bytes) lives beside it under ``<site folder>/state/privacy/``
-— not per run: a new run token does not reset the site's budget
-(:func:`open_site_ledger`).
+it sent, with the exact reply bytes, :func:`cotrain.wire.envelope.reply_to_bytes`) lives
+beside it under ``<site folder>/state/privacy/`` — not per run: a new run token does not
+reset the site's budget (:func:`open_site_ledger`).
 
 Round ``t`` starts from the site's latest checkpoint of a round before ``t`` (so a
 ServerApp that resumes an earlier round finds the site's state of that time). A SuperNode
@@ -22,8 +22,6 @@ than failing.
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +40,6 @@ __all__ = [
     "PRIVACY_DIR",
     "STATE_DIR",
     "SiteState",
-    "decode_reply",
-    "encode_reply",
     "open_site_ledger",
 ]
 
@@ -85,30 +81,6 @@ def open_site_ledger(site: Site, n_classes: int) -> SiteLedger:
 
 #: round configuration keys that change every round (not part of the site's identity)
 _PER_ROUND = frozenset({"round", "ref-round", "broadcast-ref"})
-
-
-def encode_reply(reply: dict[str, Any]) -> bytes:
-    """A site's reply records (:func:`cotrain.flower.protocol.to_plain` form) as the bytes
-    its ledger caches: JSON with the ``arrays`` (bytes) in base64, keys sorted.
-
-    Examples
-    --------
-    >>> reply = {"config": {}, "metrics": {"stats": {"site-epsilon": 1.5}},
-    ...          "arrays": {"labels": b"\x01\x02"}}
-    >>> decode_reply(encode_reply(reply)) == reply
-    True
-    """
-    arrays = {k: base64.b64encode(bytes(v)).decode("ascii") for k, v in reply["arrays"].items()}
-    return json.dumps({**reply, "arrays": arrays}, sort_keys=True).encode("utf-8")
-
-
-def decode_reply(data: bytes) -> dict[str, Any]:
-    """The reply records of :func:`encode_reply`'s bytes."""
-    reply = json.loads(data.decode("utf-8"))
-    reply["arrays"] = {
-        k: base64.b64decode(v, validate=True) for k, v in reply.get("arrays", {}).items()
-    }
-    return dict(reply)
 
 
 class SiteState:

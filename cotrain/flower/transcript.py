@@ -17,7 +17,7 @@ configuration the round's event is the same for every site, and the server compu
 
 What no list of fields can cover: whether a reply comes at all — a site that refuses to
 start, or whose learner fails on its data, is seen to fail (with fixed words: see
-:func:`cotrain.flower.protocol.masked_error`) — and when it comes: the server times each
+:func:`cotrain.wire.envelope.masked_error`) — and when it comes: the server times each
 exchange itself, and a fit takes longer on more rows. Neither is covered by ε.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cotrain.flower.protocol import BUDGET_SPENT, MASKED_MESSAGE
+from cotrain.wire.envelope import BUDGET_SPENT, MASKED_MESSAGE
 
 __all__ = ["ALLOWED", "Field", "check_transcript", "fields_of"]
 

@@ -352,7 +352,7 @@ class SiteWorker:
         except Exception as err:  # every failure: an error reply
             _LOG.warning("request failed: %s: %s", type(err).__name__, err, exc_info=True)
             if self.site.privacy is not None:  # its text can quote private values
-                from cotrain.flower.protocol import masked_error
+                from cotrain.wire.envelope import masked_error
 
                 return {"ok": False, "error": masked_error(err)}
             return {"ok": False, "error": {"type": type(err).__name__, "message": str(err)}}

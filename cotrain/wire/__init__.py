@@ -10,7 +10,11 @@
 - :mod:`~cotrain.wire.endpoints`: :class:`UploadSender` and :class:`UploadReceiver`, the
   per-client delta state on each side, built by the format;
 - :mod:`~cotrain.wire.broadcast`: the server's broadcast of the consensus and its decoder;
-- :mod:`~cotrain.wire.upload`: :class:`Upload`, all the server sees of a client in a round.
+- :mod:`~cotrain.wire.upload`: :class:`Upload`, all the server sees of a client in a round;
+- :mod:`~cotrain.wire.envelope`: a deployed site's reply around its :class:`Upload`
+  (:func:`~cotrain.wire.envelope.encode_upload`, :func:`~cotrain.wire.envelope.decode_upload`)
+  and the bytes a private site's ledger caches of it;
+- :mod:`~cotrain.wire.dp_events`: dp-accounting privacy events as JSON types, and back.
 
 Nothing here imports the rest of :mod:`cotrain`: the format can be read and tested alone.
 

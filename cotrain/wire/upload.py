@@ -27,8 +27,9 @@ class Upload:
         The client's failure, reported instead of a message.
     warnings : Counter
         ``(category, message) -> count`` of its learner's warnings this round.
-    learner_time_s : float
-        Seconds its learner spent fitting and predicting.
+    learner_time_s : float or None
+        Seconds its learner spent fitting and predicting. None: not sent (always, for a
+        client with a privacy mechanism: how long a fit takes depends on its private rows).
     dp_event : dp_accounting.DpEvent or None
         The privacy event of this round's release, for a client whose model is trained
         privately (e.g. DP-SGD); the ledger composes it. None for every other client.
@@ -56,7 +57,7 @@ class Upload:
     message: bytes | None = None
     error: BaseException | None = None
     warnings: Counter[tuple[str, str]] = field(default_factory=Counter)
-    learner_time_s: float = 0.0
+    learner_time_s: float | None = 0.0
     dp_event: Any = None
     broadcast_version: int | None = None
     quality: float | None = None

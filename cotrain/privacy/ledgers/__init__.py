@@ -14,8 +14,6 @@ from cotrain.privacy.ledgers.ledger import (
     Guarantee,
     PrivacyLedger,
     assumptions,
-    event_from_json,
-    event_to_json,
     guarantee_of,
     relation_events,
 )
@@ -37,8 +35,6 @@ __all__ = [
     "SentReply",
     "SiteLedger",
     "assumptions",
-    "event_from_json",
-    "event_to_json",
     "guarantee_of",
     "quote_site_epsilon",
     "relation_events",

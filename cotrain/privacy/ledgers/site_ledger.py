@@ -42,12 +42,8 @@ from typing import Any
 import numpy as np
 
 from cotrain.files import exclusive_lock, write_atomic
-from cotrain.privacy.ledgers.ledger import (
-    PrivacyLedger,
-    event_from_json,
-    event_to_json,
-    guarantee_of,
-)
+from cotrain.privacy.ledgers.ledger import PrivacyLedger, guarantee_of
+from cotrain.wire.dp_events import event_from_json, event_to_json
 
 __all__ = ["PrivacyBudgetSpent", "SentReply", "Served", "SiteLedger", "quote_site_epsilon"]
 
