@@ -14,12 +14,12 @@ import secrets
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from cotrain.federation.site import RoundRequest, Site
 from cotrain.privacy.ledgers.site_ledger import SiteLedger
 from cotrain.privacy.mechanisms.base import ClientRound, as_mechanism
 from cotrain.trust import (
@@ -320,34 +320,16 @@ class Client:
             raise TypeError(
                 f"downlink must be a Downlink, bytes or None, got {type(downlink).__name__}"
             )
-        result = StepResult(self.client_id, private=self.privacy is not None)
-        ledger = self.site_ledger
-        if ledger is None:
-            return self._step(t, downlink, privacy_seed, result)
+        # a private client answers under its ledger's rules, as a deployed site does
+        return Site(self).answer(RoundRequest(t, downlink, t, privacy_seed)).result
 
-        def compute() -> tuple[StepResult, Callable[[float], bytes]]:
-            step = self._step(t, downlink, privacy_seed, result)
-            return step, lambda _: step.message or b""  # packed only when it released labels
-
-        # a private client answers under its ledger's rules (SiteLedger.serve), as a site does
-        served = ledger.serve(t, compute)
-        if served.outcome == "repeat":  # the bytes it sent the first time
-            result.message, result.dp_event = served.reply, served.dp_event
-            if self.fitted and self.X_eval is not None:  # simulation-only scoring
-                result.eval_codes = self.codes(self.model.predict(self.X_eval))
-                if self.eval_proba:
-                    result.eval_proba = self.model.predict_proba(self.X_eval)
-        elif served.outcome == "refused":  # before the round, or its event was too large
-            result.error, result.message, result.dp_event = served.error, None, None
-        result.broadcast_version = self._decoder.version
-        result.site_epsilon = served.epsilon
-        return result
-
-    def _step(
-        self, t: int, downlink: Downlink, privacy_seed: int | None, result: StepResult
+    def compute_round(
+        self, t: int, downlink: Downlink, privacy_seed: int | None = None
     ) -> StepResult:
-        """The round itself, into ``result``: decode P, fit, label, randomise, encode (a
-        failure goes into ``result.error``)."""
+        """Round ``t`` itself, without a private site's rules (:class:`~cotrain.federation.
+        site.Site` applies them): decode P, fit, label, randomise, encode. A failure goes
+        into the result's ``error``."""
+        result = StepResult(self.client_id, private=self.privacy is not None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -363,6 +345,27 @@ class Client:
         result.warnings = Counter((w.category.__name__, str(w.message)) for w in caught)
         result.broadcast_version = self._decoder.version
         return result
+
+    def repeated_result(self, message: bytes | None, dp_event: Any) -> StepResult:
+        """The result of a request answered before: the release sent then (no refit, no
+        fresh noise), and the current model's predictions for a simulation's scoring."""
+        result = StepResult(self.client_id, message, dp_event=dp_event, private=True)
+        if self.fitted and self.X_eval is not None:  # simulation-only scoring
+            result.eval_codes = self.codes(self.model.predict(self.X_eval))
+            if self.eval_proba:
+                result.eval_proba = self.model.predict_proba(self.X_eval)
+        result.broadcast_version = self._decoder.version
+        return result
+
+    def refusal(self, error: BaseException | None, site_epsilon: float) -> StepResult:
+        """The result of a request the client's ledger refused before the round ran."""
+        return StepResult(
+            self.client_id,
+            error=error,
+            private=True,
+            site_epsilon=site_epsilon,
+            broadcast_version=self._decoder.version,
+        )
 
     def _decode_broadcast(self, t: int, downlink: Downlink) -> np.ndarray | None:
         """The consensus of round ``t - 1``; None (and a warning) when it is a delta

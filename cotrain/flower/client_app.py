@@ -1,4 +1,4 @@
-"""The site side: a Flower ClientApp that runs one :class:`cotrain.federation.client.Client` round.
+"""The site side: a Flower ClientApp whose round is a :class:`cotrain.federation.site.Site`'s.
 
 The site's private data, public pool and learner come from its ``site.toml`` (see
 :mod:`cotrain.flower.site`), located through the SuperNode's node config:
@@ -7,8 +7,8 @@ The site's private data, public pool and learner come from its ``site.toml`` (se
 - ``partition-id=N`` with the run config's ``sites-dir`` holding ``site-N/site.toml``
   (Flower's simulation engine, which numbers its virtual SuperNodes).
 
-Each ``train`` message runs exactly :meth:`cotrain.federation.client.Client.run_round`, the code an
-in-process federation runs (a secure-vote site, ``SecureTeacherVotes``, runs
+Each ``train`` message is answered by :meth:`cotrain.federation.site.Site.answer`, the code
+an in-process client runs (a secure-vote site, ``SecureTeacherVotes``, runs
 :class:`~cotrain.federation.secure_client.SecureClient`'s step, and a ``train`` message that
 is a stage of a SecAgg+ sum goes to :func:`cotrain.flower.secure_sum.secure_sum_handler`).
 Between rounds the site keeps its state — its model (so
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,19 +32,19 @@ import numpy as np
 
 from cotrain.federation.client import Client, StepResult
 from cotrain.federation.seeding import seeded_clone
+from cotrain.federation.site import RoundRequest, Site
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
 from cotrain.flower.secure_share import share_request, share_vector
 from cotrain.flower.secure_site import is_secure_site, secagg_share_reply, site_vote
 from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
-from cotrain.flower.site import Site, declares_privacy, load_site
+from cotrain.flower.site import SiteFolder, declares_privacy, load_site
 from cotrain.flower.site_state import SiteState, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.trust import client_trust
 from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
-from cotrain.wire.upload import Upload
 from learners import continues_training
 
 _LOG = logging.getLogger("cotrain.site")
@@ -113,7 +113,7 @@ def site_reply(context: Any, op: str, answer: Any) -> dict[str, Any]:
         return {"config": {envelope.ERROR: envelope.masked_error(err)}, "metrics": {}, "arrays": {}}
 
 
-def site_query(site: Site) -> dict[str, Any]:
+def site_query(site: SiteFolder) -> dict[str, Any]:
     """The handshake reply of ``site``, in :func:`cotrain.flower.protocol.to_plain` form.
 
     A private site sends only public configuration (every field is listed in
@@ -151,8 +151,10 @@ def site_query(site: Site) -> dict[str, Any]:
     return {"config": {protocol.SITE: record}}
 
 
-def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
-    """One round at ``site``: check the pool, decode the broadcast, fit, label, encode.
+def site_train(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
+    """One round at ``site``: check the pool, then answer as
+    :meth:`cotrain.federation.site.Site.answer` — the code an in-process client runs —
+    with the site's state restored from its disk and its ledger there.
 
     A private site (``[privacy]``) is where its guarantee is enforced: it keeps its own
     ledger on its disk (:func:`cotrain.flower.site_state.open_site_ledger`, across runs)
@@ -177,7 +179,7 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
 
     Parameters
     ----------
-    site : Site
+    site : SiteFolder
         The site.
     content : dict
         The ``train`` message's records in :func:`cotrain.flower.protocol.to_plain` form.
@@ -197,51 +199,9 @@ def site_train(site: Site, content: dict[str, Any]) -> dict[str, Any]:
             f"{site.pool_hash[:16]}…, the federation's has {str(config['pool-hash'])[:16]}…; "
             "every site must hold the same public pool"
         )
-    if site.privacy is None:
-        return _round(site, content, started)[1](None)
     if is_secure_site(site):  # SecureTeacherVotes: its shares go to SecAgg+ sums
         return site_vote(site, content)
-    ledger = open_site_ledger(site, len(config["classes"]))
-    request = (str(config["run-token"]), int(config["round"]))
-    finish: Callable[[float | None], dict[str, Any]] | None = None  # set once it ran
-
-    def compute() -> tuple[StepResult, Callable[[float], bytes]]:
-        nonlocal finish
-        result, done = _round(site, content, started)
-        finish = done
-        return result, lambda epsilon: envelope.reply_to_bytes(done(epsilon))
-
-    # one message at a time (Flower's processes may overlap), under the site's rules
-    served = ledger.serve(request, compute)
-    if served.reply is not None:  # a release, or the same bytes as the first time
-        return envelope.reply_from_bytes(served.reply)
-    if served.computed is None:  # refused before anything ran
-        _LOG.warning(
-            "round %s of run %s refused: one more release would take this site's ε "
-            "from %.4f to %.4f, past its budget %s",
-            request[1],
-            request[0],
-            ledger.epsilon(),
-            ledger.next_epsilon(),
-            ledger.budget,
-        )
-        refusal = Upload(
-            int(config["client-index"]), error=served.error, site_epsilon=served.epsilon
-        )
-        return envelope.encode_upload(refusal, private=True, started=started)
-    result = served.computed  # failed, or its reported event was larger than assumed
-    result.error, result.message, result.dp_event = served.error, None, None
-    assert finish is not None  # served.computed is set only by compute
-    return finish(served.epsilon)
-
-
-def _round(
-    site: Site, content: dict[str, Any], started: float
-) -> tuple[StepResult, Callable[[float | None], dict[str, Any]]]:
-    """The round itself (:func:`site_train` without the ledger's rules): the step's result
-    and ``finish(site_epsilon)``, which keeps the site's state if the step released and
-    builds the reply (``site_epsilon``: a private site's ε once the reply has left)."""
-    config = content["config"][protocol.ROUND]
+    t, token = int(config["round"]), str(config["run-token"])
     classes = np.asarray(config["classes"])
     client = Client(
         int(config["client-index"]),
@@ -257,26 +217,22 @@ def _round(
         own_ledger=False,  # the site's ledger is on its disk, keyed by run and round
         trust=client_trust(site.trust, site.privacy, int(config["seed"]), site.estimator),
     )
-    broadcast = content.get("arrays", {}).get(envelope.LABELS)
-    t, ref_round = int(config["round"]), int(config["ref-round"])
-    store = SiteState(site, str(config["run-token"]), dict(config))
+    store = SiteState(site, token, dict(config))
+    ref_round = int(config["ref-round"])
     note = store.restore(client, t, ref_round)  # the model and upload of its last round
     if client.sender.state_dict()["codes"] is None:
         ref_round = 0  # nothing to delta-code against: send a full upload
     # the broadcast is delta-coded against the consensus this site acknowledged
+    broadcast = content.get("arrays", {}).get(envelope.LABELS)
     downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
-    result = client.run_round(t, downlink)
-    if note is not None:
-        result.warnings[("SiteStateWarning", note)] += 1
 
-    def finish(site_epsilon: float | None) -> dict[str, Any]:
-        result.site_epsilon = site_epsilon
-        if result.error is None:  # a learner that refits every round needs no stored model
-            keep = continues_training(site.estimator) and checkpoint_blocker(site.estimator) is None
-            store.save(t, client, keep_model=keep)
-        elif result.private:  # the server gets the text masked
+    def keep(result: StepResult) -> None:  # a learner that refits every round needs no model
+        blocked = checkpoint_blocker(site.estimator) is not None
+        store.save(t, client, keep_model=continues_training(site.estimator) and not blocked)
+
+    def evaluation(result: StepResult, reply: dict[str, Any]) -> None:
+        if result.error is not None and result.private:  # the server gets the text masked
             _LOG.warning("round %s failed at this site: %s", t, result.error)
-        reply = envelope.encode_upload(result.upload(), private=result.private, started=started)
         eval_codes, eval_proba = result.released_evaluation()
         if result.error is None and eval_codes is not None:  # the site's own evaluation data
             accuracy = float(np.mean(classes[eval_codes] == site.y_eval))
@@ -286,12 +242,25 @@ def _round(
                 if eval_proba is not None:  # asked for by a soft consensus
                     proba = np.asarray(eval_proba, dtype="<f4")
                     reply["arrays"][protocol.EVAL_PROBA] = proba.tobytes()
-        return reply
 
-    return result, finish
+    ledger = None if site.privacy is None else open_site_ledger(site, len(classes))
+    notes = Counter() if note is None else Counter({("SiteStateWarning", note): 1})
+    answer = Site(
+        client, ledger, keep=keep, evaluation=evaluation, started=started, notes=notes
+    ).answer(RoundRequest(t, downlink, (token, t)))
+    if answer.outcome == "refused" and ledger is not None:
+        _LOG.warning(
+            "round %s of run %s refused: one more release would take this site's ε past its "
+            "budget %s (it is %.4f)",
+            t,
+            token,
+            ledger.budget,
+            ledger.epsilon(),
+        )
+    return answer.reply
 
 
-def site_for(context: Any) -> Site:
+def site_for(context: Any) -> SiteFolder:
     """The site this ClientApp runs at, from the node config (see the module docs)."""
     node = context.node_config
     if "site" in node:
@@ -306,5 +275,5 @@ def site_for(context: Any) -> Site:
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> Site:
+def _load(path: str) -> SiteFolder:
     return load_site(path)

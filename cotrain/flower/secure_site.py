@@ -46,7 +46,7 @@ from cotrain.federation.secure_sum import decode_share, encode_share
 from cotrain.federation.seeding import seeded_clone
 from cotrain.files import exclusive_lock, write_atomic
 from cotrain.flower import protocol
-from cotrain.flower.site import Site
+from cotrain.flower.site import SiteFolder
 from cotrain.flower.site_state import STATE_DIR, SiteState
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
@@ -79,12 +79,12 @@ QUERIES = "queries"
 STEP, SELECTED, THRESHOLD = "secure-step", "secure-selected", "threshold"
 
 
-def is_secure_site(site: Site) -> bool:
+def is_secure_site(site: SiteFolder) -> bool:
     """Whether ``site`` contributes teacher-vote shares to secure sums."""
     return isinstance(site.privacy, SecureTeacherVotes)
 
 
-def site_plan(site: Site, config: dict[str, Any]) -> SecurePlan:
+def site_plan(site: SiteFolder, config: dict[str, Any]) -> SecurePlan:
     """The plan this site computes from its own mechanism and the run's public sizes.
 
     Raises
@@ -105,7 +105,7 @@ class SecureStore:
 
     Parameters
     ----------
-    site : Site
+    site : SiteFolder
     token : str
         The run's token.
 
@@ -115,7 +115,7 @@ class SecureStore:
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
-    >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
+    >>> site = SiteFolder(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
     ...             DecisionTreeClassifier(), folder / "site.toml")
     >>> with SecureStore(site, "abc").open() as state:
     ...     state["sent"] = {"1": {"queries": [0]}}
@@ -124,7 +124,7 @@ class SecureStore:
     {'1': {'queries': [0]}}
     """
 
-    def __init__(self, site: Site, token: str) -> None:
+    def __init__(self, site: SiteFolder, token: str) -> None:
         if not token or not str(token).replace("-", "").isalnum():
             raise ValueError(f"run-token must be a non-empty alphanumeric string, got {token!r}")
         folder = Path(site.path).parent / STATE_DIR / "secure"
@@ -152,7 +152,7 @@ def _check_plan(state: dict[str, Any], plan: SecurePlan) -> None:
         raise PrivacyBudgetSpent("the server changed the run's public configuration")
 
 
-def _client(site: Site, config: dict[str, Any], plan: SecurePlan) -> SecureClient:
+def _client(site: SiteFolder, config: dict[str, Any], plan: SecurePlan) -> SecureClient:
     """The in-process site's :class:`SecureClient`, with what it sent in this run."""
     seed = int(config.get("seed", 0))
     return SecureClient(
@@ -190,12 +190,12 @@ def _restore(client: SecureClient, state: dict[str, Any]) -> None:
         )
 
 
-def site_vote(site: Site, content: dict[str, Any]) -> dict[str, Any]:
+def site_vote(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
     """Step 1 of a secure-vote round at ``site``: fit, compute and keep the shares.
 
     Parameters
     ----------
-    site : Site
+    site : SiteFolder
     content : dict
         The ``train`` message's records (:func:`cotrain.flower.protocol.to_plain` form):
         the round config with :data:`N_SITES` and :data:`ROUNDS`, the broadcast, and the
@@ -246,13 +246,13 @@ def site_vote(site: Site, content: dict[str, Any]) -> dict[str, Any]:
     return {"config": {}, "metrics": {envelope.STATS: {"broadcast-version": version}}, "arrays": {}}
 
 
-def secagg_share_reply(site: Site, request: dict[str, Any]) -> dict[str, Any]:
+def secagg_share_reply(site: SiteFolder, request: dict[str, Any]) -> dict[str, Any]:
     """This site's vector for one SecAgg+ sum: the stored first share, or the selected
     rows of the answer share; ``{"share": int32 bytes, "shape": [rows, classes]}``.
 
     Parameters
     ----------
-    site : Site
+    site : SiteFolder
     request : dict
         ``run-token``, ``round``, ``secure-step`` ("first" or "answer"),
         ``secure-selected`` (comma-separated positions, answer step), ``threshold`` (the

@@ -52,8 +52,9 @@ SITE_FILE = "site.toml"
 
 
 @dataclass
-class Site:
-    """What a ClientApp knows about the site it runs at.
+class SiteFolder:
+    """What a ClientApp knows about the site it runs at: what its folder holds (the round
+    it answers is a :class:`cotrain.federation.site.Site`'s).
 
     Attributes
     ----------
@@ -229,7 +230,7 @@ def _public_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__name__}"
 
 
-def load_site(path: str | Path) -> Site:
+def load_site(path: str | Path) -> SiteFolder:
     """Read a site from its ``site.toml`` (or the folder holding it).
 
     Raises
@@ -294,7 +295,7 @@ def load_site(path: str | Path) -> Site:
             client_trust(trust, privacy, None)
         except ValueError as err:
             raise ValueError(f"site config {path}: {err}") from err
-    return Site(
+    return SiteFolder(
         client_id=client_id,
         X=data["X"],
         y=data["y"],

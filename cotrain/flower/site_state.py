@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cotrain.federation.client import Client
-from cotrain.flower.site import Site
+from cotrain.flower.site import SiteFolder
 from cotrain.persistence.checkpoint import (
     Checkpointer,
     CheckpointError,
@@ -49,7 +49,7 @@ STATE_DIR = "state"
 PRIVACY_DIR = "privacy"
 
 
-def open_site_ledger(site: Site, n_classes: int) -> SiteLedger:
+def open_site_ledger(site: SiteFolder, n_classes: int) -> SiteLedger:
     """The ledger of a private ``site`` on its own disk (``state/privacy/``), for a
     federation of ``n_classes`` classes on the site's public pool.
 
@@ -66,7 +66,7 @@ def open_site_ledger(site: Site, n_classes: int) -> SiteLedger:
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> from cotrain.privacy import RandomizedResponse
     >>> folder = Path(tempfile.mkdtemp())
-    >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
+    >>> site = SiteFolder(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
     ...             DecisionTreeClassifier(), folder / "site.toml",
     ...             privacy=RandomizedResponse(epsilon=1.0))
     >>> ledger = open_site_ledger(site, 2)
@@ -88,7 +88,7 @@ class SiteState:
 
     Parameters
     ----------
-    site : Site
+    site : SiteFolder
         The site (its folder holds the store).
     token : str
         The run's token, from the ServerApp's round configuration.
@@ -103,14 +103,14 @@ class SiteState:
     >>> from pathlib import Path
     >>> from sklearn.tree import DecisionTreeClassifier
     >>> folder = Path(tempfile.mkdtemp())
-    >>> site = Site(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
+    >>> site = SiteFolder(0, np.zeros((2, 1)), np.array([0, 1]), np.ones((3, 1)),
     ...             DecisionTreeClassifier(), folder / "site.toml")
     >>> store = SiteState(site, "abc", {"round": 1, "seed": 3})
     >>> store.directory.relative_to(folder).as_posix()
     'state/run-abc'
     """
 
-    def __init__(self, site: Site, token: str, config: dict[str, Any]) -> None:
+    def __init__(self, site: SiteFolder, token: str, config: dict[str, Any]) -> None:
         if not token or not str(token).replace("-", "").isalnum():
             raise ValueError(f"run-token must be a non-empty alphanumeric string, got {token!r}")
         self.directory = Path(site.path).parent / STATE_DIR / f"run-{token}"

@@ -1,0 +1,189 @@
+"""A site's one answer to a round request, whatever carries it.
+
+:class:`Site` is a client (:class:`~cotrain.federation.client.Client`, the only code that
+touches private data), its privacy ledger when it has a mechanism
+(:class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`, in memory in a simulation, on the
+site's disk when deployed) and what it keeps between rounds. :meth:`Site.answer` is where a
+site decides what leaves it in a round:
+
+1. the round itself (:meth:`~cotrain.federation.client.Client.compute_round`): decode the
+   consensus, fit, label, randomise, encode;
+2. a private site's rules, applied by its ledger (:meth:`~cotrain.privacy.ledgers.
+   site_ledger.SiteLedger.serve`): a request it answered already gets the same reply (no
+   refit, no fresh noise), a release past its budget is refused before the round runs, and a
+   release is recorded, with the reply, before it leaves;
+3. the release rule (:meth:`~cotrain.federation.client.StepResult.upload`) and the reply
+   envelope (:func:`cotrain.wire.envelope.encode_upload`): the same bytes in process and on
+   Flower.
+
+The in-process client (:meth:`~cotrain.federation.client.Client.run_round`) and the Flower
+ClientApp (:func:`cotrain.flower.client_app.site_train`) are thin adapters over it: the first
+keeps the :class:`SiteAnswer`'s step result (its simulation-only predictions included), the
+second sends its reply.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cotrain.privacy.ledgers.site_ledger import SiteLedger
+from cotrain.wire import envelope
+from cotrain.wire.broadcast import Downlink
+
+if TYPE_CHECKING:
+    from cotrain.federation.client import Client, StepResult
+
+__all__ = ["RoundRequest", "Site", "SiteAnswer"]
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """What the server asks a site for in one label round.
+
+    Attributes
+    ----------
+    round : int
+        The round (from 1).
+    downlink : Downlink
+        The consensus the server sent (see :meth:`cotrain.federation.client.Client.run_round`).
+    key : hashable
+        What names the request in the site's ledger: the round in a simulation, ``(run
+        token, round)`` when deployed (a site outlives runs).
+    privacy_seed : int, optional
+        Seeds the round's privacy noise (simulations with ``reproducible_noise`` only).
+    """
+
+    round: int
+    downlink: Downlink
+    key: Hashable
+    privacy_seed: int | None = None
+
+
+@dataclass
+class SiteAnswer:
+    """A site's answer to one request.
+
+    Attributes
+    ----------
+    result : StepResult
+        What the site computed, as the release rule sees it: for a repeated request, the
+        cached release (and, in a simulation, the model's current predictions); for a
+        refusal, the error.
+    reply : dict
+        What leaves the site: the envelope's records
+        (:func:`cotrain.wire.envelope.encode_upload`) plus what the site's ``evaluation``
+        added; for a repeated request, exactly the records sent the first time.
+    outcome : {"computed", "repeat", "refused"}
+        The round ran (released, or failed and released nothing), a repeated request was
+        answered from the ledger, or the ledger refused.
+    epsilon : float or None
+        A private site's ε once the reply has left (None without a ledger).
+    """
+
+    result: StepResult
+    reply: dict[str, Any]
+    outcome: str
+    epsilon: float | None = None
+
+
+class Site:
+    """A client, its ledger and what it keeps, answering round requests (see the module
+    docstring).
+
+    Parameters
+    ----------
+    client : Client
+        Set up with the public pool and its wire format.
+    ledger : SiteLedger, optional
+        A private site's ledger (default: the client's own, in memory; None for a client
+        without a privacy mechanism).
+    keep : callable, optional
+        ``keep(result)``, called when a round released, before the reply leaves: where a
+        deployed site stores its model and upload reference between rounds.
+    evaluation : callable, optional
+        ``evaluation(result, reply)``: adds what the site reports about its own evaluation
+        data to the reply (a deployed site).
+    started : float, optional
+        When the transport's handler started (``time.time()``), for the reply's timings.
+    notes : Counter, optional
+        ``(category, message) -> count`` of warnings the transport adds to a round that
+        ran (e.g. a deployed site that could not restore its last model).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from cotrain.federation.client import Client
+    >>> X = np.arange(8.0).reshape(-1, 1); y = (X[:, 0] > 3).astype(int)
+    >>> client = Client(0, DecisionTreeClassifier(random_state=0), X, y, np.array([0, 1]),
+    ...                 X_public=np.array([[0.5], [6.5]]))
+    >>> answer = Site(client).answer(RoundRequest(1, Downlink(None), key=1))
+    >>> answer.outcome, answer.reply["arrays"]["labels"] == answer.result.message
+    ('computed', True)
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        ledger: SiteLedger | None = None,
+        *,
+        keep: Callable[[StepResult], None] | None = None,
+        evaluation: Callable[[StepResult, dict[str, Any]], None] | None = None,
+        started: float | None = None,
+        notes: Counter[tuple[str, str]] | None = None,
+    ) -> None:
+        self.client = client
+        self.ledger = client.site_ledger if ledger is None else ledger
+        self.keep = keep
+        self.evaluation = evaluation
+        self.started = started
+        self.notes = Counter() if notes is None else notes
+
+    def answer(self, request: RoundRequest) -> SiteAnswer:
+        """The site's answer to ``request`` (see the module docstring). Never raises for
+        the round's own failure: it is the answer's ``error``."""
+        client, ledger = self.client, self.ledger
+        if ledger is None:
+            result = client.compute_round(request.round, request.downlink, request.privacy_seed)
+            return SiteAnswer(result, self._reply(result, None), "computed")
+
+        def compute() -> tuple[StepResult, Callable[[float], bytes]]:
+            step = client.compute_round(request.round, request.downlink, request.privacy_seed)
+            return step, lambda epsilon: envelope.reply_to_bytes(self._reply(step, epsilon))
+
+        # one request at a time, under the site's rules (its ledger's lock)
+        served = ledger.serve(request.key, compute)
+        if served.outcome == "repeat":  # exactly what it sent the first time
+            reply = envelope.reply_from_bytes(served.reply or b"")
+            sent = envelope.decode_upload(client.client_id, reply)
+            result = client.repeated_result(sent.message, served.dp_event)
+            result.site_epsilon = served.epsilon
+            return SiteAnswer(result, reply, "repeat", served.epsilon)
+        if served.computed is None:  # refused before the round ran
+            result = client.refusal(served.error, served.epsilon)
+            reply = envelope.encode_upload(result.upload(), private=True, started=self.started)
+            return SiteAnswer(result, reply, "refused", served.epsilon)
+        result = served.computed
+        if served.reply is not None:  # released, and recorded with its reply
+            reply = envelope.reply_from_bytes(served.reply)
+            return SiteAnswer(result, reply, "computed", served.epsilon)
+        # failed (nothing released), or its reported event was larger than assumed
+        result.error, result.message, result.dp_event = served.error, None, None
+        outcome = "computed" if served.outcome == "failed" else "refused"
+        return SiteAnswer(result, self._reply(result, served.epsilon), outcome, served.epsilon)
+
+    def _reply(self, result: StepResult, site_epsilon: float | None) -> dict[str, Any]:
+        """The reply for a round that ran: keep the site's state if it released, then the
+        envelope of what the release rule lets leave, and the site's evaluation."""
+        result.site_epsilon = site_epsilon
+        result.warnings.update(self.notes)
+        if result.error is None and self.keep is not None:
+            self.keep(result)
+        private, started = result.private, self.started
+        reply = envelope.encode_upload(result.upload(), private=private, started=started)
+        if self.evaluation is not None:
+            self.evaluation(result, reply)
+        return reply
