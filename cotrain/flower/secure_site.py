@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from cotrain.federation.rounds import round_protocol
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import decode_share, encode_share
 from cotrain.federation.seeding import seeded_clone
@@ -50,7 +51,7 @@ from cotrain.flower.site import SiteFolder
 from cotrain.flower.site_state import STATE_DIR, SiteState
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
-from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan
 from cotrain.trust import client_trust
 from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
@@ -80,8 +81,9 @@ STEP, SELECTED, THRESHOLD = "secure-step", "secure-selected", "threshold"
 
 
 def is_secure_site(site: SiteFolder) -> bool:
-    """Whether ``site`` contributes teacher-vote shares to secure sums."""
-    return isinstance(site.privacy, SecureTeacherVotes)
+    """Whether ``site``'s mechanism contributes vote shares to secure sums (its declared
+    ``round_protocol``, :func:`cotrain.federation.rounds.round_protocol`)."""
+    return round_protocol(site.privacy) == "secure-sum"
 
 
 def site_plan(site: SiteFolder, config: dict[str, Any]) -> SecurePlan:
@@ -93,7 +95,7 @@ def site_plan(site: SiteFolder, config: dict[str, Any]) -> SecurePlan:
         If the site is not a secure-vote site or a size is missing or invalid.
     """
     if not is_secure_site(site):
-        raise ValueError(f"the site {site.path} does not declare SecureTeacherVotes")
+        raise ValueError(f"the site {site.path} declares no secure-sum mechanism")
     n_classes = len(config["classes"]) if "classes" in config else int(config["n-classes"])
     return site.privacy.plan(
         int(config[N_SITES]), int(site.X_public.shape[0]), n_classes, int(config[ROUNDS])
