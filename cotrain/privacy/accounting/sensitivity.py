@@ -12,9 +12,9 @@ Nothing here gives s*:
 * the only s* valid for every learner is the trivial one: |U| labels, 2|U| bits;
 * :func:`cotrain.audit.sensitivity_lower_bound` (an audit: it reads the learner, not the
   mechanism) searches for adversarial neighbours and returns a *lower* bound — it refutes a
-  claimed s* that is too small, it never certifies one;
-  :func:`cotrain.audit.estimate_sensitivity` (deprecated) is the paper's benign version of
-  that search: a lower bound too, and a weak one;
+  claimed s* that is too small, it never certifies one; with ``strategies=("random_copy",)``
+  and ``n_rounds=1`` it is the paper's benign version of that search: a lower bound too, and
+  a weak one;
 * :func:`analytic_sensitivity_bound` (FedCT Prop. 2) holds only under assumptions that a
   learner rarely meets, in expectation over random data, and fails with probability ρ that
   must be added to δ.
