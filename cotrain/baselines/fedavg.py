@@ -29,7 +29,6 @@ from cotrain.baselines._common import (
     accuracy,
     check_client_data,
     check_predict_inputs,
-    seeded,
     weights_nbytes,
 )
 from cotrain.baselines.aggregation import average_weights, dp_aggregate
@@ -37,6 +36,7 @@ from cotrain.baselines.resume import WeightsCheckpoint
 from cotrain.baselines.rounds import run_rounds
 from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
+from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
@@ -214,7 +214,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
 
     def _make(self, seed: np.random.SeedSequence, classes: np.ndarray, X: Any, y: Any) -> Any:
         """A seeded clone set up to train ``local_epochs`` per fit, built with initialize."""
-        est = seeded(self.estimator, seed)
+        est = seeded_clone(self.estimator, seed)
         params = est.get_params(deep=False)
         update: dict[str, Any] = {"classes": classes, "warm_start": True}
         update.update(max_epochs=self.local_epochs, epochs_per_fit=self.local_epochs)
