@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from cotrain.trust.pool import with_pseudo_labels
 from learners import ClassAlignedClassifier
+from learners.checks import check_int
 
 __all__ = ["STRATEGIES", "SensitivityLowerBound", "sensitivity_lower_bound"]
 
@@ -111,14 +112,6 @@ def _matrix(value: Any, name: str) -> NDArray[np.float64]:
     if arr.ndim != 2 or arr.shape[1] == 0 or not np.isfinite(arr).all():
         raise ValueError(f"{name} must be a finite numeric 2-D array, got shape {arr.shape}")
     return arr
-
-
-def _positive_int(value: Any, name: str, *, allow_none: bool = True) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def _check_strategies(strategies: Any) -> tuple[str, ...]:
@@ -448,14 +441,14 @@ def sensitivity_lower_bound(
     if not np.array_equal(cls[codes], y_arr):
         raise ValueError("y holds labels that are not in classes")
     y_arr = cls[codes]  # in the classes' dtype, so a replaced label always fits
-    rounds = _positive_int(n_rounds, "n_rounds")
+    rounds = None if n_rounds is None else check_int(n_rounds, "n_rounds", 1)
     if pseudo_labels is not None:
         pseudo: list[Any] | None = _check_pseudo(pseudo_labels, U.shape[0], cls.size)
         if rounds is not None and rounds != len(pseudo):
             raise ValueError(f"n_rounds={rounds} but pseudo_labels holds {len(pseudo)} rounds")
     else:
         pseudo, rounds = None, 3 if rounds is None else rounds
-    wanted = _positive_int(n_records, "n_records")
+    wanted = None if n_records is None else check_int(n_records, "n_records", 1)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral)):
         raise ValueError(f"n_jobs must be an integer or None, got {n_jobs!r}")
     rng = _rng(random_state)

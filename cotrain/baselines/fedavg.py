@@ -40,6 +40,7 @@ from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
+from learners.checks import check_int
 
 __all__ = ["DPFedAvg", "FedAvg"]
 
@@ -197,9 +198,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             },
             n_clients=n_clients,
         )
-        le = self.local_epochs
-        if isinstance(le, bool) or not isinstance(le, int | np.integer) or le < 1:
-            raise ValueError(f"local_epochs must be an integer >= 1, got {le!r}")
+        check_int(self.local_epochs, "local_epochs", 1)
         if not isinstance(getattr(self, "weighted", True), bool | np.bool_):
             raise TypeError(f"weighted must be True or False, got {self.weighted!r}")
 
