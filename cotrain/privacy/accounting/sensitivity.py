@@ -26,10 +26,12 @@ Record-level DP for any learner comes by construction, without s*, from subsampl
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Literal, Self
 
 from scipy import stats
+
+from learners.checks import check_int
 
 __all__ = ["SensitivityBound", "analytic_sensitivity_bound"]
 
@@ -161,8 +163,7 @@ def analytic_sensitivity_bound(
     156
     """
     factor = _check_unit(unit)
-    if isinstance(n_public, bool) or not isinstance(n_public, Integral) or n_public < 1:
-        raise ValueError(f"n_public must be an integer >= 1, got {n_public!r}")
+    check_int(n_public, "n_public", 1)
     if (
         isinstance(stability, bool)
         or not isinstance(stability, Real)
