@@ -39,6 +39,7 @@ from cotrain.federation.sampling import sample_clients
 from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
+from cotrain.privacy.mechanisms.param_checks import check_delta
 from cotrain.runtime.runtimes import make_runtime
 from learners.checks import check_int
 
@@ -583,9 +584,7 @@ class DPFedAvg(FedAvg):
             ):
                 need = "> 0" if low_open else ">= 0"
                 raise ValueError(f"{name} must be a finite number {need}, got {value!r}")
-        d = self.delta
-        if isinstance(d, bool) or not isinstance(d, Real) or not 0 < d < 1:
-            raise ValueError(f"delta must be a number in (0, 1), got {d!r}")
+        check_delta(self.delta)
 
     def _start_privacy(self) -> None:
         m = len(self._clients)

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism, Release
-from cotrain.privacy.mechanisms.param_checks import check_positive
+from cotrain.privacy.mechanisms.param_checks import check_delta, check_positive
 from learners.checks import check_int
 
 __all__ = ["DPSGD", "dpsgd_epsilon"]
@@ -545,8 +545,7 @@ def dpsgd_epsilon(
     """
     import dp_accounting as dp
 
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    delta = check_delta(delta)
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
     relations = {
