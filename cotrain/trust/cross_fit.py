@@ -360,7 +360,7 @@ def check_alpha_grid(alphas: Any, z: Any) -> None:
     if isinstance(alphas, str | bytes) or not hasattr(alphas, "__len__") or not alphas:
         raise ValueError(f"trust alphas must be a non-empty sequence, got {alphas!r}")
     for a in alphas:
-        if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a <= 1:
+        if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= float(a) <= 1:
             raise ValueError(f"trust alphas must lie in [0, 1], got {a!r}")
     if isinstance(z, bool) or not isinstance(z, numbers.Real) or z < 0:
         raise ValueError(f"trust z must be a number >= 0, got {z!r}")
