@@ -45,9 +45,8 @@ from cotrain.datasets.labels import (
     RandomState,
     as_generator,
     check_label_array,
-    check_label_space,
-    encode_labels,
     factorize,
+    label_codes,
 )
 from learners.checks import check_int
 
@@ -430,11 +429,7 @@ def label_distribution(y: Any, parts: Sequence[Any], classes: Any = None) -> np.
     [[1, 1, 0], [0, 1, 1]]
     """
     y = check_label_array(y)
-    if classes is None:
-        classes, codes = factorize(y)
-    else:
-        classes = check_label_space(classes)
-        codes = encode_labels(y, classes)
+    classes, codes = label_codes(y, classes)
     if isinstance(parts, np.ndarray) and parts.ndim == 1 and parts.dtype != object:
         raise TypeError("parts must be a sequence of index arrays, one per client")
     counts = np.zeros((len(parts), classes.size), dtype=np.int64)
