@@ -45,10 +45,10 @@ from cotrain.datasets.labels import (
     RandomState,
     as_generator,
     check_label_array,
-    check_label_space,
-    encode_labels,
     factorize,
+    label_codes,
 )
+from learners.checks import check_int
 
 __all__ = [
     "dirichlet",
@@ -62,17 +62,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # argument checks of the splitters
 # --------------------------------------------------------------------------------------------
-
-
-def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
-    """Check that ``value`` is an integer in ``[low, high]`` and return it as ``int``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        upper = "" if high is None else f" and <= {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}, got {value}")
-    return value
 
 
 def _n_clients(n_clients: Any, n: int) -> int:
@@ -285,7 +274,7 @@ def dirichlet(
     y = check_label_array(y)
     n_clients = _n_clients(n_clients, y.size)
     alpha = _alpha(alpha)
-    max_iter = _int(max_iter, "max_iter", 1)
+    max_iter = check_int(max_iter, "max_iter", 1)
     rng = as_generator(random_state)
     classes, codes = factorize(y)
     return _dirichlet_codes(codes, classes.size, n_clients, alpha, rng, max_iter)
@@ -339,7 +328,7 @@ def two_alpha(
     n_clients = _n_clients(n_clients, y.size)
     alpha1 = _alpha(alpha1, "alpha1")
     alpha2 = _alpha(alpha2, "alpha2")
-    max_iter = _int(max_iter, "max_iter", 1)
+    max_iter = check_int(max_iter, "max_iter", 1)
     rng = as_generator(random_state)
     classes, codes = factorize(y)
     perm = rng.permutation(y.size)
@@ -393,7 +382,7 @@ def shards(
     """
     y = check_label_array(y)
     n_clients = _n_clients(n_clients, y.size)
-    shards_per_client = _int(shards_per_client, "shards_per_client", 1)
+    shards_per_client = check_int(shards_per_client, "shards_per_client", 1)
     n_shards = n_clients * shards_per_client
     if n_shards > y.size:
         raise ValueError(
@@ -440,11 +429,7 @@ def label_distribution(y: Any, parts: Sequence[Any], classes: Any = None) -> np.
     [[1, 1, 0], [0, 1, 1]]
     """
     y = check_label_array(y)
-    if classes is None:
-        classes, codes = factorize(y)
-    else:
-        classes = check_label_space(classes)
-        codes = encode_labels(y, classes)
+    classes, codes = label_codes(y, classes)
     if isinstance(parts, np.ndarray) and parts.ndim == 1 and parts.dtype != object:
         raise TypeError("parts must be a sequence of index arrays, one per client")
     counts = np.zeros((len(parts), classes.size), dtype=np.int64)

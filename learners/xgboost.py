@@ -16,6 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._alignment import check_classes, label_indices
+from .checks import check_int
 from .sklearn_checks import WARM_START_REFIT
 
 __all__ = ["XGBoostClassifier"]
@@ -206,9 +207,7 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
             The fitted classifier.
         """
         for name, low in (("n_estimators", 1), ("continue_rounds", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int | np.integer) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            check_int(getattr(self, name), name, low)
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None"

@@ -80,7 +80,6 @@ NOT_BRITISH = {
 # Names that keep a British spelling on purpose, each with its reason.
 KEPT = {
     "lin_standardise": "imodels' own RuleFit parameter, passed through under its name",
-    "n_neighbours": "a parameter of estimate_sensitivity, itself deprecated",
 }
 
 

@@ -14,7 +14,7 @@ from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 from consensus import NoisyArgmax, get_consensus, majority_vote
-from cotrain.audit import estimate_sensitivity
+from cotrain.audit import sensitivity_lower_bound
 from cotrain.privacy import (
     GaussianSoftLabels,
     RandomizedResponse,
@@ -421,19 +421,17 @@ def test_noisy_argmax_registered_and_validated():
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:estimate_sensitivity is deprecated:DeprecationWarning")
-def test_estimate_sensitivity_range_and_determinism():
+def test_benign_sensitivity_search_range_and_determinism():
     X, y = make_classification(n_samples=80, n_features=5, random_state=0)
     X_pub = make_classification(n_samples=60, n_features=5, random_state=1)[0]
     est = DecisionTreeClassifier()
-    s1, counts = estimate_sensitivity(
-        est, X, y, X_pub, n_neighbours=15, random_state=0, return_all=True
-    )
-    s2 = estimate_sensitivity(est, X, y, X_pub, n_neighbours=15, random_state=0, n_jobs=2)
-    assert s1 == s2 and 0 <= s1 <= 2 * len(X_pub) and s1 % 2 == 0
-    assert counts.shape == (15,) and counts.max() == s1
-    labels = estimate_sensitivity(est, X, y, X_pub, n_neighbours=15, random_state=0, unit="labels")
-    assert labels * 2 == s1
+    kw = {"strategies": ("random_copy",), "n_rounds": 1, "n_records": 15, "random_state": 0}
+    s1 = sensitivity_lower_bound(est, X, y, X_pub, **kw)
+    s2 = sensitivity_lower_bound(est, X, y, X_pub, n_jobs=2, **kw)
+    assert s1.value == s2.value and 0 <= s1.value <= 2 * len(X_pub) and s1.value % 2 == 0
+    assert s1.counts.shape == (15, 1) and 2 * s1.counts.max() == s1.value
+    labels = sensitivity_lower_bound(est, X, y, X_pub, unit="labels", **kw)
+    assert labels.value * 2 == s1.value
     assert est.get_params()["random_state"] is None  # the caller's estimator is untouched
 
 
@@ -498,10 +496,6 @@ def test_bad_inputs_and_params():
         analytic_sensitivity_bound(10, 1.5)
     with pytest.raises(ValueError, match="rho"):
         analytic_sensitivity_bound(10, 0.1, rho=0.0)
-    with pytest.raises(ValueError, match="n_neighbours"), pytest.deprecated_call():
-        estimate_sensitivity(
-            DecisionTreeClassifier(), np.ones((4, 1)), [0, 1, 0, 1], np.ones((2, 1)), n_neighbours=0
-        )
     assert rr.set_params(epsilon=2.0).epsilon == 2.0
     assert repr(rr) == (
         "RandomizedResponse(budget=None, delta=1e-05, epsilon=2.0, sensitivity=None, unit='label')"

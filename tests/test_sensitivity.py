@@ -4,8 +4,8 @@ Breast-cancer setting used below (fixed, so the counts are reproducible): sklear
 ``load_breast_cancer``, features standardised with a ``StandardScaler`` fitted on all 569 rows,
 rows permuted by ``np.random.default_rng(0).permutation(569)``; the first 56 permuted rows are
 one client's private data D, the next 250 the public pool U. Measured (labels changed on U by
-replacing one record; benign = the paper's 100 random copies fitted on D alone, as the old
-``estimate_sensitivity`` did; adversarial = ``sensitivity_lower_bound`` with its default
+replacing one record; benign = the paper's 100 random copies fitted on D alone, as in the paper's
+estimate; adversarial = ``sensitivity_lower_bound`` with its default
 strategies, 3 screened records, 3 rounds of the simulated trajectory):
 LogisticRegression 4 vs 33, DecisionTreeClassifier(max_depth=3) 37 vs 53 (all 56 records
 searched: 33 and 54). Later rounds of the simulated trajectory change fewer labels (11, 3).
@@ -26,7 +26,6 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain.audit.sensitivity_search import (
     SensitivityLowerBound,
-    estimate_sensitivity,
     sensitivity_lower_bound,
 )
 from cotrain.federation.client import Client
@@ -104,9 +103,6 @@ def test_logistic_regression_adversarial_far_above_benign(breast_cancer):
     assert found.n_labels >= 25 and found.n_labels >= 4 * low
     assert found.per_strategy["feature_extreme"] == found.n_labels
     assert found.per_round.shape == (3,) and found.per_round.max() == found.n_labels
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        assert estimate_sensitivity(lr, X, y, U, random_state=0, unit="labels") == low
     check_witness(lr, X, y, U, found, simulated_pseudo(lr, X, y, U, np.unique(y), 3))
 
 
@@ -172,27 +168,25 @@ def test_units_result_and_records():
     assert labels.counts.shape == (2 * (1 + 2 * 3 * 2 + 3 * 2 + 23), 2)
 
 
-# ------------------------------------------------------------------ the deprecated estimator
+# ------------------------------------------------------------------ the paper's benign search
 
 
-def test_estimate_sensitivity_is_a_deprecated_alias_with_the_old_numbers():
+def test_random_copy_search_gives_the_papers_old_numbers():
     X, y = load_iris(return_X_y=True)
-    with pytest.warns(DeprecationWarning, match="sensitivity_lower_bound"):
-        s, counts = estimate_sensitivity(
-            DecisionTreeClassifier(), X[::2], y[::2], X[1::2], n_neighbours=20,
-            random_state=0, return_all=True,
-        )  # fmt: skip
-    # the old implementation (commit 9ac82db) gave exactly these
-    assert s == 8 and counts.tolist() == [0, 0, 0, 0, 8] + [0] * 15
-    with pytest.warns(DeprecationWarning):
-        s, counts = estimate_sensitivity(
-            LogisticRegression(max_iter=500), X[::2], y[::2], X[1::2], n_neighbours=10,
-            random_state=3, unit="labels", return_all=True,
-        )  # fmt: skip
-    assert s == 1 and counts.tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
-    for text in (estimate_sensitivity.__doc__, sensitivity_lower_bound.__doc__):
-        assert "lower bound" in text.lower() and "SubsampleAndAggregate" in text
-        assert "gives s*" not in text and "give s*" not in text
+    benign = {"strategies": ("random_copy",), "n_rounds": 1}
+    found = sensitivity_lower_bound(
+        DecisionTreeClassifier(), X[::2], y[::2], X[1::2], n_records=20, random_state=0, **benign
+    )
+    # the paper's estimate as first written (commit 9ac82db) gave exactly these, in bits
+    assert found.value == 8 and (2 * found.counts[:, 0]).tolist() == [0, 0, 0, 0, 8] + [0] * 15
+    found = sensitivity_lower_bound(
+        LogisticRegression(max_iter=500), X[::2], y[::2], X[1::2], n_records=10,
+        random_state=3, unit="labels", **benign,
+    )  # fmt: skip
+    assert found.value == 1 and found.counts[:, 0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+    text = sensitivity_lower_bound.__doc__
+    assert "lower bound" in text.lower() and "SubsampleAndAggregate" in text
+    assert "gives s*" not in text and "give s*" not in text
 
 
 # ------------------------------------------------------------------ Prop. 2

@@ -120,7 +120,7 @@ def test_too_few_rows_or_one_candidate_makes_no_extra_fit():
         (True, TypeError, "trust must be"),
         (PseudoLabelTrust(weights=()), ValueError, "trust weights must be a non-empty"),
         (PseudoLabelTrust(weights=(0.0, 2.0)), ValueError, "trust weights must be in"),
-        (PseudoLabelTrust(cv=1), ValueError, "trust cv must be an int >= 2"),
+        (PseudoLabelTrust(cv=1), ValueError, "trust cv must be an integer >= 2"),
         (PseudoLabelTrust(z=-1.0), ValueError, "trust z must be a number >= 0"),
     ],
 )

@@ -65,7 +65,6 @@ from cotrain.audit.metrics import (
 )
 from cotrain.audit.sensitivity_search import (
     SensitivityLowerBound,
-    estimate_sensitivity,
     sensitivity_lower_bound,
 )
 
@@ -85,7 +84,6 @@ __all__ = [
     "canary_epsilon_lower_bound",
     "canary_p_value",
     "declares_gaussian",
-    "estimate_sensitivity",
     "label_privatizer",
     "lira_attack",
     "make_canaries",

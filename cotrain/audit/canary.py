@@ -53,7 +53,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -439,8 +438,7 @@ def one_run_audit(
         raise ValueError("X and y (X_canaries and y_canaries) must have the same length")
     if not (Xd.shape[1] == Xc.shape[1] == Xp.shape[1]):
         raise ValueError("X, X_canaries and X_public must have the same number of features")
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral):
-        raise ValueError(f"n_neighbors must be an integer >= 1, got {n_neighbors!r}")
+    check_int(n_neighbors, "n_neighbors", 1)
     m = len(yc)
     plan = _plan(m, k_plus, k_minus, beta, delta, relation, claim, allow_powerless)
     if plan[4] == "replace_one":

@@ -47,13 +47,13 @@ evidence of leakage about *specific* records, which the Yeom attack's AUC cannot
 from __future__ import annotations
 
 from collections.abc import Callable
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from cotrain.audit.metrics import AuditResult
+from learners.checks import check_int
 
 __all__ = ["LIRA_MODELS", "lira_attack", "neighbor_agreement"]
 
@@ -73,14 +73,6 @@ def _labels(y: Any, n: int, name: str) -> np.ndarray:
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
     return arr
-
-
-def _count(value: Any, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
-    return int(value)
 
 
 def _public_neighbours(X: np.ndarray, X_public: np.ndarray, n_neighbors: int) -> np.ndarray:
@@ -134,7 +126,7 @@ def neighbor_agreement(
     Xr = _features(X, "X")
     labels = _labels(released, len(Xp), "released")
     y = _labels(y, len(Xr), "y")
-    k = _count(n_neighbors, "n_neighbors", 1, len(Xp))
+    k = check_int(n_neighbors, "n_neighbors", 1, len(Xp))
     nb = _public_neighbours(Xr, Xp, k)
     return labels[nb] == y[:, None]
 
@@ -273,8 +265,8 @@ def lira_attack(
     ypop = _labels(y_population, len(Xpop), "y_population")
     if len(ym) == 0 or len(yn) == 0:
         raise ValueError("lira_attack needs at least one member and one non-member")
-    n_reference = _count(n_reference, "n_reference", 2)
-    k = _count(n_neighbors, "n_neighbors", 1, len(Xp))
+    n_reference = check_int(n_reference, "n_reference", 2)
+    k = check_int(n_neighbors, "n_neighbors", 1, len(Xp))
     if model not in LIRA_MODELS:
         raise ValueError(f"model must be one of {LIRA_MODELS}, got {model!r}")
     if fix_variance is None:

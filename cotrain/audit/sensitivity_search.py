@@ -34,8 +34,9 @@ from threadpoolctl import threadpool_limits
 
 from cotrain.trust.pool import with_pseudo_labels
 from learners import ClassAlignedClassifier
+from learners.checks import check_int
 
-__all__ = ["STRATEGIES", "SensitivityLowerBound", "estimate_sensitivity", "sensitivity_lower_bound"]
+__all__ = ["STRATEGIES", "SensitivityLowerBound", "sensitivity_lower_bound"]
 
 #: Neighbour strategies, in the order they are tried (see :func:`sensitivity_lower_bound`).
 STRATEGIES = ("label_flip", "feature_extreme", "copy", "random_copy")
@@ -111,14 +112,6 @@ def _matrix(value: Any, name: str) -> NDArray[np.float64]:
     if arr.ndim != 2 or arr.shape[1] == 0 or not np.isfinite(arr).all():
         raise ValueError(f"{name} must be a finite numeric 2-D array, got shape {arr.shape}")
     return arr
-
-
-def _positive_int(value: Any, name: str, *, allow_none: bool = True) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def _check_strategies(strategies: Any) -> tuple[str, ...]:
@@ -335,8 +328,7 @@ def sensitivity_lower_bound(
       feature at its minimum, every feature at its maximum, and x_r moved 10 times further
       from the centre (the mean of D ∪ U), each with every label (2dC + 3C neighbours);
     * ``"copy"``: a copy of every other record (x_j, y_j), j ≠ r (n − 1 neighbours);
-    * ``"random_copy"``: the benign neighbours of the paper's estimate (fedct §5) and of the
-      deprecated :func:`estimate_sensitivity`: ``n_records``
+    * ``"random_copy"``: the benign neighbours of the paper's estimate (fedct §5): ``n_records``
       random pairs (r, j ≠ r), r replaced by a copy of j (100 pairs when ``n_records`` is
       None). They stay inside the data distribution and find far fewer changes.
 
@@ -449,14 +441,14 @@ def sensitivity_lower_bound(
     if not np.array_equal(cls[codes], y_arr):
         raise ValueError("y holds labels that are not in classes")
     y_arr = cls[codes]  # in the classes' dtype, so a replaced label always fits
-    rounds = _positive_int(n_rounds, "n_rounds")
+    rounds = None if n_rounds is None else check_int(n_rounds, "n_rounds", 1)
     if pseudo_labels is not None:
         pseudo: list[Any] | None = _check_pseudo(pseudo_labels, U.shape[0], cls.size)
         if rounds is not None and rounds != len(pseudo):
             raise ValueError(f"n_rounds={rounds} but pseudo_labels holds {len(pseudo)} rounds")
     else:
         pseudo, rounds = None, 3 if rounds is None else rounds
-    wanted = _positive_int(n_records, "n_records")
+    wanted = None if n_records is None else check_int(n_records, "n_records", 1)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral)):
         raise ValueError(f"n_jobs must be an integer or None, got {n_jobs!r}")
     rng = _rng(random_state)
@@ -482,7 +474,7 @@ def sensitivity_lower_bound(
     specs: list[Spec] = []
     records: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
     for name in names:
-        if name == "random_copy":  # drawn exactly as the old estimate_sensitivity drew them
+        if name == "random_copy":  # drawn exactly as the paper's estimate draws them
             m = N_RANDOM_COPIES if wanted is None else wanted
             replaced = rng.integers(n, size=m)
             donors = (replaced + rng.integers(1, n, size=m)) % n  # uniform j != r
@@ -529,99 +521,3 @@ def sensitivity_lower_bound(
         counts=counts,
         records=records,
     )
-
-
-def estimate_sensitivity(
-    estimator: Any,
-    X: ArrayLike,
-    y: ArrayLike,
-    X_public: ArrayLike,
-    n_neighbours: int = 100,
-    random_state: int | np.random.Generator | None = None,
-    n_jobs: int | None = None,
-    *,
-    unit: Literal["bits", "labels"] = "bits",
-    return_all: bool = False,
-) -> int | tuple[int, NDArray[np.int64]]:
-    """Deprecated: the paper's benign neighbour search (fedct §5), a weak LOWER bound on s*.
-
-    .. deprecated::
-        Use :func:`sensitivity_lower_bound`, which searches adversarial neighbours along the
-        co-training trajectory. This alias calls it with ``strategies=("random_copy",)`` and
-        ``n_rounds=1`` so that old numbers are reproduced exactly (same seed, same counts).
-
-    Fits a clone of ``estimator`` on (X, y) alone, then for ``n_neighbours`` random pairs
-    (r, j ≠ r) refits with record r replaced by a copy of record j and counts the labels on U
-    that change; returns the maximum. That is a sample maximum over neighbours that stay in the
-    data distribution, fitted on D alone rather than on the D ∪ P_t the client releases from:
-    the true s* is at least this and usually far more (breast cancer, 56 private rows,
-    |U| = 250, logistic regression: 4 labels here, 33 for one adversarial neighbour). It is
-    NOT a sensitivity to calibrate a mechanism with; the only s* valid for every learner is
-    the trivial one (|U| labels, 2|U| bits), and record-level DP for any learner comes from
-    :class:`cotrain.privacy.mechanisms.teachers.SubsampleAndAggregate`.
-
-    Parameters
-    ----------
-    estimator : scikit-learn classifier
-        Never fitted itself. If it has a ``random_state`` parameter that is None, every fit
-        uses the same fixed seed (drawn from ``random_state``).
-    X, y : array-like
-        The client's private training data (numeric; at least 2 records).
-    X_public : array-like
-        The public pool U.
-    n_neighbours : int, default=100
-        Random neighbouring data sets to try (the paper uses 100).
-    random_state : int, Generator or None
-        Seeds the choice of neighbours (and the learner's seed as above).
-    n_jobs : int, optional
-        Parallel refits (joblib).
-    unit : {"bits", "labels"}, default="bits"
-        ``"bits"``: 2 × changed labels; ``"labels"``: changed labels.
-    return_all : bool, default=False
-        Also return the count of every neighbour.
-
-    Returns
-    -------
-    s : int
-        The largest count found, in ``[0, 2|U|]`` bits or ``[0, |U|]`` labels.
-    counts : ndarray of int64, shape (n_neighbours,)
-        Only with ``return_all=True``.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.tree import DecisionTreeClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     s, counts = estimate_sensitivity(DecisionTreeClassifier(), X[::2], y[::2], X[1::2],
-    ...                                      n_neighbours=20, random_state=0, return_all=True)
-    >>> 0 <= s <= 2 * 75 and s == counts.max() and s % 2 == 0
-    True
-    """
-    warnings.warn(
-        "estimate_sensitivity is deprecated: its benign neighbours give a weak lower bound on "
-        "s*, not s*; use sensitivity_lower_bound (cotrain.audit.sensitivity_search)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    if unit not in ("bits", "labels"):
-        raise ValueError(f"unit must be 'bits' or 'labels', got {unit!r}")
-    factor = 2 if unit == "bits" else 1
-    if isinstance(n_neighbours, bool) or not isinstance(n_neighbours, Integral) or n_neighbours < 1:
-        raise ValueError(f"n_neighbours must be an integer >= 1, got {n_neighbours!r}")
-    found = sensitivity_lower_bound(
-        estimator,
-        X,
-        y,
-        X_public,
-        n_rounds=1,
-        n_records=int(n_neighbours),
-        strategies=("random_copy",),
-        unit=unit,
-        random_state=random_state,
-        n_jobs=n_jobs,
-    )
-    s = int(found.value)
-    return (s, factor * found.counts[:, 0]) if return_all else s

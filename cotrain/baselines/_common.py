@@ -19,19 +19,14 @@ from cotrain._validation import (
     describe_shape,
     feature_shape,
 )
-from cotrain.federation.seeding import seeded_clone
 from cotrain.wire.messages import HardLabels
 
 __all__ = [
     "check_client_data",
     "fit_local",
     "label_bytes",
-    "seeded",
     "weights_nbytes",
 ]
-
-seeded = seeded_clone
-"""Clone an estimator and seed every ``random_state`` it leaves as None (as the trainer does)."""
 
 
 def check_client_data(

@@ -36,6 +36,7 @@ from consensus import certainty_weighted, entropy_weighted, soft_mean
 from cotrain._validation import check_features, describe_shape, feature_shape
 from cotrain.baselines.aggregation import average_weights
 from cotrain.baselines.fedavg import FedAvg
+from learners.checks import check_int
 
 __all__ = ["FedDF", "FedDS", "check_number", "distillation_targets"]
 
@@ -200,9 +201,7 @@ class FedDF(FedAvg):
     # ------------------------------------------------------------------ checks
     def _check_extra_params(self) -> None:
         for name in ("distill_epochs", "distill_batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int(getattr(self, name), name, 1)
         check_number("distill_lr", self.distill_lr, low=0.0, low_open=True)
         if not isinstance(self.start_from_average, bool | np.bool_):
             raise TypeError(

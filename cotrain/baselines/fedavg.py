@@ -29,7 +29,6 @@ from cotrain.baselines._common import (
     accuracy,
     check_client_data,
     check_predict_inputs,
-    seeded,
     weights_nbytes,
 )
 from cotrain.baselines.aggregation import average_weights, dp_aggregate
@@ -37,9 +36,12 @@ from cotrain.baselines.resume import WeightsCheckpoint
 from cotrain.baselines.rounds import run_rounds
 from cotrain.compression import CompressedExchange, make_compression
 from cotrain.federation.sampling import sample_clients
+from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
+from cotrain.privacy.mechanisms.param_checks import check_delta
 from cotrain.runtime.runtimes import make_runtime
+from learners.checks import check_int
 
 __all__ = ["DPFedAvg", "FedAvg"]
 
@@ -197,9 +199,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             },
             n_clients=n_clients,
         )
-        le = self.local_epochs
-        if isinstance(le, bool) or not isinstance(le, int | np.integer) or le < 1:
-            raise ValueError(f"local_epochs must be an integer >= 1, got {le!r}")
+        check_int(self.local_epochs, "local_epochs", 1)
         if not isinstance(getattr(self, "weighted", True), bool | np.bool_):
             raise TypeError(f"weighted must be True or False, got {self.weighted!r}")
 
@@ -214,7 +214,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
 
     def _make(self, seed: np.random.SeedSequence, classes: np.ndarray, X: Any, y: Any) -> Any:
         """A seeded clone set up to train ``local_epochs`` per fit, built with initialize."""
-        est = seeded(self.estimator, seed)
+        est = seeded_clone(self.estimator, seed)
         params = est.get_params(deep=False)
         update: dict[str, Any] = {"classes": classes, "warm_start": True}
         update.update(max_epochs=self.local_epochs, epochs_per_fit=self.local_epochs)
@@ -584,9 +584,7 @@ class DPFedAvg(FedAvg):
             ):
                 need = "> 0" if low_open else ">= 0"
                 raise ValueError(f"{name} must be a finite number {need}, got {value!r}")
-        d = self.delta
-        if isinstance(d, bool) or not isinstance(d, Real) or not 0 < d < 1:
-            raise ValueError(f"delta must be a number in (0, 1), got {d!r}")
+        check_delta(self.delta)
 
     def _start_privacy(self) -> None:
         m = len(self._clients)

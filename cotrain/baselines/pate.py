@@ -19,9 +19,9 @@ from cotrain.baselines._common import (
     check_predict_inputs,
     fit_local,
     label_bytes,
-    seeded,
 )
 from cotrain.baselines.rounds import run_rounds
+from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.privacy.fedaux.noise import replayable_noise
 from cotrain.runtime.runtimes import make_runtime
@@ -272,7 +272,7 @@ class PATE(ClassifierMixin, BaseEstimator):
         start = time.perf_counter()
 
         tasks = [
-            (ClassAlignedClassifier(seeded(est, s), classes=classes), Xi, yi, data.X_eval)
+            (ClassAlignedClassifier(seeded_clone(est, s), classes=classes), Xi, yi, data.X_eval)
             for est, s, Xi, yi in zip(
                 teachers, teacher_seeds, data.X_clients, data.y_clients, strict=True
             )
@@ -296,7 +296,9 @@ class PATE(ClassifierMixin, BaseEstimator):
         self.votes_ = votes
         self.pseudo_label_codes_ = pseudo
 
-        self._student = ClassAlignedClassifier(seeded(self.student, student_seed), classes=classes)
+        self._student = ClassAlignedClassifier(
+            seeded_clone(self.student, student_seed), classes=classes
+        )
         self._student.fit(data.pool, classes[pseudo])
         learner_time += self._student.fit_time_
 

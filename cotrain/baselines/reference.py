@@ -19,8 +19,8 @@ from cotrain.baselines._common import (
     check_predict_inputs,
     concat_rows,
     fit_local,
-    seeded,
 )
+from cotrain.federation.seeding import seeded_clone
 from cotrain.history import History, RoundRecord
 from cotrain.runtime.runtimes import make_runtime
 from learners import ClassAlignedClassifier
@@ -126,7 +126,12 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
         seeds = np.random.SeedSequence(self.random_state).spawn(len(estimators) + 1)[1:]
         start = time.perf_counter()
         tasks = [
-            (ClassAlignedClassifier(seeded(est, s), classes=data.classes), Xi, yi, data.X_eval)
+            (
+                ClassAlignedClassifier(seeded_clone(est, s), classes=data.classes),
+                Xi,
+                yi,
+                data.X_eval,
+            )
             for est, s, Xi, yi in zip(
                 estimators, seeds, data.X_clients, data.y_clients, strict=True
             )
@@ -261,7 +266,7 @@ class Centralized(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = self._row_shape[0]
         seed = np.random.SeedSequence(self.random_state).spawn(1)[0]
         start = time.perf_counter()
-        model = ClassAlignedClassifier(seeded(self.estimator, seed), classes=data.classes)
+        model = ClassAlignedClassifier(seeded_clone(self.estimator, seed), classes=data.classes)
         model, pred, learner_time = fit_local(
             model, concat_rows(data.X_clients), np.concatenate(data.y_clients), data.X_eval
         )

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from learners.checks import check_int
+
 __all__ = [
     "expected_position_bits",
     "golomb_decode",
@@ -116,8 +118,7 @@ def golomb_encode(positions: Any, b: int, signs: Any = None) -> np.ndarray:
     [0, 0, 0, 1, 0, 0, 0]
     """
     pos = np.asarray(positions, dtype=np.int64).ravel()
-    if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 0:
-        raise ValueError(f"b must be an integer >= 0, got {b!r}")
+    check_int(b, "b", 0)
     if pos.size and (pos[0] < 0 or np.any(np.diff(pos) <= 0)):
         raise ValueError("positions must be non-negative and strictly increasing")
     extra = 0 if signs is None else 1

@@ -29,6 +29,7 @@ __all__ = [
     "check_label_space",
     "encode_labels",
     "factorize",
+    "label_codes",
     "output_dtype",
 ]
 
@@ -152,6 +153,25 @@ def encode_labels(y: np.ndarray, classes: np.ndarray, name: str = "y") -> np.nda
         missing = y[codes < 0][:5].tolist()
         raise ValueError(f"{name} contains labels that are not in classes, e.g. {missing}")
     return codes
+
+
+def label_codes(y: np.ndarray, classes: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """The label space and ``y``'s codes in it: ``classes`` checked when given, else
+    :func:`factorize` of ``y``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cotrain.datasets.labels import label_codes
+    >>> [a.tolist() for a in label_codes(np.array(["b", "a"]))]
+    [['a', 'b'], [1, 0]]
+    >>> label_codes(np.array(["b", "a"]), ["b", "a", "c"])[1].tolist()
+    [0, 1]
+    """
+    if classes is None:
+        return factorize(y)
+    classes = check_label_space(classes)
+    return classes, encode_labels(y, classes)
 
 
 def output_dtype(y: np.ndarray, classes: np.ndarray) -> np.dtype:

@@ -32,9 +32,7 @@ from cotrain.datasets.labels import (
     RandomState,
     as_generator,
     check_label_array,
-    check_label_space,
-    encode_labels,
-    factorize,
+    label_codes,
     output_dtype,
 )
 
@@ -88,11 +86,7 @@ def label_noise(
     rate = float(rate)
     if not 0.0 <= rate <= 1.0:  # also rejects NaN
         raise ValueError(f"rate must be in [0, 1], got {rate!r}")
-    if classes is None:
-        classes, codes = factorize(y)
-    else:
-        classes = check_label_space(classes)
-        codes = encode_labels(y, classes)
+    classes, codes = label_codes(y, classes)
     rng = as_generator(random_state)
     n_flip = round(rate * y.size)
     out = y.astype(output_dtype(y, classes), copy=True)
@@ -160,11 +154,7 @@ def make_byzantine(
     y = check_label_array(y)
     if kind not in BYZANTINE_KINDS:
         raise ValueError(f"kind must be one of {BYZANTINE_KINDS}, got {kind!r}")
-    if classes is None:
-        classes, codes = factorize(y)
-    else:
-        classes = check_label_space(classes)
-        codes = encode_labels(y, classes)
+    classes, codes = label_codes(y, classes)
     rng = as_generator(random_state)
     if constant is not None and kind != "constant":
         raise ValueError(f"constant is only used with kind='constant', got kind={kind!r}")

@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from learners.checks import check_int
+
 __all__ = [
     "BEHAVIORS",
     "CrashingClassifier",
@@ -323,16 +325,6 @@ class FitCounter:
         return f"FitCounter(count={self.count})"
 
 
-def _check_after_fits(after_fits: Any) -> int:
-    if (
-        isinstance(after_fits, bool)
-        or not isinstance(after_fits, numbers.Integral)
-        or after_fits < 0
-    ):
-        raise ValueError(f"after_fits must be an int >= 0, got {after_fits!r}")
-    return int(after_fits)
-
-
 class CrashingClassifier(ClassifierMixin, BaseEstimator):
     """A classifier whose ``fit`` raises ``RuntimeError`` once it has been fitted enough.
 
@@ -383,7 +375,7 @@ class CrashingClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        after = _check_after_fits(self.after_fits)
+        after = check_int(self.after_fits, "after_fits", 0)
         n = self.counter.increment()
         if n > after:
             raise RuntimeError(
@@ -453,7 +445,7 @@ class HangingClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        after = _check_after_fits(self.after_fits)
+        after = check_int(self.after_fits, "after_fits", 0)
         seconds = self.seconds
         if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or seconds < 0:
             raise ValueError(f"seconds must be a number >= 0, got {seconds!r}")

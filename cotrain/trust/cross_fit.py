@@ -45,8 +45,9 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from cotrain.trust.protocol import TrustRound
 from learners import ClassAlignedClassifier, align_proba, continues_training
 from learners.blend import BlendedClassifier, blend_proba
+from learners.checks import check_int
 
-__all__ = ["CrossFitTrust", "out_of_bag", "pick_alpha"]
+__all__ = ["CrossFitTrust", "check_alpha_grid", "out_of_bag", "pick_alpha"]
 
 #: the default grid of co-trained weights a site chooses from
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -124,18 +125,9 @@ class CrossFitTrust:
 
     def check(self) -> CrossFitTrust:
         """Validate the parameters (ValueError naming the one at fault); returns self."""
-        for name, low in (("n_folds", 2), ("local_folds", 2), ("min_rows", 2)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"trust {name} must be an int >= {low}, got {value!r}")
-        alphas = self.alphas
-        if isinstance(alphas, str | bytes) or not hasattr(alphas, "__len__") or not alphas:
-            raise ValueError(f"trust alphas must be a non-empty sequence, got {alphas!r}")
-        for a in alphas:
-            if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a <= 1:
-                raise ValueError(f"trust alphas must lie in [0, 1], got {a!r}")
-        if isinstance(self.z, bool) or not isinstance(self.z, numbers.Real) or self.z < 0:
-            raise ValueError(f"trust z must be a number >= 0, got {self.z!r}")
+        for name in ("n_folds", "local_folds", "min_rows"):
+            check_int(getattr(self, name), f"trust {name}", 2)
+        check_alpha_grid(self.alphas, self.z)
         return self
 
     # ------------------------------------------------------------------ folds
@@ -353,6 +345,25 @@ def _oob_proba(model: Any, X: np.ndarray, classes: np.ndarray) -> np.ndarray:
 
 def _codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return np.searchsorted(classes, y)
+
+
+def check_alpha_grid(alphas: Any, z: Any) -> None:
+    """Check :func:`pick_alpha`'s ``alphas`` and ``z`` as a trust's parameters.
+
+    Examples
+    --------
+    >>> check_alpha_grid((0.0, 1.5), 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: trust alphas must lie in [0, 1], got 1.5
+    """
+    if isinstance(alphas, str | bytes) or not hasattr(alphas, "__len__") or not alphas:
+        raise ValueError(f"trust alphas must be a non-empty sequence, got {alphas!r}")
+    for a in alphas:
+        if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= float(a) <= 1:
+            raise ValueError(f"trust alphas must lie in [0, 1], got {a!r}")
+    if isinstance(z, bool) or not isinstance(z, numbers.Real) or z < 0:
+        raise ValueError(f"trust z must be a number >= 0, got {z!r}")
 
 
 def pick_alpha(

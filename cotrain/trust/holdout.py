@@ -48,11 +48,12 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from cotrain.trust.cross_fit import ALPHAS, pick_alpha
+from cotrain.trust.cross_fit import ALPHAS, check_alpha_grid, pick_alpha
 from cotrain.trust.pool import pool_targets
 from cotrain.trust.protocol import TrustRound
 from learners import ClassAlignedClassifier
 from learners.blend import BlendedClassifier
+from learners.checks import check_int
 
 __all__ = ["HoldoutTrust", "holdout_split"]
 
@@ -172,17 +173,8 @@ class HoldoutTrust:
         h = self.holdout
         if isinstance(h, bool) or not isinstance(h, numbers.Real) or not 0 < h < 1:
             raise ValueError(f"trust holdout must be a number in (0, 1), got {h!r}")
-        m = self.min_rows
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 2:
-            raise ValueError(f"trust min_rows must be an int >= 2, got {m!r}")
-        alphas = self.alphas
-        if isinstance(alphas, str | bytes) or not hasattr(alphas, "__len__") or not alphas:
-            raise ValueError(f"trust alphas must be a non-empty sequence, got {alphas!r}")
-        for a in alphas:
-            if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a <= 1:
-                raise ValueError(f"trust alphas must lie in [0, 1], got {a!r}")
-        if isinstance(self.z, bool) or not isinstance(self.z, numbers.Real) or self.z < 0:
-            raise ValueError(f"trust z must be a number >= 0, got {self.z!r}")
+        check_int(self.min_rows, "trust min_rows", 2)
+        check_alpha_grid(self.alphas, self.z)
         return self
 
     def resume(self, model: Any, state: dict[str, Any]) -> None:

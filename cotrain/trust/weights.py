@@ -30,6 +30,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.validation import has_fit_parameter
 
 from learners import ClassAlignedClassifier
+from learners.checks import check_int
 
 __all__ = [
     "FixedTrust",
@@ -174,8 +175,7 @@ class PseudoLabelTrust:
             raise ValueError(f"trust weights must be a non-empty sequence, got {weights!r}")
         for w in weights:
             check_weight(w, "trust weights")
-        if not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2:
-            raise ValueError(f"trust cv must be an int >= 2, got {self.cv!r}")
+        check_int(self.cv, "trust cv", 2)
         if isinstance(self.z, bool) or not isinstance(self.z, numbers.Real) or self.z < 0:
             raise ValueError(f"trust z must be a number >= 0, got {self.z!r}")
         return self

@@ -18,6 +18,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from .._alignment import label_indices
 from .._soft_targets import check_soft_targets
+from ..checks import check_int
 from .loading import DTYPES, is_config
 
 __all__ = ["check_params", "training_targets"]
@@ -51,10 +52,7 @@ def check_params(clf: Any) -> None:
             f"got {type(clf.model).__name__}"
         )
     for name in ("max_epochs", "epochs_per_fit", "batch_size", "max_length", "max_windows"):
-        value = getattr(clf, name)
-        low = 0 if name == "epochs_per_fit" else 1
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        check_int(getattr(clf, name), name, 0 if name == "epochs_per_fit" else 1)
     if clf.truncation_side not in ("left", "right"):
         raise ValueError(f"truncation_side must be 'left' or 'right', got {clf.truncation_side!r}")
     if clf.long_texts not in ("truncate", "windows"):

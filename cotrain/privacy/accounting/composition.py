@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
@@ -76,6 +76,7 @@ from cotrain.privacy.accounting._privacy_loss import (
     rr_lattice_law,
     rr_step,
 )
+from learners.checks import check_int
 
 __all__ = ["RELATIONS", "RunningComposition", "check_relation", "pld_interval"]
 
@@ -241,9 +242,7 @@ class RunningComposition:
         are expanded with their counts, however nested. Cost: O(1) here; the new labels'
         loss law is folded into the state on the next :meth:`epsilon`.
         """
-        if isinstance(count, bool) or not isinstance(count, Integral) or count < 0:
-            raise ValueError(f"count must be an integer >= 0, got {count!r}")
-        self._visit(event, int(count))
+        self._visit(event, check_int(count, "count", 0))
         return self
 
     def _visit(self, event: Any, count: int) -> None:

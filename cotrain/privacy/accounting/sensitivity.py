@@ -12,9 +12,9 @@ Nothing here gives s*:
 * the only s* valid for every learner is the trivial one: |U| labels, 2|U| bits;
 * :func:`cotrain.audit.sensitivity_lower_bound` (an audit: it reads the learner, not the
   mechanism) searches for adversarial neighbours and returns a *lower* bound — it refutes a
-  claimed s* that is too small, it never certifies one;
-  :func:`cotrain.audit.estimate_sensitivity` (deprecated) is the paper's benign version of
-  that search: a lower bound too, and a weak one;
+  claimed s* that is too small, it never certifies one; with ``strategies=("random_copy",)``
+  and ``n_rounds=1`` it is the paper's benign version of that search: a lower bound too, and
+  a weak one;
 * :func:`analytic_sensitivity_bound` (FedCT Prop. 2) holds only under assumptions that a
   learner rarely meets, in expectation over random data, and fails with probability ρ that
   must be added to δ.
@@ -26,10 +26,12 @@ Record-level DP for any learner comes by construction, without s*, from subsampl
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Literal, Self
 
 from scipy import stats
+
+from learners.checks import check_int
 
 __all__ = ["SensitivityBound", "analytic_sensitivity_bound"]
 
@@ -161,8 +163,7 @@ def analytic_sensitivity_bound(
     156
     """
     factor = _check_unit(unit)
-    if isinstance(n_public, bool) or not isinstance(n_public, Integral) or n_public < 1:
-        raise ValueError(f"n_public must be an integer >= 1, got {n_public!r}")
+    check_int(n_public, "n_public", 1)
     if (
         isinstance(stability, bool)
         or not isinstance(stability, Real)

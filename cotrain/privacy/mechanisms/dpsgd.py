@@ -24,13 +24,14 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism, Release
-from cotrain.privacy.mechanisms.param_checks import check_positive
+from cotrain.privacy.mechanisms.param_checks import check_delta, check_positive
+from learners.checks import check_int
 
 __all__ = ["DPSGD", "dpsgd_epsilon"]
 
@@ -188,8 +189,7 @@ reveal it; e.g. DPSGD(noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=0.1
         rate = self.sampling_rate
         if isinstance(rate, bool) or not isinstance(rate, Real) or not 0.0 < float(rate) <= 1.0:
             raise ValueError(f"sampling_rate must be a number in (0, 1], got {rate!r}")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, Integral) or self.steps < 1:
-            raise ValueError(f"steps must be an integer >= 1, got {self.steps!r}")
+        check_int(self.steps, "steps", 1)
         if not isinstance(self.secure_mode, bool | np.bool_):
             raise TypeError(f"secure_mode must be True or False, got {self.secure_mode!r}")
         super()._check_params()
@@ -430,9 +430,8 @@ learners.dp_torch.DPTorchClassifier), got LogisticRegression
         (4.77, 7.11)
         """
         self._check_params()
-        if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
-            raise ValueError(f"rounds must be an integer >= 0, got {rounds!r}")
-        return dpsgd_epsilon([self._event()] * int(rounds), self.delta, neighbors=neighbors)
+        rounds = check_int(rounds, "rounds", 0)
+        return dpsgd_epsilon([self._event()] * rounds, self.delta, neighbors=neighbors)
 
     # ------------------------------------------------------------------ not a label mechanism
     def randomize(self, labels: np.ndarray, n_classes: int, rng: np.random.Generator) -> Any:
@@ -546,8 +545,7 @@ def dpsgd_epsilon(
     """
     import dp_accounting as dp
 
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    delta = check_delta(delta)
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
     relations = {

@@ -45,6 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from learners.checks import check_int
+
 __all__ = ["record_encodings", "teacher_shards"]
 
 _MAX_KEY = hashlib.blake2b.MAX_KEY_SIZE  # 64 bytes
@@ -183,8 +185,7 @@ def teacher_shards(
     >>> [s.tolist() for s in teacher_shards(X, y, 5, key=bytes(32))]   # 5 teachers, 3 rows
     [[0], [], [], [2], [1]]
     """
-    if isinstance(n_teachers, bool) or not isinstance(n_teachers, Integral) or n_teachers < 1:
-        raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
+    check_int(n_teachers, "n_teachers", 1)
     key = _check_key(key)
     features = record_encodings(X)
     labels = list(np.asarray(y, dtype=object).ravel()) if not isinstance(y, list) else y

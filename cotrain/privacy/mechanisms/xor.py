@@ -39,8 +39,9 @@ class XORMechanism(LabelMechanism):
         p = 1 / (1 + e^{ε/s*})
 
     makes each round's release ``epsilon``-DP w.r.t. one private record (per bit it is binary
-    randomized response at ε/s*). Unlike the reference code, s* is not hard-coded: estimate it
-    (:func:`cotrain.audit.estimate_sensitivity` returns bits) or bound it. With
+    randomized response at ε/s*). Unlike the reference code, s* is not hard-coded: search for
+    a lower bound on it (:func:`cotrain.audit.sensitivity_lower_bound`, in bits by default) or
+    bound it. With
     ``sensitivity=1`` the guarantee is only per bit, less than label-level.
 
     Reported ε: ``epsilon`` is the *pure* (δ = 0) guarantee of one round. At δ > 0 the
