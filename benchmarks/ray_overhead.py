@@ -17,7 +17,7 @@ wrapped so that ``host`` returns its real pool wrapped to time
   wrapped in :class:`TimedClient`, whose ``run_round`` times the client's whole
   ``run_round`` (decoding the broadcast, building D_i ∪ P, fit, predict, encoding)
   and returns ``(result, seconds)``; the wrapped pool hands the trainer the client's
-  own :class:`~cotrain.federation.client.StepResult`, untouched. (``StepResult.learner_time_s``
+  own :class:`~cotrain.federation.site.StepResult`, untouched. (``StepResult.learner_time_s``
   is not used: it covers only fit and predict, not the decoding and encoding.)
   ``TimedClient`` is defined in ``__main__``, so cloudpickle sends its class by value
   (about 0.1 ms) with each placement and each joblib work-stealing move of a client:

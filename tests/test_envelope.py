@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from cotrain.federation.client import StepResult
+from cotrain.federation.site import StepResult
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
 from cotrain.wire import envelope
 from cotrain.wire.envelope import (

@@ -14,12 +14,11 @@ import secrets
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cotrain.federation.site import RoundRequest, Site
+from cotrain.federation.site import RoundRequest, Site, StepResult
 from cotrain.privacy.ledgers.site_ledger import SiteLedger
 from cotrain.privacy.mechanisms.base import ClientRound, as_mechanism
 from cotrain.trust import (
@@ -35,7 +34,6 @@ from cotrain.wire.compact import QuantizedSoftLabels
 from cotrain.wire.endpoints import UploadSender
 from cotrain.wire.format import WireFormat
 from cotrain.wire.messages import HardLabels, SoftLabels, decode
-from cotrain.wire.upload import Upload
 from learners import ClassAlignedClassifier
 
 __all__ = [
@@ -46,83 +44,6 @@ __all__ = [
 
 #: why a client without a public pool (and its wire format) cannot run a round
 NOT_SET_UP = "run_round needs a client set up with X_public (and a wire)"
-
-
-@dataclass
-class StepResult(Upload):
-    """What one client step computed: everything of an :class:`~cotrain.wire.upload.Upload`
-    (its warnings, fit time, out-of-fold ``quality`` and pool weight ``trust`` as measured,
-    whether or not they may leave), plus its predictions on the evaluation data
-    (simulation only, never sent to the server; a deployment reports its own metrics).
-
-    What leaves the client is :meth:`upload`, the one release rule: the in-process
-    server receives it and a Flower site serialises it unchanged.
-    """
-
-    eval_codes: np.ndarray | None = None
-    eval_proba: np.ndarray | None = None
-    #: the client has a privacy mechanism: its learner's warnings, fit time, out-of-fold
-    #: accuracy and pool weight are data-dependent side channels outside the ε, so they
-    #: stay off the upload
-    private: bool = False
-
-    def upload(self) -> Upload:
-        """What the client releases this round: the release rule, decided here only.
-
-        Every client releases its labels (``message``), its failure if any, the round's
-        privacy event (``dp_event``, a mechanism with ``reports_events``) and the consensus
-        version it holds; a private client also its own ledger's ε (``site_epsilon``, a
-        function of public configuration and of how many releases it made). A client
-        without a privacy mechanism also releases its learner's
-        warnings, its fit time, its out-of-fold accuracy (``quality``) and the pool weight
-        it chose (``trust``); a private client keeps those to itself (they depend on its
-        private records outside the accounted release).
-
-        Examples
-        --------
-        >>> from collections import Counter
-        >>> done = StepResult(0, b"labels", warnings=Counter({("UserWarning", "w"): 1}),
-        ...                   learner_time_s=0.5, quality=0.9, trust=1.0)
-        >>> done.upload().quality, done.upload().trust, done.upload().learner_time_s
-        (0.9, 1.0, 0.5)
-        >>> private = StepResult(0, b"labels", quality=0.9, trust=1.0, learner_time_s=0.5,
-        ...                      private=True).upload()
-        >>> private.message, private.quality, private.trust, private.learner_time_s
-        (b'labels', None, None, None)
-        """
-        released = Upload(
-            self.client_id,
-            self.message,
-            self.error,
-            learner_time_s=None,
-            dp_event=self.dp_event,
-            broadcast_version=self.broadcast_version,
-            site_epsilon=self.site_epsilon,
-        )
-        if not self.private:
-            released.warnings = self.warnings
-            released.learner_time_s = self.learner_time_s
-            released.quality = self.quality
-            released.trust = self.trust
-        return released
-
-    def released_evaluation(self) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The predictions on the evaluation data that may leave the client — where a
-        deployment reports its own metrics: ``(eval_codes, eval_proba)``, or
-        ``(None, None)`` for a private client (a model trained on its private records,
-        scored outside the accounted release).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> StepResult(0, eval_codes=np.array([1, 0])).released_evaluation()[0]
-        array([1, 0])
-        >>> StepResult(0, eval_codes=np.array([1, 0]), private=True).released_evaluation()
-        (None, None)
-        """
-        if self.private:
-            return None, None
-        return self.eval_codes, self.eval_proba
 
 
 class Client:

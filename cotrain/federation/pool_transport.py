@@ -65,7 +65,7 @@ class PoolTransport:
 
     def exchange(self, t: int, links: Mapping[int, Downlink], timeout: float | None) -> Exchanged:
         """Each client's :meth:`~cotrain.federation.client.Client.run_round`; what it
-        releases (:meth:`~cotrain.federation.client.StepResult.upload`), and the
+        releases (:meth:`~cotrain.federation.site.StepResult.upload`), and the
         simulation's own scoring of its predictions."""
         args = {i: (t, link, noise_seed_for(self.noise_seed, t, i)) for i, link in links.items()}
         out = self.pool.call("run_round", args, timeout=timeout)

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.federation.client import Client, StepResult
+from cotrain.federation.client import Client
 from cotrain.federation.secure_sum import encode_share
+from cotrain.federation.site import StepResult
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
 from cotrain.privacy.mechanisms.base import ClientRound
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan

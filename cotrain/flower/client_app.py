@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from cotrain.federation.client import Client, StepResult
+from cotrain.federation.client import Client
 from cotrain.federation.seeding import seeded_clone
-from cotrain.federation.site import RoundRequest, Site
+from cotrain.federation.site import RoundRequest, Site, StepResult
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import codes_to_bytes, eval_fingerprint
 from cotrain.flower.secure_share import share_request, share_vector

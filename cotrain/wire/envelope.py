@@ -22,7 +22,7 @@ The records of a reply:
   a private site's message is fixed words (:func:`masked_error`).
 
 What a client may release is not decided here but by
-:meth:`cotrain.federation.client.StepResult.upload`: the codec writes what the upload holds.
+:meth:`cotrain.federation.site.StepResult.upload`: the codec writes what the upload holds.
 Only what the transport adds is the codec's to withhold at a private site: its handler's
 timestamps, and an error's text.
 
@@ -168,7 +168,7 @@ def encode_upload(
     """A site's reply records carrying ``upload``, field by field.
 
     The codec writes every field ``upload`` holds: what a client may release is decided
-    before, by :meth:`cotrain.federation.client.StepResult.upload` (a private client's
+    before, by :meth:`cotrain.federation.site.StepResult.upload` (a private client's
     upload holds no warnings, learner time, trust or quality). What ``private`` withholds is
     what only the transport adds: the handler's timestamps, and the text of an error.
 
