@@ -247,9 +247,9 @@ class Client:
     def compute_round(
         self, t: int, downlink: Downlink, privacy_seed: int | None = None
     ) -> StepResult:
-        """Round ``t`` itself, without a private site's rules (:class:`~cotrain.federation.
-        site.Site` applies them): decode P, fit, label, randomise, encode. A failure goes
-        into the result's ``error``."""
+        """Round ``t`` itself, without a private site's rules (a
+        :class:`~cotrain.federation.site.Site` applies them): decode P, fit, label,
+        randomise, encode. A failure goes into the result's ``error``."""
         result = StepResult(self.client_id, private=self.privacy is not None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

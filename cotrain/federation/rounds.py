@@ -1,5 +1,6 @@
-"""The two round protocols, each written once over a :class:`~cotrain.federation.transport.
-Transport`, and the choice between them.
+"""The two round protocols, each written once over a transport, and the choice between them.
+
+A transport is a :class:`~cotrain.federation.transport.Transport`.
 
 A privacy mechanism declares the round it needs (``round_protocol``, see
 :class:`~cotrain.privacy.mechanisms.base.LabelMechanism`); :func:`make_round` builds it for
@@ -14,9 +15,9 @@ the Flower ServerApp alike, so the two run the same code and differ only in thei
   server keeps the confident queries and asks for their answer shares, and the answer sum's
   argmax becomes the consensus. The server's code below only ever holds sums.
 
-Both end with the same bookkeeping (:class:`~cotrain.federation.bookkeeping.
-RoundBookkeeping`): each private site's own ε, the trust and quality released, each site's
-accuracy and the federation's.
+Both end with the same bookkeeping
+(:class:`~cotrain.federation.bookkeeping.RoundBookkeeping`): each private site's own ε, the
+trust and quality released, each site's accuracy and the federation's.
 """
 
 from __future__ import annotations
@@ -299,7 +300,8 @@ class SecureRound:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The sums' state (the ledger is the server's: :meth:`ServerRun.state_dict`)."""
+        """The sums' state (the ledger is the server's:
+        :meth:`cotrain.federation.setup.ServerRun.state_dict`)."""
         return {"secure_sums": self.sums.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -2,8 +2,8 @@
 
 :class:`SimulatedFederation` holds the clients and the server side of one run (a
 :class:`~cotrain.federation.setup.ServerRun`, built as for the Flower ServerApp) and
-plays the round its privacy mechanism declares (:func:`~cotrain.federation.rounds.
-make_round`, the code the ServerApp runs) through the client pool
+plays the round its privacy mechanism declares
+(:func:`~cotrain.federation.rounds.make_round`, the code the ServerApp runs) through the client pool
 (:class:`~cotrain.federation.pool_transport.PoolTransport`: the clients resident
 wherever the runtime keeps them). It also scores each round on evaluation data, which
 only a simulation has, and collects the state dicts of every part for checkpoints.
@@ -48,8 +48,8 @@ class SimulatedFederation:
         Seed each client's privacy noise per round from the run's noise seed; False:
         every client draws its noise from the operating system's entropy.
     privacy : LabelMechanism, optional
-        The clients' mechanism: it declares the round (:func:`~cotrain.federation.rounds.
-        make_round`).
+        The clients' mechanism: it declares the round
+        (:func:`~cotrain.federation.rounds.make_round`).
     rounds : int, default=1
         The run's rounds (a secure-sum plan is made for them).
     participation : float, default=1.0

@@ -8,10 +8,11 @@ site decides what leaves it in a round:
 
 1. the round itself (:meth:`~cotrain.federation.client.Client.compute_round`): decode the
    consensus, fit, label, randomise, encode;
-2. a private site's rules, applied by its ledger (:meth:`~cotrain.privacy.ledgers.
-   site_ledger.SiteLedger.serve`): a request it answered already gets the same reply (no
-   refit, no fresh noise), a release past its budget is refused before the round runs, and a
-   release is recorded, with the reply, before it leaves;
+2. a private site's rules, applied by its ledger
+   (:meth:`~cotrain.privacy.ledgers.site_ledger.SiteLedger.serve`): a request it answered
+   already gets the same reply (no refit, no fresh noise), a release past its budget is
+   refused before the round runs, and a release is recorded, with the reply, before it
+   leaves;
 3. the release rule (:meth:`~cotrain.federation.site.StepResult.upload`) and the reply
    envelope (:func:`cotrain.wire.envelope.encode_upload`): the same bytes in process and on
    Flower.

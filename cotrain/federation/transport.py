@@ -1,10 +1,10 @@
 """What carries a round between the server and the sites: the :class:`Transport` protocol.
 
 A round (:mod:`cotrain.federation.rounds`) is written once, over a transport that moves its
-messages: in process, the runtime's client pool (:class:`~cotrain.federation.pool_transport.
-PoolTransport`); deployed, Flower's grid, with every sum through SecAgg+
-(:class:`~cotrain.flower.grid_transport.GridTransport`). A transport offers what the two
-round protocols need:
+messages: in process, the runtime's client pool
+(:class:`~cotrain.federation.pool_transport.PoolTransport`); deployed, Flower's grid, with
+every sum through SecAgg+ (:class:`~cotrain.flower.grid_transport.GridTransport`). A
+transport offers what the two round protocols need:
 
 - :meth:`Transport.exchange` (the label round): each site gets its downlink and answers
   with the :class:`~cotrain.wire.upload.Upload` it releases;
