@@ -22,7 +22,7 @@ from cotrain._validation import FitData
 from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.client import Client
 from cotrain.federation.pool_transport import PoolTransport
-from cotrain.federation.rounds import make_round
+from cotrain.federation.rounds import Round, make_round
 from cotrain.federation.sampling import ClientSampler
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun
@@ -84,7 +84,7 @@ class SimulatedFederation:
         self.local_warnings: Counter = Counter()
         #: each client's latest predictions, accuracy, released quality and site ε
         self.books = RoundBookkeeping(len(data.classes))
-        self.round = make_round(
+        self.round: Round = make_round(
             privacy,
             run,
             self.books,

@@ -178,14 +178,11 @@ class SiteAnswer:
     outcome : {"computed", "repeat", "refused"}
         The round ran (released, or failed and released nothing), a repeated request was
         answered from the ledger, or the ledger refused.
-    epsilon : float or None
-        A private site's ε once the reply has left (None without a ledger).
     """
 
     result: StepResult
     reply: dict[str, Any]
     outcome: str
-    epsilon: float | None = None
 
 
 class Site:
@@ -257,22 +254,22 @@ class Site:
         served = ledger.serve(request.key, compute)
         if served.outcome == "repeat":  # exactly what it sent the first time
             reply = envelope.reply_from_bytes(served.reply or b"")
-            sent = envelope.decode_upload(client.client_id, reply)
-            result = client.repeated_result(sent.message, served.dp_event)
+            labels = reply["arrays"].get(envelope.LABELS)
+            result = client.repeated_result(labels, served.dp_event)
             result.site_epsilon = served.epsilon
-            return SiteAnswer(result, reply, "repeat", served.epsilon)
+            return SiteAnswer(result, reply, "repeat")
         if served.computed is None:  # refused before the round ran
             result = client.refusal(served.error, served.epsilon)
             reply = envelope.encode_upload(result.upload(), private=True, started=self.started)
-            return SiteAnswer(result, reply, "refused", served.epsilon)
+            return SiteAnswer(result, reply, "refused")
         result = served.computed
         if served.reply is not None:  # released, and recorded with its reply
             reply = envelope.reply_from_bytes(served.reply)
-            return SiteAnswer(result, reply, "computed", served.epsilon)
+            return SiteAnswer(result, reply, "computed")
         # failed (nothing released), or its reported event was larger than assumed
         result.error, result.message, result.dp_event = served.error, None, None
         outcome = "computed" if served.outcome == "failed" else "refused"
-        return SiteAnswer(result, self._reply(result, served.epsilon), outcome, served.epsilon)
+        return SiteAnswer(result, self._reply(result, served.epsilon), outcome)
 
     def _reply(self, result: StepResult, site_epsilon: float | None) -> dict[str, Any]:
         """The reply for a round that ran: keep the site's state if it released, then the

@@ -31,7 +31,7 @@ from cotrain.callbacks import PrivacyBudget, loop_callbacks
 from cotrain.federation.bookkeeping import RoundBookkeeping
 from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
-from cotrain.federation.rounds import LabelRound, SecureRound, make_round
+from cotrain.federation.rounds import Round, SecureRound, make_round
 from cotrain.federation.seeding import client_seed
 from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
@@ -310,7 +310,7 @@ class FlowerCoTraining:
         self._books = RoundBookkeeping(len(self.classes_))
         check_privacy_setup(self.privacy, self._run.consensus, [])
         #: the round the run's mechanism declares: the in-process code (rounds.py)
-        self._protocol: LabelRound | SecureRound = make_round(
+        self._protocol: Round = make_round(
             self.privacy,
             self._run,
             self._books,
