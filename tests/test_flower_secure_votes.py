@@ -45,6 +45,7 @@ from cotrain.flower.server_app import FlowerCoTraining
 from cotrain.flower.site import write_site
 from cotrain.flower.transcript import check_transcript
 from cotrain.privacy import SecureTeacherVotes
+from cotrain.wire.envelope import reply_from_bytes
 from tests.test_flower_secure_sum import arrays_in
 from tests.test_flower_strategy import task_identity  # noqa: F401 (autouse fixture)
 
@@ -101,17 +102,16 @@ def in_process(X, y, U, mech, rounds):
 
 
 def site_shares(paths):
-    """Every share a site kept on its own disk (first shares, answer shares it sent)."""
+    """Every share a site sent, read back from its own ledger (first and answer shares)."""
     shares = []
     for path in paths:
-        for run in (path.parent / "state" / "secure").glob("run-*.json"):
-            state = json.loads(run.read_text())
-            for sent in state["sent"].values():
-                n = len(sent["queries"])
-                shares.append(decode_share(bytes.fromhex(sent["first"]), n, len(CLASSES)))
-                if sent["answer"]:
-                    k = len(sent["selected"])
-                    shares.append(decode_share(bytes.fromhex(sent["answer"]), k, len(CLASSES)))
+        ledger = path.parent / "state" / "privacy"
+        if not (ledger / "ledger.json").exists():
+            continue
+        for item in json.loads((ledger / "ledger.json").read_text())["releases"]:
+            reply = reply_from_bytes((ledger / "replies" / item["file"]).read_bytes())
+            share = reply["arrays"]["labels"]
+            shares.append(decode_share(share, len(share) // (4 * len(CLASSES)), len(CLASSES)))
     return shares
 
 
@@ -262,6 +262,25 @@ def test_a_failing_site_sits_out_and_the_sums_go_on_within_the_plan(tmp_path):
     assert list(first.failed) == [2] and first.coverage == 1.0
     report = flower.privacy_report()
     assert report["max_epsilon"] == pytest.approx(mech.plan(4, len(U), 2, 2).epsilon(1))
+
+
+def test_a_new_run_token_gets_no_fresh_budget_at_a_secure_site(tmp_path):
+    """Each site keeps one ledger on its disk for every run (state/privacy/): a second
+    run under a new token finds the budget its first run spent, and every site refuses."""
+    X, y, U = blobs(n_sites=3)
+    plan = SecureTeacherVotes(n_teachers=2, mu=400.0).plan(3, len(U), 2, rounds=2)
+    budget = (plan.epsilon(1) + plan.epsilon(2)) / 2  # one run's release, not two
+    mech = SecureTeacherVotes(n_teachers=2, mu=400.0, budget=budget)
+    paths, pool = write(tmp_path, X, y, U, mech)
+    params = {"rounds": 2, "privacy": mech, "classes": CLASSES, "min_nodes": 3}
+    first = FlowerCoTraining(pool, random_state=0, **params).run(WireGrid(paths))
+    assert first.history_[0].coverage == 1.0 and not first.history_[0].failed
+    second = FlowerCoTraining(pool, random_state=1, **params).run(WireGrid(paths))
+    assert second.history_[0].coverage == 0.0 and sorted(second.history_[0].failed) == [0, 1, 2]
+    for path in paths:
+        ledger = json.loads((path.parent / "state" / "privacy" / "ledger.json").read_text())
+        assert len(ledger["releases"]) == 1  # the refused run released nothing
+        assert ledger["epsilon"] == pytest.approx(plan.epsilon(1))
 
 
 def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):

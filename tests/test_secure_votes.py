@@ -25,8 +25,9 @@ from cotrain.callbacks import Callback
 from cotrain.federation import pool_transport
 from cotrain.federation.secure_client import SecureClient
 from cotrain.federation.secure_sum import confident_answers, decode_share
+from cotrain.federation.site import ShareRequest, Site
 from cotrain.privacy import SecureTeacherVotes
-from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent, SiteLedger
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan, plan_epsilon
 
 TINY = 1e-9  # Skellam noise of variance 1e-9: zero with probability 1 - 1e-9
@@ -209,6 +210,37 @@ def test_a_site_enforces_the_plan_whatever_the_server_asks():
     assert site.vote_round(2, None, 2, queries).error is None
     assert isinstance(site.vote_round(3, None, 3, queries).error, PrivacyBudgetSpent)
     assert site.vote_round(3, None, 3, np.zeros(0, dtype=int)).message == b""  # train only
+
+
+def test_a_secure_site_counts_every_run_against_one_ledger(tmp_path):
+    """A new run token gets no fresh budget: the site's ledger (on its disk, as deployed)
+    composes every share it sent, in every run, and refuses the one past its budget; the
+    same step asked again under another name for its queries, or under another plan, is
+    refused and costs nothing."""
+    site, plan = site_and_plan(threshold=None)  # one share per round
+    one, two = plan.epsilon(1), plan.epsilon(2)
+    votes = site.privacy.set_params(budget=(two + plan.epsilon(3)) / 2)  # room for 2 shares
+    ledger = SiteLedger(votes, 2, 4, tmp_path / "privacy")
+    queries = np.arange(4)
+
+    def ask(run, t, positions=queries, of=plan):
+        request = ShareRequest(t, "first", np.asarray(positions), of, (run,))
+        return Site(site, ledger).answer(request)
+
+    first = ask("run-a", 1)
+    assert first.outcome == "computed" and ledger.epsilon() == pytest.approx(one)
+    assert ask("run-a", 1).result.message == first.result.message  # repeated: same bytes
+    assert ask("run-a", 1, [3, 2, 1, 0]).outcome == "refused"  # same step, other queries
+    other = SecureTeacherVotes(n_teachers=2, mu=9.0).plan(n_sites=2, n_public=4,
+                                                          n_classes=2, rounds=3)  # fmt: skip
+    assert ask("run-a", 2, of=other).outcome == "refused"  # the run's plan changed
+    assert ask("run-b", 1).outcome == "computed"  # a new run: counted, not reset
+    assert ledger.releases == 2 and ledger.epsilon() == pytest.approx(two)
+    refused = ask("run-c", 1)  # a third share would pass the budget
+    assert refused.outcome == "refused" and isinstance(refused.result.error, PrivacyBudgetSpent)
+    reopened = SiteLedger(votes, 2, 4, tmp_path / "privacy")  # another process, a restart
+    assert reopened.releases == 2 and reopened.requests == ["run-a/1/first", "run-b/1/first"]
+    assert reopened.epsilon() == pytest.approx(two)
 
 
 class Broken:

@@ -17,27 +17,47 @@ site decides what leaves it in a round:
    envelope (:func:`cotrain.wire.envelope.encode_upload`): the same bytes in process and on
    Flower.
 
-The in-process client (:meth:`~cotrain.federation.client.Client.run_round`) and the Flower
-ClientApp (:func:`cotrain.flower.client_app.site_train`) are thin adapters over it: the first
-keeps the :class:`SiteAnswer`'s step result (its simulation-only predictions included), the
-second sends its reply.
+A request says what it asks: a label round (:class:`RoundRequest`) or one step of a secure
+sum (:class:`ShareRequest`: a site's noisy vote share on the round's queries, or the rows of
+its answer share the server selected). The site applies the same rules to both — one ledger,
+counted across runs; a repeated request gets the bytes sent the first time; the same key
+asking something else (other queries, another selection, another plan) is refused — and a
+share request adds the plan's own limits for its run.
+
+The in-process client (:meth:`~cotrain.federation.client.Client.run_round`,
+:meth:`~cotrain.federation.secure_client.SecureClient.vote_round` and ``answer_round``), the
+Flower ClientApp (:func:`cotrain.flower.client_app.site_train`) and the Flower secure site
+(:mod:`cotrain.flower.secure_site`) are thin adapters over it: the in-process ones keep the
+:class:`SiteAnswer`'s step result (its simulation-only predictions included), the deployed
+ones send its reply (a share only ever through a secure sum).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from cotrain.privacy.ledgers.site_ledger import SiteLedger
+from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent, Served, SiteLedger
+from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SkellamShifts
 from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 
-__all__ = ["RoundClient", "RoundRequest", "Site", "SiteAnswer", "StepResult"]
+__all__ = [
+    "RoundClient",
+    "RoundRequest",
+    "ShareRequest",
+    "Site",
+    "SiteAnswer",
+    "StepResult",
+    "plan_digest",
+]
 
 
 @dataclass
@@ -160,6 +180,117 @@ class RoundRequest:
     key: Hashable
     privacy_seed: int | None = None
 
+    #: a label round always releases; its key says all it asks; its event is the mechanism's
+    releases = True
+    digest = None
+    event = None
+
+    def compute(self, client: Any) -> StepResult:
+        """The round itself at ``client``."""
+        return client.compute_round(self.round, self.downlink, self.privacy_seed)
+
+    def refused(self, ledger: SiteLedger) -> str | None:
+        """A label round has no limit of its own beyond the ledger's budget."""
+        return None
+
+
+def plan_digest(plan: SecurePlan) -> str:
+    """SHA-256 of a plan's public sizes and noise: a site's shares in one run share it.
+
+    Examples
+    --------
+    >>> plan = SecurePlan(2, 4, 2, 2, answers=2, mu_answer=4.0, mu_check=16.0, delta=1e-5)
+    >>> len(plan_digest(plan)), plan_digest(plan) == plan_digest(SecurePlan(**asdict(plan)))
+    (64, True)
+    """
+    return hashlib.sha256(json.dumps(asdict(plan), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ShareRequest:
+    """What the server asks a secure-sum site for in one step of a round
+    (:class:`~cotrain.privacy.SecureTeacherVotes`).
+
+    Attributes
+    ----------
+    round : int
+        The round (from 1).
+    step : {"first", "answer"}
+        The first share on the round's queries (it fits the site's model and teachers
+        first), or the rows of the answer share the server selected.
+    positions : ndarray of int
+        The queries (positions in U; none: the round after the last release, which trains
+        and sends nothing), or the selected rows (positions among the queries).
+    plan : SecurePlan
+        The plan the site computed for the request from its own mechanism.
+    run : tuple, default=()
+        The run's name in the site's ledger: ``()`` in a simulation, ``(run token,)`` when
+        deployed.
+    downlink : Downlink, optional
+        The consensus the server sent (the first step).
+    privacy_seed : int, optional
+        Seeds the noise (simulations with ``reproducible_noise`` only).
+
+    Examples
+    --------
+    >>> plan = SecurePlan(2, 4, 2, 2, answers=2, mu_answer=4.0, mu_check=16.0, delta=1e-5)
+    >>> ask = ShareRequest(3, "first", np.arange(4), plan, run=("a1b2",))
+    >>> ask.key, ask.event
+    (('a1b2', 3, 'first'), SkellamShifts(mu=16.0, shifts=8))
+    """
+
+    round: int
+    step: str
+    positions: np.ndarray
+    plan: SecurePlan
+    run: tuple[str, ...] = ()
+    downlink: Downlink | None = None
+    privacy_seed: int | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """The request's name in the site's ledger: (run…, round, step)."""
+        return (*self.run, int(self.round), self.step)
+
+    @property
+    def releases(self) -> bool:
+        """Whether it sends a share (a first step without queries only trains)."""
+        return self.step == "answer" or self.positions.size > 0
+
+    @property
+    def event(self) -> SkellamShifts:
+        """The share's privacy event under the plan (:meth:`SecurePlan.step_event`)."""
+        return self.plan.step_event(self.step)
+
+    @property
+    def digest(self) -> str:
+        """``<plan>/<positions>`` (SHA-256 of each): what the request asks beyond its key."""
+        asked = hashlib.sha256(np.asarray(self.positions, dtype="<i8").tobytes()).hexdigest()
+        return f"{plan_digest(self.plan)}/{asked}"
+
+    def compute(self, client: Any) -> StepResult:
+        """The step itself at ``client``
+        (:class:`~cotrain.federation.secure_client.SecureClient`)."""
+        if self.step == "first":
+            return client.compute_first(
+                self.round, self.downlink or Downlink(None), self.privacy_seed, self.positions
+            )
+        return client.compute_answer(self.round, self.positions)
+
+    def refused(self, ledger: SiteLedger) -> str | None:
+        """Why the site refuses the request under its run's plan (None: it does not): the
+        run's earlier shares were sent under another plan, or a first share past the plan's
+        rounds."""
+        prefix = SiteLedger.key((*self.run, 0))[:-1] if self.run else ""
+        mine = [k for k in ledger.requests if k.startswith(prefix)]
+        plan = plan_digest(self.plan)
+        if any((ledger.lookup(k).digest or "").split("/")[0] != plan for k in mine):
+            return "the server changed the run's public configuration"
+        if self.step == "first" and ledger.lookup(self.key) is None:
+            if sum(k.endswith("/first") for k in mine) >= self.plan.rounds:
+                return "every planned release of this run was made"
+        return None
+
 
 @dataclass
 class SiteAnswer:
@@ -238,20 +369,27 @@ class Site:
         self.started = started
         self.notes = Counter() if notes is None else notes
 
-    def answer(self, request: RoundRequest) -> SiteAnswer:
+    def answer(self, request: RoundRequest | ShareRequest) -> SiteAnswer:
         """The site's answer to ``request`` (see the module docstring). Never raises for
         the round's own failure: it is the answer's ``error``."""
         client, ledger = self.client, self.ledger
-        if ledger is None:
-            result = client.compute_round(request.round, request.downlink, request.privacy_seed)
+        if ledger is None or not request.releases:
+            result = request.compute(client)
             return SiteAnswer(result, self._reply(result, None), "computed")
 
         def compute() -> tuple[StepResult, Callable[[float], bytes]]:
-            step = client.compute_round(request.round, request.downlink, request.privacy_seed)
+            step = request.compute(client)
             return step, lambda epsilon: envelope.reply_to_bytes(self._reply(step, epsilon))
 
         # one request at a time, under the site's rules (its ledger's lock)
-        served = ledger.serve(request.key, compute)
+        with ledger.transaction():
+            reason = request.refused(ledger)
+            if reason is None:
+                served = ledger.serve(
+                    request.key, compute, digest=request.digest, event=request.event
+                )
+            else:
+                served = Served("refused", None, None, PrivacyBudgetSpent(reason), ledger.epsilon())
         if served.outcome == "repeat":  # exactly what it sent the first time
             reply = envelope.reply_from_bytes(served.reply or b"")
             labels = reply["arrays"].get(envelope.LABELS)

@@ -41,6 +41,7 @@ __all__ = [
     "STATE_DIR",
     "SiteState",
     "open_site_ledger",
+    "run_directory",
 ]
 
 #: folder next to a site's ``site.toml`` that holds its per-run state
@@ -79,6 +80,19 @@ def open_site_ledger(site: SiteFolder, n_classes: int) -> SiteLedger:
     return SiteLedger(site.privacy, n_classes, int(site.X_public.shape[0]), directory)
 
 
+def run_directory(site: SiteFolder, token: str) -> Path:
+    """``<site folder>/state/run-<token>/``: what the site keeps for one run.
+
+    Raises
+    ------
+    ValueError
+        If ``token`` is not a non-empty alphanumeric string (dashes allowed).
+    """
+    if not token or not str(token).replace("-", "").isalnum():
+        raise ValueError(f"run-token must be a non-empty alphanumeric string, got {token!r}")
+    return Path(site.path).parent / STATE_DIR / f"run-{token}"
+
+
 #: round configuration keys that change every round (not part of the site's identity)
 _PER_ROUND = frozenset({"round", "ref-round", "broadcast-ref"})
 
@@ -111,9 +125,7 @@ class SiteState:
     """
 
     def __init__(self, site: SiteFolder, token: str, config: dict[str, Any]) -> None:
-        if not token or not str(token).replace("-", "").isalnum():
-            raise ValueError(f"run-token must be a non-empty alphanumeric string, got {token!r}")
-        self.directory = Path(site.path).parent / STATE_DIR / f"run-{token}"
+        self.directory = run_directory(site, token)
         identity = {k: repr(v) for k, v in sorted(config.items()) if k not in _PER_ROUND}
         self.checkpointer = Checkpointer(
             self.directory,

@@ -93,12 +93,12 @@ def relation_events(mechanism: Any, n_classes: int, n_labels: int) -> dict[str, 
     >>> sorted(relation_events(Duck(), 10, 100))
     ['add_or_remove']
     """
+    if getattr(mechanism, "reports_events", False):  # its events come with its releases
+        return {check_relation(getattr(mechanism, "neighbors", RELATIONS[0])): None}
     hook = getattr(mechanism, "relation_event", None)
     if callable(hook):
         events = {r: hook(n_classes, n_labels, r) for r in RELATIONS}
         return {r: e for r, e in events.items() if e is not None}
-    if getattr(mechanism, "reports_events", False):
-        return {check_relation(getattr(mechanism, "neighbors", RELATIONS[0])): None}
     stated = check_relation(getattr(mechanism, "neighbors", RELATIONS[0]))
     return {stated: mechanism.dp_event(n_classes, n_labels)}
 

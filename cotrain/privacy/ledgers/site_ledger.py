@@ -43,6 +43,7 @@ import numpy as np
 
 from cotrain.files import exclusive_lock, write_atomic
 from cotrain.privacy.ledgers.ledger import PrivacyLedger, guarantee_of
+from cotrain.privacy.mechanisms.secure_votes import SkellamShifts
 from cotrain.wire.dp_events import event_from_json, event_to_json
 
 __all__ = ["PrivacyBudgetSpent", "SentReply", "Served", "SiteLedger", "quote_site_epsilon"]
@@ -81,13 +82,17 @@ class SentReply:
         The request it answered (see :meth:`SiteLedger.key`).
     reply : bytes
         Exactly what was sent (re-sent unchanged for a repeated request).
-    dp_event : dp_accounting.DpEvent or None
+    dp_event : dp_accounting.DpEvent, SkellamShifts or None
         The event the site reported with it (a mechanism with ``reports_events``).
+    digest : str or None
+        What the request asked, where its key does not say it all (a secure sum's queries
+        or selection, and its plan): the same key asking for something else is refused.
     """
 
     key: str
     reply: bytes
     dp_event: Any = None
+    digest: str | None = None
 
 
 @dataclass
@@ -253,12 +258,19 @@ class SiteLedger:
             raise PrivacyBudgetSpent()
 
     # ------------------------------------------------------------------ replies
+    @property
+    def requests(self) -> list[str]:
+        """The keys (:meth:`key`) of every request answered, in order."""
+        return list(self._order)
+
     def lookup(self, request: Any) -> SentReply | None:
         """What the site sent for ``request`` (see :meth:`key`), or None if it never
         answered it."""
         return self._sent.get(self.key(request))
 
-    def record(self, request: Any, reply: bytes, dp_event: Any = None) -> None:
+    def record(
+        self, request: Any, reply: bytes, dp_event: Any = None, digest: str | None = None
+    ) -> None:
         """Count one release answering ``request`` and keep its exact ``reply`` bytes.
 
         Call it before sending (inside :meth:`transaction` for a ledger on disk): what is
@@ -277,7 +289,7 @@ class SiteLedger:
         if not isinstance(reply, bytes | bytearray):
             raise TypeError(f"reply must be bytes, got {type(reply).__name__}")
         self.check(dp_event)
-        sent = SentReply(key, bytes(reply), dp_event)
+        sent = SentReply(key, bytes(reply), dp_event, digest)
         if self.directory is not None:
             if self._depth == 0:
                 raise RuntimeError("record a release on disk inside ledger.transaction()")
@@ -287,12 +299,18 @@ class SiteLedger:
             self._write_ledger()
 
     def serve(
-        self, request: Any, compute: Callable[[], tuple[Any, Callable[[float], bytes]]]
+        self,
+        request: Any,
+        compute: Callable[[], tuple[Any, Callable[[float], bytes]]],
+        *,
+        digest: str | None = None,
+        event: Any = None,
     ) -> Served:
         """Answer ``request`` under the site's rules — the one place they are applied, for
         an in-process client and a deployed site alike — holding :meth:`transaction`:
 
-        1. a request answered before gets the bytes sent then (no refit, no fresh noise);
+        1. a request answered before gets the bytes sent then (no refit, no fresh noise) —
+           unless it asks, under the same key, for something else (``digest``): refused;
         2. a new release that would pass the budget is refused before anything runs;
         3. otherwise ``compute()`` runs the round and returns ``(result, pack)``: a
            ``result`` with ``error`` and ``dp_event`` (its reported event, refused if
@@ -306,6 +324,13 @@ class SiteLedger:
             round on Flower.
         compute : callable
             Runs the round (only when a new release may be made).
+        digest : str, optional
+            What the request asks beyond its key (see :attr:`SentReply.digest`).
+        event : object, optional
+            The release's event where it is known before the round runs (a secure share's
+            :class:`~cotrain.privacy.mechanisms.secure_votes.SkellamShifts`): checked against
+            the budget and recorded unless the round reports its own; default: one like the
+            last.
 
         Returns
         -------
@@ -327,20 +352,24 @@ class SiteLedger:
         """
         with self.transaction():
             sent = self.lookup(request)
+            if sent is not None and sent.digest != digest:  # the same name, another question
+                other = PrivacyBudgetSpent("request already answered for another question")
+                return Served("refused", None, None, other, self.epsilon())
             if sent is not None:
                 return Served("repeat", sent.reply, sent.dp_event, None, self.epsilon())
-            if not self.can_release():
+            if not self.can_release(event):
                 return Served("refused", None, None, PrivacyBudgetSpent(), self.epsilon())
             result, pack = compute()
             if result.error is not None:
                 return Served("failed", None, None, result.error, self.epsilon(), result)
-            if not self.can_release(result.dp_event):  # reported larger than assumed
+            spent = event if result.dp_event is None else result.dp_event
+            if not self.can_release(spent):  # reported larger than assumed
                 refused = PrivacyBudgetSpent()
                 return Served("refused", None, None, refused, self.epsilon(), result)
-            epsilon = self.next_epsilon(result.dp_event)
+            epsilon = self.next_epsilon(spent)
             reply = pack(epsilon)
-            self.record(request, reply, result.dp_event)
-            return Served("new", reply, result.dp_event, None, epsilon, result)
+            self.record(request, reply, spent, digest)
+            return Served("new", reply, spent, None, epsilon, result)
 
     def _add(self, sent: SentReply) -> None:
         events = {0: sent.dp_event} if sent.dp_event is not None else None
@@ -376,7 +405,7 @@ class SiteLedger:
             "protects": g.describe(),
             "counts": "every release this site sent, replies the server ignored included",
             "mechanism": repr(self.mechanism),
-            "requests": list(self._order),
+            "requests": self.requests,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -389,6 +418,7 @@ class SiteLedger:
                     "key": k,
                     "reply": np.frombuffer(self._sent[k].reply, dtype=np.uint8).copy(),
                     "dp_event": _event_json(self._sent[k].dp_event),
+                    "digest": self._sent[k].digest,
                 }
                 for k in self._order
             ],
@@ -401,8 +431,8 @@ class SiteLedger:
         for item in state["releases"]:
             reply = item["reply"]
             data = reply if isinstance(reply, bytes) else np.asarray(reply, np.uint8).tobytes()
-            event = None if item.get("dp_event") is None else event_from_json(item["dp_event"])
-            self._add(SentReply(str(item["key"]), data, event))
+            event = _event_from_json(item.get("dp_event"))
+            self._add(SentReply(str(item["key"]), data, event, item.get("digest")))
 
     def _check_configuration(self, stored: Mapping[str, Any]) -> None:
         if dict(stored) != self.configuration:
@@ -461,8 +491,8 @@ class SiteLedger:
             reply = (self.directory / _REPLIES / item["file"]).read_bytes()
             if hashlib.sha256(reply).hexdigest() != item["sha256"]:
                 raise ValueError(f"{path}: the reply of {item['key']!r} was changed on disk")
-            event = None if item.get("dp_event") is None else event_from_json(item["dp_event"])
-            self._add(SentReply(str(item["key"]), reply, event))
+            event = _event_from_json(item.get("dp_event"))
+            self._add(SentReply(str(item["key"]), reply, event, item.get("digest")))
 
     def _write_reply(self, sent: SentReply) -> None:
         assert self.directory is not None
@@ -479,6 +509,7 @@ class SiteLedger:
                     "file": _reply_file(k),
                     "sha256": hashlib.sha256(self._sent[k].reply).hexdigest(),
                     "dp_event": _event_json(self._sent[k].dp_event),
+                    "digest": self._sent[k].digest,
                 }
                 for k in self._order
             ],
@@ -546,7 +577,17 @@ def _stated(epsilon: float | None) -> float:
 
 
 def _event_json(event: Any) -> dict[str, Any] | None:
-    return None if event is None else event_to_json(event)
+    if event is None:
+        return None
+    return event.to_json() if isinstance(event, SkellamShifts) else event_to_json(event)
+
+
+def _event_from_json(data: dict[str, Any] | None) -> Any:
+    if data is None:
+        return None
+    if data.get("type") == "SkellamShifts":
+        return SkellamShifts.from_json(data)
+    return event_from_json(data)
 
 
 def _reply_file(key: str) -> str:

@@ -65,7 +65,7 @@ from cotrain.privacy.mechanisms.skellam import skellam_noise, skellam_pld, skell
 from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 from learners.checks import check_int
 
-__all__ = ["SecurePlan", "SecureTeacherVotes", "plan_epsilon"]
+__all__ = ["SecurePlan", "SecureTeacherVotes", "SkellamShifts", "plan_epsilon", "shifts_epsilon"]
 
 
 def plan_epsilon(
@@ -87,6 +87,63 @@ def plan_epsilon(
     pld = skellam_pld(mu_answer, check_int(answer_shifts, "answer_shifts", 1))
     if mu_check is not None and check_shifts > 0:
         pld = pld.compose(skellam_pld(mu_check, check_shifts))
+    return float(pld.get_epsilon_for_delta(check_delta(delta)))
+
+
+@dataclass(frozen=True)
+class SkellamShifts:
+    """The privacy event of one share a site contributed to a secure sum: ``shifts`` unit
+    shifts of ``Sk(mu)`` (two per asked query and answer slot, see the module docstring),
+    ``mu`` being the variance the *sum* keeps under the plan's assumptions.
+
+    A secure site's own ledger records one per share it sends
+    (:class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`), whatever run asked for it,
+    and composes them with :func:`shifts_epsilon`.
+
+    Examples
+    --------
+    >>> e = SkellamShifts(400.0, 20)
+    >>> SkellamShifts.from_json(e.to_json()) == e
+    True
+    """
+
+    mu: float
+    shifts: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON types, for a ledger on disk."""
+        return {"type": "SkellamShifts", "mu": float(self.mu), "shifts": int(self.shifts)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SkellamShifts:
+        """The inverse of :meth:`to_json`."""
+        return cls(float(data["mu"]), int(data["shifts"]))
+
+
+def shifts_epsilon(events: Any, delta: float) -> float:
+    """ε (add/remove of one record) of ``events`` (:class:`SkellamShifts`), composed: the
+    shifts of each noise level added up, the levels composed from the least noisy on — for
+    a run that kept its plan, exactly :meth:`SecurePlan.epsilon` of its releases.
+
+    Examples
+    --------
+    >>> plan = SecurePlan(4, 10, 2, 2, answers=5, mu_answer=400.0, mu_check=1600.0,
+    ...                   delta=1e-5)
+    >>> one = [plan.step_event("first"), plan.step_event("answer")]
+    >>> shifts_epsilon(one * 2, 1e-5) == plan.epsilon(2)
+    True
+    >>> shifts_epsilon([], 1e-5)
+    0.0
+    """
+    totals: dict[float, int] = {}
+    for event in events:
+        totals[float(event.mu)] = totals.get(float(event.mu), 0) + int(event.shifts)
+    if not totals:
+        return 0.0
+    levels = sorted(totals)
+    pld = skellam_pld(levels[0], totals[levels[0]])
+    for mu in levels[1:]:
+        pld = pld.compose(skellam_pld(mu, totals[mu]))
     return float(pld.get_epsilon_for_delta(check_delta(delta)))
 
 
@@ -156,6 +213,24 @@ class SecurePlan:
         """``(answer unit shifts, check unit shifts)`` of ``rounds`` rounds."""
         checks = 0 if self.mu_check is None else 2 * self.n_queries * rounds
         return 2 * self.answers * rounds, checks
+
+    def step_event(self, step: str) -> SkellamShifts:
+        """The event of one share a site sends at ``step`` of a round: ``"first"`` (the
+        check share on every query, or without a check the answer share) or ``"answer"``
+        (the answer share on the selected rows, every slot accounted).
+
+        Examples
+        --------
+        >>> plan = SecurePlan(4, 10, 2, 1, answers=5, mu_answer=400.0, mu_check=1600.0,
+        ...                   delta=1e-5)
+        >>> plan.step_event("first"), plan.step_event("answer")
+        (SkellamShifts(mu=1600.0, shifts=20), SkellamShifts(mu=400.0, shifts=10))
+        """
+        if step == "answer" or (step == "first" and self.mu_check is None):
+            return SkellamShifts(self.mu_answer, 2 * self.answers)
+        if step == "first" and self.mu_check is not None:
+            return SkellamShifts(self.mu_check, 2 * self.n_queries)
+        raise ValueError(f"step must be 'first' or 'answer', got {step!r}")
 
     def epsilon(self, rounds: int | None = None) -> float:
         """ε of one record after ``rounds`` rounds (default: every planned round), at
@@ -248,6 +323,12 @@ class SecureTeacherVotes(LabelMechanism):
         Sites that may fail to contribute to a sum, and sites that may reveal their own
         noise to the server; each site over-provisions its noise for both.
     delta : float, default=1e-5
+    budget : float, optional
+        The site's ε budget over **every run** it takes part in (one private record,
+        add/remove, against the server, under the plan's assumptions): its own ledger
+        (:class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`, on its disk when
+        deployed) composes every share it sent (:func:`shifts_epsilon`) and refuses one
+        that would pass it. None: unlimited (each run still keeps to its plan).
 
     Attributes
     ----------
@@ -257,6 +338,9 @@ class SecureTeacherVotes(LabelMechanism):
     accountable : False
         Its releases are accounted for the whole federation by the run's
         :class:`~cotrain.privacy.ledgers.secure_ledger.SecureVotesLedger`, not per client.
+    reports_events : True
+        Each share's event (:meth:`SecurePlan.step_event`) is the site's to record: its own
+        ledger composes them across runs (:meth:`reported_epsilon`).
     model_trusts : True
         A site's own model never leaves it (only its teachers' noisy votes do), so the trusts
         that build a site's predictor apply: ``trust="auto"`` is
@@ -271,7 +355,7 @@ class SecureTeacherVotes(LabelMechanism):
     (20, 3600.0, 180.0)
     """
 
-    reports_events = False
+    reports_events = True
     round_protocol = "secure-sum"
     model_trusts: ClassVar[bool] = True
 
@@ -289,6 +373,7 @@ class SecureTeacherVotes(LabelMechanism):
         dropouts: int = 0,
         colluders: int = 0,
         delta: float = 1e-5,
+        budget: float | None = None,
     ) -> None:
         self.n_teachers = n_teachers
         self.epsilon = epsilon
@@ -301,6 +386,7 @@ class SecureTeacherVotes(LabelMechanism):
         self.dropouts = dropouts
         self.colluders = colluders
         self.delta = delta
+        self.budget = budget
 
     # ------------------------------------------------------------------ parameters
     @property
@@ -487,6 +573,26 @@ votes (their argmax); consensus=SoftMean cannot apply: use consensus='majority' 
             "SecureTeacherVotes contributes noisy teacher-vote shares to a secure sum across "
             "sites; it does not randomise one client's labels"
         )
+
+    def reported_epsilon(
+        self, events: Any, delta: float, neighbors: str = "add_or_remove"
+    ) -> float | None:
+        """ε of the shares a site sent (their :class:`SkellamShifts`, composed by
+        :func:`shifts_epsilon`), add/remove; None under another relation (not stated).
+
+        Examples
+        --------
+        >>> plan = SecureTeacherVotes(mu=400.0).plan(n_sites=4, n_public=10, n_classes=2,
+        ...                                            rounds=2)
+        >>> votes = SecureTeacherVotes(mu=400.0)
+        >>> votes.reported_epsilon([plan.step_event("first")], 1e-5) == plan.epsilon(1)
+        True
+        >>> votes.reported_epsilon([], 1e-5, neighbors="replace_one") is None
+        True
+        """
+        if neighbors != "add_or_remove":
+            return None
+        return shifts_epsilon(events, delta)
 
     def dp_event(self, n_classes: int, n_labels: int) -> Any:
         """Not per client: the federation's :class:`SecurePlan` accounts the sums.
