@@ -4,7 +4,9 @@ Needs the ``flower`` extra (``pip install -e ".[flower]"``); Flower is imported 
 inside the functions that use it.
 
 - :mod:`cotrain.flower.site` — a site's folder (private data, public pool, learner);
-- :mod:`cotrain.flower.client_app` — ``make_client_app()``: one client step per message;
+- :mod:`cotrain.flower.client_app` — a site's handlers, one round per message;
+- :mod:`cotrain.flower.relay` — ``make_relay_app()``: the ClientApp, which hands each message
+  to the site's warm worker (or answers in its own process);
 - :mod:`cotrain.flower.server_app` — ``FlowerCoTraining`` (the server strategy) and
   ``make_server_app()``;
 - :mod:`cotrain.flower.protocol` — what the messages carry (numeric arrays only);

@@ -50,22 +50,6 @@ from learners import continues_training
 _LOG = logging.getLogger("cotrain.site")
 
 
-def make_client_app() -> Any:
-    """The cotrain ClientApp (``clientapp = "your_app.client_app:app"``).
-
-    Returns
-    -------
-    flwr.clientapp.ClientApp
-        Handles ``query`` (the handshake) and ``train`` (one round) messages.
-    """
-    from flwr.clientapp import ClientApp
-
-    app = ClientApp()
-    app.query()(handle_query)
-    app.train()(handle_train)
-    return app
-
-
 def handle_query(msg: Any, context: Any) -> Any:
     """Handshake: tell the server who this site is and which public pool it holds."""
     from flwr.app import Message

@@ -224,11 +224,6 @@ class Guarantee:
         return tuple(self.events)
 
     @property
-    def round_events(self) -> list[Any]:
-        """The per-round events under :attr:`relation`."""
-        return self.events[self.relation]
-
-    @property
     def once(self) -> list[tuple[float, float]]:
         """The one-off (ε, δ) releases under :attr:`relation`."""
         return self.once_by_relation[self.relation]
