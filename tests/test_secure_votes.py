@@ -239,7 +239,7 @@ def test_a_secure_site_counts_every_run_against_one_ledger(tmp_path):
     refused = ask("run-c", 1)  # a third share would pass the budget
     assert refused.outcome == "refused" and isinstance(refused.result.error, PrivacyBudgetSpent)
     reopened = SiteLedger(votes, 2, 4, tmp_path / "privacy")  # another process, a restart
-    assert reopened.releases == 2 and reopened.requests == ["run-a/1/first", "run-b/1/first"]
+    assert [sent.key for sent in reopened.sent()] == ["run-a/1/first", "run-b/1/first"]
     assert reopened.epsilon() == pytest.approx(two)
 
 

@@ -281,13 +281,12 @@ class ShareRequest:
         """Why the site refuses the request under its run's plan (None: it does not): the
         run's earlier shares were sent under another plan, or a first share past the plan's
         rounds."""
-        prefix = SiteLedger.key((*self.run, 0))[:-1] if self.run else ""
-        mine = [k for k in ledger.requests if k.startswith(prefix)]
+        mine = ledger.sent(SiteLedger.key((*self.run, 0))[:-1] if self.run else "")
         plan = plan_digest(self.plan)
-        if any((ledger.lookup(k).digest or "").split("/")[0] != plan for k in mine):
+        if any((sent.digest or "").split("/")[0] != plan for sent in mine):
             return "the server changed the run's public configuration"
         if self.step == "first" and ledger.lookup(self.key) is None:
-            if sum(k.endswith("/first") for k in mine) >= self.plan.rounds:
+            if sum(sent.key.endswith("/first") for sent in mine) >= self.plan.rounds:
                 return "every planned release of this run was made"
         return None
 

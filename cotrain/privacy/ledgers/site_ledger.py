@@ -258,10 +258,10 @@ class SiteLedger:
             raise PrivacyBudgetSpent()
 
     # ------------------------------------------------------------------ replies
-    @property
-    def requests(self) -> list[str]:
-        """The keys (:meth:`key`) of every request answered, in order."""
-        return list(self._order)
+    def sent(self, prefix: str = "") -> list[SentReply]:
+        """Every release whose key (:meth:`key`) starts with ``prefix``, in order (``"a1b2/"``:
+        those of one run on Flower)."""
+        return [self._sent[k] for k in self._order if k.startswith(prefix)]
 
     def lookup(self, request: Any) -> SentReply | None:
         """What the site sent for ``request`` (see :meth:`key`), or None if it never
@@ -405,7 +405,7 @@ class SiteLedger:
             "protects": g.describe(),
             "counts": "every release this site sent, replies the server ignored included",
             "mechanism": repr(self.mechanism),
-            "requests": self.requests,
+            "requests": list(self._order),
         }
 
     def state_dict(self) -> dict[str, Any]:
