@@ -156,9 +156,10 @@ def test_a_private_sites_error_text_is_masked_but_its_type_kept(tmp_path, data):
         write_site(tmp_path / "site", X, y, U, DecisionTreeClassifier(), client_id=0,
                    privacy=RandomizedResponse(epsilon=3.0), classes=CLASSES)
     )  # fmt: skip
-    config = _round_config(site, 1, 0) | {"n-classes": 1}  # labels outside the classes
-    reply = site_train(site, {"config": {protocol.ROUND: {**config, "classes": [0]}}})
-    error = reply["config"][envelope.ERROR]
-    assert error == {"type": "ValueError", "message": envelope.MASKED_MESSAGE}
+    config = _round_config(site, 2, 0)  # a consensus the site cannot decode
+    content = {"config": {protocol.ROUND: config}, "arrays": {envelope.LABELS: b"\x07" * 5}}
+    reply = site_train(site, content)
+    error = reply["config"][envelope.ERROR]  # the text names the byte counts: masked
+    assert error == {"type": "MalformedMessage", "message": envelope.MASKED_MESSAGE}
     assert set(reply["arrays"]) == set()
     assert reply["metrics"] == {envelope.STATS: {"site-epsilon": 0.0}}  # nothing released yet

@@ -12,12 +12,13 @@ it), then:
 * :meth:`~SecureClient.answer_round`: sends the answer share's rows the server selected.
 
 Both are answered as every private site answers (:class:`~cotrain.federation.site.Site`,
-with the client's own :class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`): a repeated
-request gets the bytes sent the first time (no fresh noise), the same step asked for other
-queries or another selection is refused, every share is recorded with its event before it
-leaves, and the ledger's ``budget`` holds across runs. The plan's own limits are checked
-here (:meth:`~SecureClient.compute_first`, :meth:`~SecureClient.compute_answer`) and there
-(at most the planned rounds per run): anything else is refused with a
+with the client's own :class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`): every share
+is recorded with its event before it leaves, the ledger's ``budget`` holds across runs, and
+a share enters one sum only (:meth:`~cotrain.federation.site.Site.contribute`): the same step
+asked again — for the same or other queries, another selection — is refused. The plan's own
+limits are checked here (:meth:`~SecureClient.compute_first`,
+:meth:`~SecureClient.compute_answer`) and there (at most the planned rounds per run):
+anything else is refused with a
 :class:`~cotrain.privacy.ledgers.site_ledger.PrivacyBudgetSpent` error, a client failure.
 """
 
@@ -85,22 +86,24 @@ class SecureClient(Client):
         privacy_seed: int | None,
         queries: np.ndarray,
     ) -> StepResult:
-        """Step 1 of round ``t``, as the site answers it (:class:`~cotrain.federation.site.Site`):
-        fit the own model, then the first share on ``queries`` (check share with a threshold,
-        else answer share). Never raises."""
+        """Step 1 of round ``t``, as the site contributes it to the sum
+        (:meth:`~cotrain.federation.site.Site.contribute`): fit the own model, then the first
+        share on ``queries`` (check share with a threshold, else answer share); asked again,
+        refused. Never raises."""
         if self.X_public is None or self.broadcasts is None:
             raise ValueError("vote_round needs a client set up with X_public (and a wire)")
         if downlink is None or isinstance(downlink, bytes):
             downlink = Downlink(downlink)
         positions = np.asarray(queries, dtype=np.intp)
         ask = ShareRequest(t, "first", positions, self.plan, (), downlink, privacy_seed)
-        return Site(self).answer(ask).result
+        return Site(self).contribute(ask).result
 
     def answer_round(self, t: int, selected: np.ndarray) -> StepResult:
-        """Step 2 of round ``t``, as the site answers it: the answer share's rows
-        ``selected`` (positions among the round's queries). Never raises."""
+        """Step 2 of round ``t``, as the site contributes it: the answer share's rows
+        ``selected`` (positions among the round's queries); asked again, refused. Never
+        raises."""
         ask = ShareRequest(t, "answer", np.asarray(selected, dtype=np.intp), self.plan)
-        return Site(self).answer(ask).result
+        return Site(self).contribute(ask).result
 
     def compute_first(
         self, t: int, downlink: Downlink, privacy_seed: int | None, queries: np.ndarray

@@ -396,9 +396,7 @@ class Site:
             result.site_epsilon = served.epsilon
             return SiteAnswer(result, reply, "repeat")
         if served.computed is None:  # refused before the round ran
-            result = client.refusal(served.error, served.epsilon)
-            reply = envelope.encode_upload(result.upload(), private=True, started=self.started)
-            return SiteAnswer(result, reply, "refused")
+            return self._refused(served.error or PrivacyBudgetSpent())
         result = served.computed
         if served.reply is not None:  # released, and recorded with its reply
             reply = envelope.reply_from_bytes(served.reply)
@@ -407,6 +405,27 @@ class Site:
         result.error, result.message, result.dp_event = served.error, None, None
         outcome = "computed" if served.outcome == "failed" else "refused"
         return SiteAnswer(result, self._reply(result, served.epsilon), outcome)
+
+    def contribute(self, request: ShareRequest) -> SiteAnswer:
+        """The site's share for one secure sum: :meth:`answer`, then the share claimed in the
+        ledger (:meth:`~cotrain.privacy.ledgers.site_ledger.SiteLedger.claim`). A share
+        enters one sum only: the same step asked again — under any name, for any set of
+        sites — is refused, since two sums that differ by this site would reveal it."""
+        ledger = self.ledger
+        if ledger is None:
+            raise ValueError("a secure-sum site keeps a ledger")
+        with ledger.transaction():
+            answer = self.answer(request)
+            if answer.result.error is None and request.releases:
+                if not ledger.claim(request.key):
+                    return self._refused(PrivacyBudgetSpent("the share went into a sum already"))
+        return answer
+
+    def _refused(self, error: BaseException) -> SiteAnswer:
+        assert self.ledger is not None
+        result = self.client.refusal(error, self.ledger.epsilon())
+        reply = envelope.encode_upload(result.upload(), private=True, started=self.started)
+        return SiteAnswer(result, reply, "refused")
 
     def _reply(self, result: StepResult, site_epsilon: float | None) -> dict[str, Any]:
         """The reply for a round that ran: keep the site's state if it released, then the

@@ -183,10 +183,10 @@ def site_train(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
             f"{site.pool_hash[:16]}…, the federation's has {str(config['pool-hash'])[:16]}…; "
             "every site must hold the same public pool"
         )
+    classes = site.label_space(config["classes"])  # refused unless the declared ones
     if is_secure_site(site):  # SecureTeacherVotes: its shares go to SecAgg+ sums
         return site_vote(site, content)
     t, token = int(config["round"]), str(config["run-token"])
-    classes = np.asarray(config["classes"])
     client = Client(
         int(config["client-index"]),
         seeded_clone(site.estimator, int(config["seed"])),

@@ -47,7 +47,7 @@ from cotrain.federation.seeding import seeded_clone
 from cotrain.federation.site import ShareRequest, Site, StepResult, plan_digest
 from cotrain.files import write_atomic
 from cotrain.flower import protocol
-from cotrain.flower.site import SiteFolder
+from cotrain.flower.site import OTHER_LABEL_SPACE, SiteFolder
 from cotrain.flower.site_state import SiteState, open_site_ledger, run_directory
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
@@ -95,7 +95,12 @@ def site_plan(site: SiteFolder, config: dict[str, Any]) -> SecurePlan:
     """
     if not is_secure_site(site):
         raise ValueError(f"the site {site.path} declares no secure-sum mechanism")
-    n_classes = len(config["classes"]) if "classes" in config else int(config["n-classes"])
+    if "classes" in config:
+        n_classes = len(site.label_space(config["classes"]))
+    else:  # a share request names the label space's size only
+        n_classes = int(config["n-classes"])
+        if site.classes is not None and n_classes != len(site.classes):
+            raise ValueError(OTHER_LABEL_SPACE)  # the same refusal as any other
     return site.privacy.plan(
         int(config[N_SITES]), int(site.X_public.shape[0]), n_classes, int(config[ROUNDS])
     )
@@ -213,6 +218,8 @@ def secagg_share_reply(site: SiteFolder, request: dict[str, Any]) -> dict[str, A
                 raise ValueError(f"this site sent no share in round {t}")
             if (sent.digest or "").split("/")[0] != plan_digest(plan):
                 raise PrivacyBudgetSpent("the server changed the run's public configuration")
+            if not ledger.claim(sent.key):  # one sum per share, whatever it is called
+                raise PrivacyBudgetSpent("the share went into a sum already")
             share = envelope.reply_from_bytes(sent.reply)["arrays"][envelope.LABELS]
         elif step == "answer":
             text = str(request.get(SELECTED, ""))
@@ -222,7 +229,7 @@ def secagg_share_reply(site: SiteFolder, request: dict[str, Any]) -> dict[str, A
             if held.exists():
                 kept = decode_share(held.read_bytes(), plan.n_queries, plan.n_classes)
                 client.answer_share = (t, kept)
-            answer = Site(client, ledger, keep=lambda _: held.unlink(missing_ok=True)).answer(
+            answer = Site(client, ledger, keep=lambda _: held.unlink(missing_ok=True)).contribute(
                 ShareRequest(t, "answer", selected, plan, (token,))
             )
             if answer.result.error is not None:

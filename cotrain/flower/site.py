@@ -110,6 +110,47 @@ class SiteFolder:
         """Fingerprint of the site's public pool (see :func:`pool_fingerprint`)."""
         return pool_fingerprint(self.X_public)
 
+    def label_space(self, asked: Any) -> np.ndarray:
+        """The classes a request names, if they are the site's declared ``classes`` (sorted,
+        as the run's are). A site without declared classes takes the request's.
+
+        The check reads only public configuration, so a request naming any other label
+        space gets the same refusal whatever labels the site's rows hold — a server cannot
+        learn from it which classes a private site holds — and is refused before the site's
+        ledger (which counts under the declared label space) is touched.
+
+        Raises
+        ------
+        ValueError
+            If ``asked`` is not the declared classes (another label, a label of another
+            type, one missing, one repeated, another order).
+
+        Examples
+        --------
+        >>> site = SiteFolder(0, np.zeros((1, 1)), np.array([0]), np.zeros((1, 1)), None,
+        ...                   Path("site.toml"), classes=[0, 1, 2])
+        >>> site.label_space([0, 1, 2]).tolist()
+        [0, 1, 2]
+        >>> site.label_space([0, 1, 2.0])
+        Traceback (most recent call last):
+        ...
+        ValueError: the request's classes are not this site's declared label space
+        """
+        if self.classes is None:
+            return np.asarray(asked)
+        values = list(asked) if isinstance(asked, list | tuple | np.ndarray) else None
+
+        def text(v: Any) -> str:
+            return repr(v.item() if isinstance(v, np.generic) else v)
+
+        if values is None or list(map(text, values)) != list(map(text, self.classes)):
+            raise ValueError(OTHER_LABEL_SPACE)
+        return np.asarray(values)
+
+
+#: a site's refusal of a request that names another label space than its declared one
+OTHER_LABEL_SPACE = "the request's classes are not this site's declared label space"
+
 
 def pool_fingerprint(X_public: np.ndarray) -> str:
     """SHA-256 of a public pool's dtype, shape and bytes: equal pools, equal hashes.

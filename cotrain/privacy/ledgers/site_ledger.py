@@ -31,6 +31,7 @@ messages can overlap). The ledger spans runs: a new run token does not reset the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -87,12 +88,16 @@ class SentReply:
     digest : str or None
         What the request asked, where its key does not say it all (a secure sum's queries
         or selection, and its plan): the same key asking for something else is refused.
+    claimed : bool
+        Whether it left into a secure sum (:meth:`SiteLedger.claim`): a share enters one
+        sum only.
     """
 
     key: str
     reply: bytes
     dp_event: Any = None
     digest: str | None = None
+    claimed: bool = False
 
 
 @dataclass
@@ -371,6 +376,29 @@ class SiteLedger:
             self.record(request, reply, spent, digest)
             return Served("new", reply, spent, None, epsilon, result)
 
+    def claim(self, request: Any) -> bool:
+        """Mark the release answering ``request`` as gone into a secure sum; False if it
+        went into one already (or was never made). A share that entered two sums whose
+        sites differ would be revealed by their difference, whatever the sums are called,
+        so a secure site contributes each share once (:class:`~cotrain.federation.site.Site`).
+
+        Examples
+        --------
+        >>> from cotrain.privacy import RandomizedResponse
+        >>> ledger = SiteLedger(RandomizedResponse(epsilon=1.0, sensitivity=1), 2, 10)
+        >>> ledger.record(("run", 1, "first"), b"share")
+        >>> ledger.claim(("run", 1, "first")), ledger.claim(("run", 1, "first"))
+        (True, False)
+        """
+        with self.transaction():
+            sent = self.lookup(request)
+            if sent is None or sent.claimed:
+                return False
+            self._sent[sent.key] = dataclasses.replace(sent, claimed=True)
+            if self.directory is not None:
+                self._write_ledger()
+            return True
+
     def _add(self, sent: SentReply) -> None:
         events = {0: sent.dp_event} if sent.dp_event is not None else None
         self._ledger.record([0], events)
@@ -419,6 +447,7 @@ class SiteLedger:
                     "reply": np.frombuffer(self._sent[k].reply, dtype=np.uint8).copy(),
                     "dp_event": _event_json(self._sent[k].dp_event),
                     "digest": self._sent[k].digest,
+                    "claimed": self._sent[k].claimed,
                 }
                 for k in self._order
             ],
@@ -432,7 +461,7 @@ class SiteLedger:
             reply = item["reply"]
             data = reply if isinstance(reply, bytes) else np.asarray(reply, np.uint8).tobytes()
             event = _event_from_json(item.get("dp_event"))
-            self._add(SentReply(str(item["key"]), data, event, item.get("digest")))
+            self._add(_sent(str(item["key"]), data, event, item))
 
     def _check_configuration(self, stored: Mapping[str, Any]) -> None:
         if dict(stored) != self.configuration:
@@ -492,7 +521,7 @@ class SiteLedger:
             if hashlib.sha256(reply).hexdigest() != item["sha256"]:
                 raise ValueError(f"{path}: the reply of {item['key']!r} was changed on disk")
             event = _event_from_json(item.get("dp_event"))
-            self._add(SentReply(str(item["key"]), reply, event, item.get("digest")))
+            self._add(_sent(str(item["key"]), reply, event, item))
 
     def _write_reply(self, sent: SentReply) -> None:
         assert self.directory is not None
@@ -510,6 +539,7 @@ class SiteLedger:
                     "sha256": hashlib.sha256(self._sent[k].reply).hexdigest(),
                     "dp_event": _event_json(self._sent[k].dp_event),
                     "digest": self._sent[k].digest,
+                    "claimed": self._sent[k].claimed,
                 }
                 for k in self._order
             ],
@@ -588,6 +618,10 @@ def _event_from_json(data: dict[str, Any] | None) -> Any:
     if data.get("type") == "SkellamShifts":
         return SkellamShifts.from_json(data)
     return event_from_json(data)
+
+
+def _sent(key: str, reply: bytes, event: Any, item: Mapping[str, Any]) -> SentReply:
+    return SentReply(key, reply, event, item.get("digest"), bool(item.get("claimed", False)))
 
 
 def _reply_file(key: str) -> str:
