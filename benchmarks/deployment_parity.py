@@ -30,6 +30,7 @@ handshake included, with the federation's start-up apart).
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -55,7 +56,7 @@ from cotrain.privacy import SecureTeacherVotes
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"
 CLASSES = [0, 1]
-SECURE = {"n_teachers": 1, "mu": 1e-9, "threshold": 0.6, "max_answered": 0.5}
+SECURE = {"n_teachers": 1, "mu": 1e-9, "threshold": 0.6, "max_answered": 0.5, "budget": math.inf}
 
 
 class EveryRoundCodes(Callback):

@@ -11,6 +11,7 @@ every share counted once.
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -26,7 +27,7 @@ from cotrain.flower.client_app import site_reply, site_train
 from cotrain.flower.secure_site import N_SITES, QUERIES, ROUNDS, secagg_share_reply
 from cotrain.flower.site import write_site
 from cotrain.privacy import RandomizedResponse, SecureTeacherVotes
-from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
+from cotrain.privacy.ledgers.site_ledger import DEFAULT_SITE_BUDGET, PrivacyBudgetSpent
 from cotrain.wire import envelope
 from cotrain.wire.format import WireFormat
 
@@ -170,3 +171,19 @@ def test_a_share_enters_one_sum_whatever_the_sum_is_called(tmp_path):
     assert all(r["claimed"] for r in ledger["releases"])
     plan = votes.plan(3, len(U), 3, rounds=2)
     assert ledger["epsilon"] == pytest.approx(plan.epsilon(1))
+
+
+@pytest.mark.parametrize(("budget", "answered"), [(None, 3), (math.inf, 5)])
+def test_a_deployed_site_without_a_budget_stops_at_the_default(tmp_path, budget, answered):
+    """New run tokens buy no fresh noise, and a site whose [privacy] states no budget stops
+    at DEFAULT_SITE_BUDGET (ε = 10): three releases of ε = 3, not a fourth; math.inf opts
+    out explicitly."""
+    assert DEFAULT_SITE_BUDGET == 10.0
+    mech = RandomizedResponse(epsilon=3.0, sensitivity=1, budget=budget)
+    paths, U = _twins(tmp_path, mech)
+    replies = [_train(paths[0], U, CLASSES, token=f"run{k}") for k in range(5)]
+    refused = [envelope.ERROR in reply["config"] for reply in replies]
+    assert refused == [False] * answered + [True] * (5 - answered)
+    ledger = _ledger(paths[0])
+    assert len(ledger["releases"]) == answered
+    assert ledger["epsilon"] == pytest.approx(3.0 * answered, rel=1e-4)  # PLD, composed

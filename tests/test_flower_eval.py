@@ -100,7 +100,7 @@ def test_sites_with_other_evaluation_data_or_opting_out_are_left_out(cancer, tmp
 def test_a_private_site_sends_no_evaluation_labels_or_predictions(cancer, tmp_path):
     X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
     test = (cancer["X_test"], cancer["y_test"])
-    mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
+    mech = SubsampleAndAggregate(n_teachers=4, sigma=30.0)  # within ε = 10
     paths = [
         write_site(tmp_path / f"site-{i}", X[i], y[i], U, est, client_id=i, eval_set=test,
                    privacy=mech, classes=[0, 1])
@@ -128,7 +128,7 @@ def test_a_private_site_reply_holds_no_eval_arrays(cancer, tmp_path):
     (what a warm worker relays)."""
     X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
     test = (cancer["X_test"], cancer["y_test"])
-    mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
+    mech = SubsampleAndAggregate(n_teachers=4, sigma=30.0)  # within ε = 10
     shared = load_site(write_site(tmp_path / "a", X[0], y[0], U, mixed()[0], eval_set=test))
     private = load_site(
         write_site(

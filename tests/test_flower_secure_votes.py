@@ -23,6 +23,7 @@ noisy first or answer share, read back from the site's own disk) is among it.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import textwrap
 import time
@@ -69,8 +70,10 @@ def learners(n):
 
 
 def exact(**kw):
-    """One teacher per site and negligible noise: the same votes in every run."""
-    params = {"n_teachers": 1, "mu": TINY, "threshold": 0.6, "max_answered": 0.5}
+    """One teacher per site and negligible noise: the same votes in every run (no budget:
+    a deployed site would otherwise stop at DEFAULT_SITE_BUDGET at once)."""
+    params = {"n_teachers": 1, "mu": TINY, "threshold": 0.6, "max_answered": 0.5,
+              "budget": math.inf}  # fmt: skip
     return SecureTeacherVotes(**{**params, **kw})
 
 

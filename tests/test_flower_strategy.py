@@ -719,7 +719,7 @@ def test_a_private_sites_error_text_reaches_the_server_masked(cancer, tmp_path):
     from cotrain.privacy import SubsampleAndAggregate
 
     X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
-    mech = SubsampleAndAggregate(n_teachers=15, sigma=3.0)
+    mech = SubsampleAndAggregate(n_teachers=15, sigma=30.0)  # within ε = 10
     learners = [FailingClassifier(), DecisionTreeClassifier(), DecisionTreeClassifier()]
     paths = [
         write_site(tmp_path / f"site-{i}", Xi, yi, U, est, i, privacy=mech, classes=[0, 1])

@@ -65,7 +65,7 @@ def _torch():
 #: kind -> (mechanism, learner, how FailingClassifier fails at a site of that kind)
 MECHANISMS = {
     "teachers": (
-        lambda: SubsampleAndAggregate(n_teachers=4, sigma=2.0),
+        lambda: SubsampleAndAggregate(n_teachers=4, sigma=10.0),  # 3 rounds within ε = 10
         DecisionTreeClassifier,
         "ArithmeticError",  # its fit raises
     ),

@@ -34,7 +34,7 @@ from cotrain.persistence.checkpoint import (
     fingerprint,
     split_arrays,
 )
-from cotrain.privacy.ledgers.site_ledger import SiteLedger
+from cotrain.privacy.ledgers.site_ledger import DEFAULT_SITE_BUDGET, SiteLedger
 
 __all__ = [
     "PRIVACY_DIR",
@@ -52,7 +52,9 @@ PRIVACY_DIR = "privacy"
 
 def open_site_ledger(site: SiteFolder, n_classes: int) -> SiteLedger:
     """The ledger of a private ``site`` on its own disk (``state/privacy/``), for a
-    federation of ``n_classes`` classes on the site's public pool.
+    federation of ``n_classes`` classes on the site's public pool. Its budget is the
+    mechanism's ``budget``, or :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`
+    (ε = 10 over the folder's whole life) when the site's ``[privacy]`` states none.
 
     Raises
     ------
@@ -71,13 +73,14 @@ def open_site_ledger(site: SiteFolder, n_classes: int) -> SiteLedger:
     ...             DecisionTreeClassifier(), folder / "site.toml",
     ...             privacy=RandomizedResponse(epsilon=1.0))
     >>> ledger = open_site_ledger(site, 2)
-    >>> ledger.directory.relative_to(folder).as_posix(), ledger.releases
-    ('state/privacy', 0)
+    >>> ledger.directory.relative_to(folder).as_posix(), ledger.releases, ledger.budget
+    ('state/privacy', 0, 10.0)
     """
     if site.privacy is None:
         raise ValueError(f"the site {site.path} has no privacy mechanism: it keeps no ledger")
     directory = Path(site.path).parent / STATE_DIR / PRIVACY_DIR
-    return SiteLedger(site.privacy, n_classes, int(site.X_public.shape[0]), directory)
+    n_public = int(site.X_public.shape[0])
+    return SiteLedger(site.privacy, n_classes, n_public, directory, DEFAULT_SITE_BUDGET)
 
 
 def run_directory(site: SiteFolder, token: str) -> Path:

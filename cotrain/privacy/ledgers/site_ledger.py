@@ -47,10 +47,21 @@ from cotrain.privacy.ledgers.ledger import PrivacyLedger, guarantee_of
 from cotrain.privacy.mechanisms.secure_votes import SkellamShifts
 from cotrain.wire.dp_events import event_from_json, event_to_json
 
-__all__ = ["PrivacyBudgetSpent", "SentReply", "Served", "SiteLedger", "quote_site_epsilon"]
+__all__ = [
+    "DEFAULT_SITE_BUDGET",
+    "PrivacyBudgetSpent",
+    "SentReply",
+    "Served",
+    "SiteLedger",
+    "quote_site_epsilon",
+]
 
 #: the masked text of a refusal, as a private site sends it
 REFUSAL = "privacy budget spent"
+#: a deployed private site's ε budget when its mechanism states none: what one private
+#: record of the site may lose, over every run its folder ever answers (add/remove or the
+#: mechanism's relation, against the server and anyone who sees the site's replies)
+DEFAULT_SITE_BUDGET = 10.0
 _FORMAT = 1
 _LEDGER_FILE = "ledger.json"
 _LOCK_FILE = "lock"
@@ -146,6 +157,9 @@ class SiteLedger:
         Keep the ledger on disk there (created if missing; a ledger already there must
         have been kept for the same mechanism, ``n_classes`` and ``n_public``, else
         ValueError). None: in memory.
+    budget : float, optional
+        The site's budget when its mechanism states none (a deployed site:
+        :data:`DEFAULT_SITE_BUDGET`); the mechanism's ``budget`` wins when it has one.
 
     Examples
     --------
@@ -171,6 +185,7 @@ class SiteLedger:
         n_classes: int,
         n_public: int,
         directory: str | os.PathLike[str] | None = None,
+        budget: float | None = None,
     ) -> None:
         if mechanism is None:
             raise ValueError("mechanism must be a privacy mechanism, got None")
@@ -181,6 +196,7 @@ class SiteLedger:
         self.n_classes = int(n_classes)
         self.n_public = int(n_public)
         self.directory = None if directory is None else Path(directory)
+        self._budget = None if budget is None else float(budget)
         self._sent: dict[str, SentReply] = {}
         self._order: list[str] = []
         self._depth = 0
@@ -225,8 +241,9 @@ class SiteLedger:
 
     @property
     def budget(self) -> float | None:
-        """The site's ε budget (its mechanism's ``budget``; None: unlimited)."""
-        return self._ledger.budget
+        """The site's ε budget (its mechanism's ``budget``, else the ledger's own; None:
+        unlimited)."""
+        return self._budget if self._ledger.budget is None else self._ledger.budget
 
     @property
     def delta(self) -> float:

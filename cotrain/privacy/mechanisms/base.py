@@ -265,8 +265,10 @@ class LabelMechanism(ParamsMixin, ABC):
         ``"add_or_remove"``, the headline relation); :meth:`relation_event` gives the event
         under either relation, or None where the mechanism states no bound.
     budget : float or None
-        Total ε per client over the whole run (None = no limit); the trainer stops before a
-        round that would exceed it.
+        Total ε per client over the whole run; the trainer stops before a round that would
+        exceed it. None = no limit in process; a deployed site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float
         δ at which the total ε is reported (and, for Gaussian noise, calibrated).
 
@@ -426,7 +428,8 @@ class LabelMechanism(ParamsMixin, ABC):
         return True
 
     def _check_params(self) -> None:
-        check_positive(self.budget, "budget", allow_none=True)
+        if self.budget != math.inf:  # math.inf: no limit, even at a deployed site
+            check_positive(self.budget, "budget", allow_none=True)
         check_delta(self.delta)
         check_unit(self.unit)
 
@@ -486,7 +489,10 @@ class RandomizedResponse(LabelMechanism):
         s* in *labels* for ``unit="record"``: how many released labels one private record can
         change (>= 1); None = all released labels. Must be None or 1 for ``unit="label"``.
     budget : float, optional
-        Total ε per client over the run; None = no limit.
+        Total ε per client over the run; None = no limit in process; a deployed
+        site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float, default=1e-5
         δ at which the composed ε is reported.
     unit : {"record", "label"}, default="record"

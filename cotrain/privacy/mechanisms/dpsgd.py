@@ -83,7 +83,10 @@ class DPSGD(LabelMechanism):
         DP-SGD steps of every fit (≥ 1), the first fit included. Required, for the same
         reason (epochs over the rows would make it depend on their number).
     budget : float, optional
-        Total ε per client over the run (add/remove-one); None = no limit.
+        Total ε per client over the run (add/remove-one); None = no limit in process;
+        a deployed site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float, default=1e-5
         δ at which ε is reported.
     secure_mode : bool, default=False

@@ -328,7 +328,9 @@ class SecureTeacherVotes(LabelMechanism):
         add/remove, against the server, under the plan's assumptions): its own ledger
         (:class:`~cotrain.privacy.ledgers.site_ledger.SiteLedger`, on its disk when
         deployed) composes every share it sent (:func:`shifts_epsilon`) and refuses one
-        that would pass it. None: unlimited (each run still keeps to its plan).
+        that would pass it. None: unlimited in process, and at a deployed site
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`; ``math.inf``: no
+        limit there either (each run still keeps to its plan).
 
     Attributes
     ----------

@@ -58,7 +58,10 @@ class GaussianSoftLabels(LabelMechanism):
     sensitivity : int, optional
         s* in rows (labels) one private record can change; None = all released rows.
     budget : float, optional
-        Total ε per client over the run; None = no limit.
+        Total ε per client over the run; None = no limit in process; a deployed
+        site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float, default=1e-5
         δ for calibration and reporting.
     unit : {"record", "label"}, default="record"

@@ -151,8 +151,10 @@ class SubsampleAndAggregate(LabelMechanism):
     aggregate : {"gnmax", "rr"}, default="gnmax"
         How the votes are aggregated (see above).
     budget : float, optional
-        Total ε per client over the whole run (None = no limit); the trainer stops before a
-        round that would exceed it.
+        Total ε per client over the whole run; the trainer stops before a round that would
+        exceed it. None = no limit in process; a deployed site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float, default=1e-5
         δ for calibration and reporting.
     threshold : float, optional

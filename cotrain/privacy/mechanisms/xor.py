@@ -63,7 +63,10 @@ class XORMechanism(LabelMechanism):
         2·|U| (each changed one-hot row flips exactly two bits), valid for any learner. With
         ``unit="label"`` it must be None or 2 (one label's two bits).
     budget : float, optional
-        Total ε per client over the run; None = no limit.
+        Total ε per client over the run; None = no limit in process; a deployed
+        site's ledger then stops at
+        :data:`~cotrain.privacy.ledgers.site_ledger.DEFAULT_SITE_BUDGET`, and ``math.inf``
+        means no limit there either.
     delta : float, default=1e-5
         δ at which the composed ε is reported.
     unit : {"record", "label"}, default="record"
