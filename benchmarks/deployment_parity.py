@@ -56,7 +56,17 @@ from cotrain.privacy import SecureTeacherVotes
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "flower"
 CLASSES = [0, 1]
-SECURE = {"n_teachers": 1, "mu": 1e-9, "threshold": 0.6, "max_answered": 0.5, "budget": math.inf}
+#: negligible noise, so that both runs can be compared exactly (hence no budget); a deployed
+#: secure site states its plan's n_sites and rounds itself
+SECURE = {
+    "n_teachers": 1,
+    "mu": 1e-9,
+    "threshold": 0.6,
+    "max_answered": 0.5,
+    "budget": math.inf,
+    "n_sites": 3,
+    "rounds": 1,
+}
 
 
 class EveryRoundCodes(Callback):

@@ -89,7 +89,8 @@ def flower(n_sites: int, logs: Path | None = None) -> dict[str, Any]:
     from cotrain.flower.local.localhost import LocalFederation
 
     X, y, U = data(n_sites)
-    mech = SecureTeacherVotes(**PARAMS)
+    params = {**PARAMS, "n_sites": n_sites}  # a deployed site states its plan's size
+    mech = SecureTeacherVotes(**params)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         paths = [
@@ -99,7 +100,7 @@ def flower(n_sites: int, logs: Path | None = None) -> dict[str, Any]:
         ]  # fmt: skip
         np.save(root / "public.npy", U)
         out = root / "out.json"
-        privacy = {"class": "cotrain.privacy.SecureTeacherVotes", "params": PARAMS}
+        privacy = {"class": "cotrain.privacy.SecureTeacherVotes", "params": params}
         config = {
             "out": str(out), "public-pool": str(root / "public.npy"), "rounds": ROUNDS,
             "random-state": 0, "min-nodes": n_sites, "classes": json.dumps(CLASSES),
@@ -162,7 +163,7 @@ def in_process(n_sites: int) -> dict[str, Any]:
     try:
         trainer = FederatedCoTrainer(
             [DecisionTreeClassifier(max_depth=3) for _ in range(n_sites)],
-            privacy=SecureTeacherVotes(**PARAMS), classes=CLASSES, rounds=ROUNDS,
+            privacy=SecureTeacherVotes(**PARAMS, n_sites=n_sites), classes=CLASSES, rounds=ROUNDS,
             random_state=0,
         )  # fmt: skip
         trainer.fit(X, y, X_public=U)

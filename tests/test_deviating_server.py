@@ -121,7 +121,7 @@ def test_a_first_contact_with_another_label_space_cannot_lock_a_site_out(tmp_pat
 
 @pytest.mark.parametrize("asked", OTHER_SPACES)
 def test_a_secure_site_refuses_another_label_space_alike(tmp_path, asked):
-    votes = SecureTeacherVotes(n_teachers=2, mu=100.0)
+    votes = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=3, rounds=1)
     paths, U = _twins(tmp_path, votes)
     queries = np.arange(len(U), dtype="<i4").tobytes()
     sizes = {N_SITES: 3, ROUNDS: 2, QUERIES: queries}
@@ -147,7 +147,7 @@ def test_a_share_enters_one_sum_whatever_the_sum_is_called(tmp_path):
     """Two sums that differ by one site reveal that site's share by subtraction, however the
     server names them: a site gives each (run, round, step) share to one sum only. The
     train message itself may be repeated (its reply carries no share)."""
-    votes = SecureTeacherVotes(n_teachers=2, mu=100.0, threshold=0.5)
+    votes = SecureTeacherVotes(n_teachers=2, mu=100.0, threshold=0.5, n_sites=3, rounds=1)
     paths, U = _twins(tmp_path, votes)
     queries = np.arange(len(U), dtype="<i4").tobytes()
     sizes = {N_SITES: 3, ROUNDS: 2, QUERIES: queries}
@@ -187,3 +187,21 @@ def test_a_deployed_site_without_a_budget_stops_at_the_default(tmp_path, budget,
     ledger = _ledger(paths[0])
     assert len(ledger["releases"]) == answered
     assert ledger["epsilon"] == pytest.approx(3.0 * answered, rel=1e-4)  # PLD, composed
+
+
+@pytest.mark.parametrize("claim", [{N_SITES: 400}, {N_SITES: 2}, {ROUNDS: 101}])
+def test_a_secure_site_plans_from_its_own_configuration_not_the_servers_claim(tmp_path, claim):
+    """A server that claims 400 sites (each share's noise 1/400 of the sum's) or 101 rounds
+    is refused; nothing is computed or recorded, and the honest request still works."""
+    votes = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=3, rounds=1)
+    paths, U = _twins(tmp_path, votes)
+    queries = np.arange(len(U), dtype="<i4").tobytes()
+    honest = {N_SITES: 3, ROUNDS: 2, QUERIES: queries}
+    if ROUNDS in claim:  # the site's own rounds=1 plans one release whatever is claimed
+        reply = _train(paths[0], U, CLASSES, **{**honest, **claim})
+        assert envelope.ERROR not in reply["config"]
+        assert _ledger(paths[0])["epsilon"] == pytest.approx(votes.plan(3, 12, 3, 2).epsilon())
+        return
+    reply = _train(paths[0], U, CLASSES, **{**honest, **claim})
+    assert reply["config"][envelope.ERROR]["type"] == "ValueError" and _ledger(paths[0]) is None
+    assert envelope.ERROR not in _train(paths[0], U, CLASSES, **honest)["config"]

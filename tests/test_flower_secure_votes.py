@@ -73,7 +73,7 @@ def exact(**kw):
     """One teacher per site and negligible noise: the same votes in every run (no budget:
     a deployed site would otherwise stop at DEFAULT_SITE_BUDGET at once)."""
     params = {"n_teachers": 1, "mu": TINY, "threshold": 0.6, "max_answered": 0.5,
-              "budget": math.inf}  # fmt: skip
+              "budget": math.inf, "n_sites": 3, "rounds": 2}  # fmt: skip
     return SecureTeacherVotes(**{**params, **kw})
 
 
@@ -255,7 +255,7 @@ def test_a_resumed_serverapp_ends_as_an_uninterrupted_run(tmp_path):
 
 def test_a_failing_site_sits_out_and_the_sums_go_on_within_the_plan(tmp_path):
     X, y, U = blobs(n_sites=4)
-    mech = SecureTeacherVotes(n_teachers=4, mu=400.0, dropouts=1)
+    mech = SecureTeacherVotes(n_teachers=4, mu=400.0, dropouts=1, n_sites=4, rounds=1)
     paths, pool = write(tmp_path, X, y, U, mech)
     grid = WireGrid(paths, fail=[list(WireGrid(paths).sites)[2]])
     flower = FlowerCoTraining(
@@ -273,7 +273,7 @@ def test_a_new_run_token_gets_no_fresh_budget_at_a_secure_site(tmp_path):
     X, y, U = blobs(n_sites=3)
     plan = SecureTeacherVotes(n_teachers=2, mu=400.0).plan(3, len(U), 2, rounds=2)
     budget = (plan.epsilon(1) + plan.epsilon(2)) / 2  # one run's release, not two
-    mech = SecureTeacherVotes(n_teachers=2, mu=400.0, budget=budget)
+    mech = SecureTeacherVotes(n_teachers=2, mu=400.0, budget=budget, n_sites=3, rounds=1)
     paths, pool = write(tmp_path, X, y, U, mech)
     params = {"rounds": 2, "privacy": mech, "classes": CLASSES, "min_nodes": 3}
     first = FlowerCoTraining(pool, random_state=0, **params).run(WireGrid(paths))
@@ -292,7 +292,7 @@ def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
     from cotrain.flower import grid_transport
 
     X, y, U = blobs(n_sites=3)
-    mech = SecureTeacherVotes(n_teachers=2, mu=100.0)
+    mech = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=3, rounds=1)
     paths, pool = write(tmp_path, X, y, U, mech)
     real = grid_transport.secagg_sum
 
@@ -312,13 +312,25 @@ def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
 
 def test_bad_runs_are_refused_before_any_message(tmp_path):
     X, y, U = blobs(n_sites=3)
-    mech = SecureTeacherVotes(n_teachers=2, mu=100.0, dropouts=1)
+    mech = SecureTeacherVotes(n_teachers=2, mu=100.0, dropouts=1, n_sites=3, rounds=1)
     paths, pool = write(tmp_path, X, y, U, mech)
     with pytest.raises(ValueError, match="at least 3 contributing sites"):
         FlowerCoTraining(pool, rounds=2, privacy=mech, classes=CLASSES, min_nodes=3).run(
             WireGrid(paths)
         )
-    mech = SecureTeacherVotes(n_teachers=2, mu=100.0)
+    for name, stated in (("sites", {"n_sites": 3}), ("rounds", {"rounds": 1})):
+        mech = SecureTeacherVotes(n_teachers=2, mu=100.0, **stated)  # the server sets the other
+        sites = write(tmp_path / name, X, y, U, mech)[0]
+        with pytest.raises(ValueError, match="states n_sites and rounds"):
+            FlowerCoTraining(pool, rounds=2, privacy=mech, classes=CLASSES, min_nodes=3).run(
+                WireGrid(sites)
+            )
+    mech = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=4, rounds=1)
+    with pytest.raises(ValueError, match=r"n_sites=4\) plans its noise for 4 sites"):
+        FlowerCoTraining(pool, rounds=2, privacy=mech, classes=CLASSES, min_nodes=3).run(
+            WireGrid(write(tmp_path / "four", X, y, U, mech)[0])
+        )
+    mech = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=3, rounds=1)
     with pytest.raises(ValueError, match=r"participation=1\.0"):
         FlowerCoTraining(
             pool, rounds=2, privacy=mech, classes=CLASSES, min_nodes=3, participation=0.7
@@ -422,7 +434,7 @@ def test_localhost_tls_deployment_equals_the_in_process_run(tmp_path):
     X, y, U = blobs()
     # one release (a check and an answer sum, ~35 s each here), then a round in which the
     # sites train on the broadcast consensus and release nothing
-    mech = exact()
+    mech = exact(rounds=1)
     paths, pool = write(tmp_path / "sites", X, y, U, mech)
     out = tmp_path / "out"
     privacy = {"class": "cotrain.privacy.SecureTeacherVotes", "params": mech.get_params()}

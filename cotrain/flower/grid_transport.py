@@ -59,7 +59,7 @@ from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 
-__all__ = ["GridTransport", "check_secagg_plan"]
+__all__ = ["GridTransport", "check_deployed_plan"]
 
 _LOG = logging.getLogger("cotrain.flower")
 #: the fewest sites Flower's SecAgg+ sums over
@@ -68,14 +68,24 @@ _SECAGG_MIN = 3
 _STEPS = ("exchange_s", "vote_s", "first_sum_s", "answer_sum_s")
 
 
-def check_secagg_plan(plan: SecurePlan) -> None:
-    """Refuse a secure-sum plan SecAgg+ cannot serve: fewer than 3 contributing sites.
+def check_deployed_plan(privacy: Any, plan: SecurePlan) -> None:
+    """Refuse a secure-sum run Flower cannot serve: a mechanism that leaves the plan's
+    ``n_sites`` or ``rounds`` to the server (every site refuses it: its plan is its own
+    configuration), or fewer than 3 contributing sites (SecAgg+'s minimum).
 
     Raises
     ------
     ValueError
-        If ``plan.min_sites`` (sites less dropouts) is below 3.
+        If ``privacy`` states no ``n_sites`` or ``rounds``, or ``plan.min_sites`` (sites
+        less dropouts) is below 3.
     """
+    if privacy.n_sites is None or privacy.rounds is None:
+        raise ValueError(
+            "a deployed SecureTeacherVotes states n_sites and rounds (in every site's "
+            "[privacy] and the run's): each site plans its noise from its own configuration, "
+            f"never from the server's claim; got n_sites={privacy.n_sites!r}, "
+            f"rounds={privacy.rounds!r}"
+        )
     if plan.min_sites < _SECAGG_MIN:
         raise ValueError(
             "privacy=SecureTeacherVotes on Flower sums through SecAgg+, which needs at "

@@ -86,15 +86,22 @@ def is_secure_site(site: SiteFolder) -> bool:
 
 
 def site_plan(site: SiteFolder, config: dict[str, Any]) -> SecurePlan:
-    """The plan this site computes from its own mechanism and the run's public sizes.
+    """The plan this site computes from its own mechanism (its ``n_sites`` and ``rounds``,
+    required) and |U|; the request's sizes must agree with it.
 
     Raises
     ------
     ValueError
-        If the site is not a secure-vote site or a size is missing or invalid.
+        If the site is not a secure-vote site, its mechanism states no ``n_sites`` or
+        ``rounds``, or a size of the request is missing or not the site's.
     """
     if not is_secure_site(site):
         raise ValueError(f"the site {site.path} declares no secure-sum mechanism")
+    if site.privacy.n_sites is None or site.privacy.rounds is None:
+        raise ValueError(
+            f"the site {site.path} must state n_sites and rounds in its [privacy]: a secure "
+            "site's plan is its own configuration, never the server's claim"
+        )
     if "classes" in config:
         n_classes = len(site.label_space(config["classes"]))
     else:  # a share request names the label space's size only

@@ -37,7 +37,7 @@ from cotrain.federation.server import CoTrainingServer
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
-from cotrain.flower.grid_transport import GridTransport, check_secagg_plan
+from cotrain.flower.grid_transport import GridTransport, check_deployed_plan
 from cotrain.flower.handshake import Roster, error_text, identity
 from cotrain.flower.site import load_array, mechanism_from_spec, pool_fingerprint
 from cotrain.history import RoundRecord
@@ -322,7 +322,7 @@ class FlowerCoTraining:
             y_eval_codes=self._eval.y_codes,
         )
         if isinstance(self._protocol, SecureRound):  # every sum through SecAgg+
-            check_secagg_plan(self._protocol.plan)
+            check_deployed_plan(self.privacy, self._protocol.plan)
         #: names this run at the sites, which keep their state under it
         self.run_token_ = secrets.token_hex(8)
         checkpoint, start = self._checkpoint(sites, resume), 1

@@ -303,7 +303,14 @@ class SecureTeacherVotes(LabelMechanism):
         (at least one). After the last release the sites train once more, on the last
         consensus, and release nothing — a release in the trainer's last round would reach
         no site's model — and the trainer stops (``stopped_reason_ == "privacy budget"``
-        when rounds were left). A site refuses a release past the plan.
+        when rounds were left). A site refuses a release past the plan. A deployed site
+        states it (and ``n_sites``) in its own ``[privacy]``, so no server can claim
+        another.
+    n_sites : int, optional
+        The federation's number of sites the noise is planned for (each site adds
+        ``1/(n_sites - dropouts - colluders)`` of it); None: the trainer's number of clients.
+        A plan for another number is refused. A deployed site requires it: a server that
+        claimed more sites would shrink every site's share of the noise.
     threshold : float, optional
         Confident-GNMax: answer a query only where the check sum's top count is at least
         ``threshold`` × (contributing sites × ``n_teachers``), in (0, 1]. None: answer
@@ -368,6 +375,7 @@ class SecureTeacherVotes(LabelMechanism):
         epsilon: float | None = None,
         mu: float | None = None,
         rounds: int | None = None,
+        n_sites: int | None = None,
         threshold: float | None = None,
         max_answered: float = 0.5,
         check_noise: float = 2.0,
@@ -381,6 +389,7 @@ class SecureTeacherVotes(LabelMechanism):
         self.epsilon = epsilon
         self.mu = mu
         self.rounds = rounds
+        self.n_sites = n_sites
         self.threshold = threshold
         self.max_answered = max_answered
         self.check_noise = check_noise
@@ -409,6 +418,8 @@ class SecureTeacherVotes(LabelMechanism):
             )
         if self.rounds is not None:
             check_int(self.rounds, "rounds", 1)
+        if self.n_sites is not None:
+            check_int(self.n_sites, "n_sites", 1)
         if self.threshold is not None:
             _check_share(self.threshold, "threshold")
         _check_share(self.max_answered, "max_answered")
@@ -448,10 +459,16 @@ class SecureTeacherVotes(LabelMechanism):
         Raises
         ------
         ValueError
-            If a parameter is invalid, or ``dropouts + colluders >= n_sites``.
+            If a parameter is invalid, ``dropouts + colluders >= n_sites``, or ``n_sites``
+            is not the mechanism's own ``n_sites``.
         """
         self._check_params()
         n_sites = check_int(n_sites, "n_sites", 1)
+        if self.n_sites is not None and n_sites != self.n_sites:
+            raise ValueError(
+                f"SecureTeacherVotes(n_sites={self.n_sites}) plans its noise for "
+                f"{self.n_sites} sites; this federation has {n_sites}"
+            )
         n_classes = check_int(n_classes, "n_classes", 1)
         rounds = check_int(rounds, "rounds", 1)
         rounds = max(1, rounds - 1) if self.rounds is None else int(self.rounds)
