@@ -118,3 +118,40 @@ def test_kill_node_kills_the_node_and_its_children(tmp_path):
         assert run.poll() is None  # the run waits for a reply that never comes
     assert fed.processes() == []
     assert run.returncode is not None
+
+
+DRIVER = """
+import sys, time
+from cotrain.flower.local.localhost import LocalFederation
+fed = LocalFederation(sys.argv[1], 1, warm_workers=False)
+with fed:
+    print("pids", *fed.processes(), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_sigterm_to_the_driver_stops_every_process_it_started(tmp_path):
+    """``timeout`` on a driver sends SIGTERM: the SuperLink, the SuperNode and whatever they
+    started end with the driver, instead of polling on for minutes."""
+    import signal
+    import subprocess
+    import sys
+
+    from cotrain.flower.local.processes import tagged
+
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "home")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = driver.stdout.readline()
+    assert line.startswith("pids "), line
+    started = [int(p) for p in line.split()[1:]]
+    assert started and all(pid_alive(p) for p in started)
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while any(pid_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p for p in started if pid_alive(p)]
+    assert tagged("COTRAIN_LOCAL_FEDERATION", f"{driver.pid}-") == []

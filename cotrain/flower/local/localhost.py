@@ -59,7 +59,12 @@ from cotrain.flower.local.flwr_cli import (
 )
 from cotrain.flower.local.logs import read_log
 from cotrain.flower.local.processes import free_ports, kill_tree, port_open
-from cotrain.flower.local.supervisor import ProcessGroup, wait_until
+from cotrain.flower.local.supervisor import (
+    ProcessGroup,
+    exit_on_termination,
+    restore_handlers,
+    wait_until,
+)
 from cotrain.flower.worker import call_worker, default_socket
 
 __all__ = ["LocalFederation", "format_config", "run_id_of"]
@@ -99,6 +104,14 @@ class LocalFederation:
         ``site``, listening on ``worker.sock`` in the site's folder (or on the node
         config's ``worker``). ``False`` leaves the relay ClientApp running each round in
         Flower's fresh process, as without workers.
+
+    Notes
+    -----
+    Everything it starts ends with :meth:`stop` (``with`` does it), and with the driver:
+    while it runs, a SIGTERM or SIGHUP to the driver's process (``timeout``, a closed
+    terminal) raises ``SystemExit`` instead of ending it at once, so ``with`` stops the
+    federation on the way out. A driver killed with SIGKILL leaves its processes behind:
+    :meth:`processes` finds them by their environment tag.
 
     Attributes
     ----------
@@ -168,6 +181,7 @@ class LocalFederation:
         # tags our processes; remembers every pid seen in our process trees
         self._group = ProcessGroup(_TAG, f"{os.getpid()}-{time.time_ns()}-{id(self):x}")
         self._stopped = False
+        self._handlers: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ paths, addresses
     @property
@@ -299,6 +313,7 @@ class LocalFederation:
         """
         if self._superlink is not None:
             raise RuntimeError("this LocalFederation was already started")
+        self._handlers = exit_on_termination()  # a SIGTERM to the driver stops it all
         try:
             self._start()
         except BaseException:
@@ -590,6 +605,7 @@ class LocalFederation:
             if proc is not None and path is not None:
                 path.unlink(missing_ok=True)
         self._stopped = True
+        restore_handlers(self._handlers)
 
     def processes(self) -> list[int]:
         """Process ids of every live process this federation started, directly or not.

@@ -3,19 +3,23 @@
 :class:`ProcessGroup` starts processes in their own sessions, tagged in their environment,
 remembers every process id seen in their trees, and kills those trees, re-parented
 leftovers included; :func:`wait_until` waits for a started process to be ready, watching
-its log. :class:`cotrain.flower.local.localhost.LocalFederation` runs its SuperLink, SuperNodes
-and ``flwr run`` processes in one group.
+its log; :func:`exit_on_termination` makes SIGTERM and SIGHUP end the driver through its
+``finally`` clauses, so that what it started stops with it.
+:class:`cotrain.flower.local.localhost.LocalFederation` runs its SuperLink, SuperNodes and
+``flwr run`` processes in one group.
 
 Only the standard library is used.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from cotrain.flower.local.logs import tail
 from cotrain.flower.local.processes import (
@@ -27,9 +31,51 @@ from cotrain.flower.local.processes import (
     wait_gone,
 )
 
-__all__ = ["ProcessGroup", "wait_until"]
+__all__ = ["ProcessGroup", "exit_on_termination", "restore_handlers", "wait_until"]
 
 T = TypeVar("T")
+
+#: the signals a terminal, ``timeout`` or a service manager sends to end a driver
+_TERMINATION = (signal.SIGTERM, signal.SIGHUP)
+
+
+def exit_on_termination() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP raise :class:`SystemExit` (status 128 + the signal) where
+    Python would end the process at once, skipping every ``finally`` and ``__exit__``: a
+    driver killed by ``timeout`` then stops what it started. Only in the main thread, and
+    only for a signal still at its default action (a program's own handler stays).
+
+    Returns
+    -------
+    dict
+        The handlers replaced, for :func:`restore_handlers`.
+
+    Examples
+    --------
+    >>> replaced = exit_on_termination()
+    >>> sorted(int(s) for s in replaced) == sorted(int(s) for s in _TERMINATION)
+    True
+    >>> restore_handlers(replaced); signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    True
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        sig: signal.signal(sig, _exit)
+        for sig in _TERMINATION
+        if signal.getsignal(sig) == signal.SIG_DFL
+    }
+
+
+def restore_handlers(replaced: dict[int, Any]) -> None:
+    """Put back the handlers :func:`exit_on_termination` replaced."""
+    for sig, handler in replaced.items():
+        if signal.getsignal(sig) is _exit:
+            signal.signal(sig, handler)
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def wait_until(
