@@ -645,7 +645,7 @@ def test_sites_apply_the_runs_privacy_mechanism_with_their_own_entropy(cancer, t
     from cotrain.privacy import SubsampleAndAggregate
 
     X, y, U = cancer["X"], cancer["y"], cancer["X_public"]
-    mech = SubsampleAndAggregate(n_teachers=4, sigma=3.0)
+    mech = SubsampleAndAggregate(n_teachers=4, sigma=30.0)  # 2 runs within ε = 10
     paths = write_sites(tmp_path / "private", X, y, U, mixed())
     for p, Xi, yi, est in zip(paths, X, y, mixed(), strict=True):
         write_site(

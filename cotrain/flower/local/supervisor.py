@@ -52,11 +52,14 @@ def exit_on_termination() -> dict[int, Any]:
 
     Examples
     --------
+    >>> before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in _TERMINATION}
     >>> replaced = exit_on_termination()
-    >>> sorted(int(s) for s in replaced) == sorted(int(s) for s in _TERMINATION)
-    True
+    >>> sorted(replaced) == sorted(_TERMINATION), signal.getsignal(signal.SIGTERM) is _exit
+    (True, True)
     >>> restore_handlers(replaced); signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     True
+    >>> for sig, handler in before.items():
+    ...     _ = signal.signal(sig, handler)
     """
     if threading.current_thread() is not threading.main_thread():
         return {}
