@@ -22,7 +22,8 @@ sum (:class:`ShareRequest`: a site's noisy vote share on the round's queries, or
 its answer share the server selected). The site applies the same rules to both — one ledger,
 counted across runs; a repeated request gets the bytes sent the first time; the same key
 asking something else (other queries, another selection, another plan) is refused — and a
-share request adds the plan's own limits for its run.
+share request adds the plan's own limits for its run, and a share enters one sum only
+(:meth:`Site.contribute`: the same step asked for again is refused, not re-sent).
 
 The in-process client (:meth:`~cotrain.federation.client.Client.run_round`,
 :meth:`~cotrain.federation.secure_client.SecureClient.vote_round` and ``answer_round``), the
