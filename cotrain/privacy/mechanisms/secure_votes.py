@@ -52,6 +52,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -140,11 +141,17 @@ def shifts_epsilon(events: Any, delta: float) -> float:
         totals[float(event.mu)] = totals.get(float(event.mu), 0) + int(event.shifts)
     if not totals:
         return 0.0
-    levels = sorted(totals)
-    pld = skellam_pld(levels[0], totals[levels[0]])
-    for mu in levels[1:]:
-        pld = pld.compose(skellam_pld(mu, totals[mu]))
-    return float(pld.get_epsilon_for_delta(check_delta(delta)))
+    return _composed_shifts(tuple(sorted(totals.items())), check_delta(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _composed_shifts(totals: tuple[tuple[float, int], ...], delta: float) -> float:
+    """ε of the ``(mu, shifts)`` totals, from the least noisy level on (cached: every site
+    of a run, and every look-up of one ledger, asks for the same totals)."""
+    pld = skellam_pld(*totals[0])
+    for mu, shifts in totals[1:]:
+        pld = pld.compose(skellam_pld(mu, shifts))
+    return float(pld.get_epsilon_for_delta(delta))
 
 
 @dataclass(frozen=True)
