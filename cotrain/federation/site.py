@@ -57,6 +57,7 @@ __all__ = [
     "Site",
     "SiteAnswer",
     "StepResult",
+    "other_plan",
     "plan_digest",
 ]
 
@@ -280,16 +281,29 @@ class ShareRequest:
 
     def refused(self, ledger: SiteLedger) -> str | None:
         """Why the site refuses the request under its run's plan (None: it does not): the
-        run's earlier shares were sent under another plan, or a first share past the plan's
-        rounds."""
-        mine = ledger.sent(SiteLedger.key((*self.run, 0))[:-1] if self.run else "")
-        plan = plan_digest(self.plan)
-        if any((sent.digest or "").split("/")[0] != plan for sent in mine):
-            return "the server changed the run's public configuration"
-        if self.step == "first" and ledger.lookup(self.key) is None:
-            if sum(sent.key.endswith("/first") for sent in mine) >= self.plan.rounds:
+        run's earlier shares were sent under another plan (:func:`other_plan`), or a first
+        share past the plan's rounds."""
+        reason = other_plan(ledger, self.run, self.plan)
+        if reason is None and self.step == "first" and ledger.lookup(self.key) is None:
+            firsts = [s for s in ledger.sent(_run_prefix(self.run)) if s.key.endswith("/first")]
+            if len(firsts) >= self.plan.rounds:
                 return "every planned release of this run was made"
-        return None
+        return reason
+
+
+def other_plan(ledger: SiteLedger, run: tuple[str, ...], plan: SecurePlan) -> str | None:
+    """Why a share of ``run`` under ``plan`` is refused because the run's earlier shares were
+    recorded under another plan (None: they were not). A request's digest starts with its
+    plan's (:func:`plan_digest`)."""
+    planned = plan_digest(plan)
+    if any((sent.digest or "").split("/")[0] != planned for sent in ledger.sent(_run_prefix(run))):
+        return "the server changed the run's public configuration"
+    return None
+
+
+def _run_prefix(run: tuple[str, ...]) -> str:
+    """The start of the ledger keys of ``run``'s requests (all of them in a simulation)."""
+    return SiteLedger.key(run) + "/" if run else ""
 
 
 @dataclass

@@ -42,9 +42,9 @@ import numpy as np
 
 from cotrain.federation.rounds import round_protocol
 from cotrain.federation.secure_client import SecureClient
-from cotrain.federation.secure_sum import decode_share, encode_share
+from cotrain.federation.secure_sum import SHARE_DTYPE, decode_share, encode_share
 from cotrain.federation.seeding import seeded_clone
-from cotrain.federation.site import ShareRequest, Site, StepResult, plan_digest
+from cotrain.federation.site import ShareRequest, Site, StepResult, other_plan
 from cotrain.files import write_atomic
 from cotrain.flower import protocol
 from cotrain.flower.site import OTHER_LABEL_SPACE, SiteFolder
@@ -223,8 +223,9 @@ def secagg_share_reply(site: SiteFolder, request: dict[str, Any]) -> dict[str, A
             sent = ledger.lookup((token, t, "first"))
             if sent is None:
                 raise ValueError(f"this site sent no share in round {t}")
-            if (sent.digest or "").split("/")[0] != plan_digest(plan):
-                raise PrivacyBudgetSpent("the server changed the run's public configuration")
+            reason = other_plan(ledger, (token,), plan)
+            if reason is not None:
+                raise PrivacyBudgetSpent(reason)
             if not ledger.claim(sent.key):  # one sum per share, whatever it is called
                 raise PrivacyBudgetSpent("the share went into a sum already")
             share = envelope.reply_from_bytes(sent.reply)["arrays"][envelope.LABELS]
@@ -244,6 +245,6 @@ def secagg_share_reply(site: SiteFolder, request: dict[str, Any]) -> dict[str, A
             share = bytes(answer.result.message or b"")
         else:
             raise ValueError(f"unknown secure-step {step!r}: expected 'first' or 'answer'")
-    shape = [len(share) // (4 * plan.n_classes), plan.n_classes]
+    shape = [len(share) // (SHARE_DTYPE.itemsize * plan.n_classes), plan.n_classes]
     _LOG.info("round %s: %s share ready in %.3f s", t, step, time.perf_counter() - started)
     return {"share": base64.b64encode(share).decode("ascii"), "shape": shape}

@@ -85,10 +85,10 @@ def plan_epsilon(
     >>> plan_epsilon(4000.0, 200, 1e-5) == skellam_epsilon(4000.0, 100, 1e-5)
     True
     """
-    pld = skellam_pld(mu_answer, check_int(answer_shifts, "answer_shifts", 1))
+    events = [SkellamShifts(mu_answer, check_int(answer_shifts, "answer_shifts", 1))]
     if mu_check is not None and check_shifts > 0:
-        pld = pld.compose(skellam_pld(mu_check, check_shifts))
-    return float(pld.get_epsilon_for_delta(check_delta(delta)))
+        events.append(SkellamShifts(mu_check, check_shifts))
+    return shifts_epsilon(events, delta)
 
 
 @dataclass(frozen=True)
