@@ -16,6 +16,9 @@ its own disk; no network. Attacks:
   run, no budget);
 - ``secure, second sum``: the first share of a round asked for a second sum (what a subset
   sum under another name needs); transcript ε if the share came back alone;
+- ``secure, twin sites``: round 0, a round past the plan, another pool, 400 sites claimed,
+  queries outside U, at two secure sites that differ by one record (identical replies, or
+  not; anything recorded);
 - ``secure, plan claims``: ``secure-n-sites`` 400 and ``secure-rounds`` 101.
 
 Run::
@@ -67,7 +70,7 @@ def _train(path: Path, classes: Any, token: str, t: int = 1, **extra: Any) -> di
               **WireFormat(3, len(U)).to_config()}  # fmt: skip
     arrays = {}
     if extra:
-        arrays[QUERIES] = np.arange(len(U), dtype="<i4").tobytes()
+        arrays[QUERIES] = extra.pop(QUERIES, np.arange(len(U), dtype="<i4").tobytes())
         config.update(extra)
     content = {"config": {protocol.ROUND: config}, "arrays": arrays}
     context = SimpleNamespace(node_config={"site": str(path)}, run_config={})
@@ -106,6 +109,16 @@ def main() -> None:
         recorded = sum(len(open_site_ledger(load_site(p), 3).sent()) for p in twins)
         rows.append(f"| 7 other label spaces, twin sites | 14 | 0 | 0 | 0 | 14 "
                     f"(identical replies: {same}; recorded: {recorded}) |")  # fmt: skip
+
+        twins = [_site(root, "s-without", votes), _site(root, "s-with", votes, extra=1)]
+        asked = [{"round": 0}, {"round": 2}, {"pool-hash": "0" * 64}, {N_SITES: 400},
+                 {QUERIES: np.array([0, 999], dtype="<i4").tobytes()}]  # fmt: skip
+        same = all(_train(twins[0], CLASSES, "x", **{**sizes, **a})
+                   == _train(twins[1], CLASSES, "x", **{**sizes, **a}) for a in asked)  # fmt: skip
+        recorded = sum(len(open_site_ledger(load_site(p), 3).sent()) for p in twins)
+        rows.append(f"| secure, round 0 / past the plan / other pool / 400 sites / queries "
+                    f"outside U, twin sites | 10 | 0 | 0 | 0 | 10 (identical replies: {same}; "
+                    f"recorded: {recorded}) |")  # fmt: skip
 
         path = _site(root, "secure", votes)
         replies = [_train(path, CLASSES, f"s{k}", **sizes) for k in range(10)]

@@ -137,6 +137,51 @@ def test_a_secure_site_refuses_another_label_space_alike(tmp_path, asked):
             secagg_share_reply(_load(paths[1]), {**share, "n-classes": n})
 
 
+#: requests an honest server never sends, beyond other label spaces, per kind of site
+LABEL_SITE_DEVIATIONS = {
+    "another pool": {"pool-hash": "0" * 64},
+    "round 0": {"round": 0},
+    "round -1": {"round": -1},
+    "another label count on the wire": WireFormat(2, 12).to_config(),
+    "another |U| on the wire": WireFormat(3, 13).to_config(),
+    "an empty run token": {"run-token": ""},
+    "a run token that names a folder": {"run-token": "../x"},
+}
+SECURE_SITE_DEVIATIONS = {
+    "another pool": {"pool-hash": "0" * 64},
+    "round 0": {"round": 0},
+    "round -1": {"round": -1},
+    "a round past the plan": {"round": 2},
+    "400 sites claimed": {N_SITES: 400},
+    "2 sites claimed": {N_SITES: 2},
+    "an empty run token": {"run-token": ""},
+    "queries outside U": {QUERIES: np.array([0, 99], dtype="<i4").tobytes()},
+}
+
+
+@pytest.mark.parametrize("deviation", list(LABEL_SITE_DEVIATIONS))
+def test_twin_label_sites_refuse_every_deviating_request_alike(tmp_path, deviation):
+    """Two sites that differ by one record give byte-identical refusals to every request an
+    honest server never sends, and record nothing (a request the site answers is a release:
+    its labels carry the mechanism's noise, and its ledger counts it)."""
+    paths, U = _twins(tmp_path, RandomizedResponse(epsilon=1.0, sensitivity=1, budget=5.0))
+    replies = [_train(path, U, CLASSES, **LABEL_SITE_DEVIATIONS[deviation]) for path in paths]
+    assert replies[0] == replies[1] and envelope.ERROR in replies[0]["config"]
+    assert [(_ledger(path) or {}).get("releases", []) for path in paths] == [[], []]
+
+
+@pytest.mark.parametrize("deviation", list(SECURE_SITE_DEVIATIONS))
+def test_twin_secure_sites_refuse_every_deviating_request_alike(tmp_path, deviation):
+    votes = SecureTeacherVotes(n_teachers=2, mu=100.0, n_sites=3, rounds=1)
+    paths, U = _twins(tmp_path, votes)
+    honest = {N_SITES: 3, ROUNDS: 2, QUERIES: np.arange(len(U), dtype="<i4").tobytes()}
+    asked = {**honest, **SECURE_SITE_DEVIATIONS[deviation]}
+    replies = [_train(path, U, CLASSES, **asked) for path in paths]
+    assert replies[0] == replies[1] and envelope.ERROR in replies[0]["config"]
+    assert [(_ledger(path) or {}).get("releases", []) for path in paths] == [[], []]
+    assert envelope.ERROR not in _train(paths[0], U, CLASSES, **honest)["config"]
+
+
 def _load(path):
     from cotrain.flower.site import load_site
 

@@ -280,9 +280,23 @@ class ShareRequest:
         return client.compute_answer(self.round, self.positions)
 
     def refused(self, ledger: SiteLedger) -> str | None:
-        """Why the site refuses the request under its run's plan (None: it does not): the
-        run's earlier shares were sent under another plan (:func:`other_plan`), or a first
-        share past the plan's rounds."""
+        """Why the site refuses the request under its run's plan (None: it does not): a
+        share for a round outside the plan's ``1..rounds``, the run's earlier shares sent
+        under another plan (:func:`other_plan`), or a first share past the plan's rounds.
+
+        Examples
+        --------
+        >>> from cotrain.privacy.ledgers.site_ledger import SiteLedger
+        >>> from cotrain.privacy import SecureTeacherVotes
+        >>> plan = SecurePlan(2, 4, 2, 2, answers=4, mu_answer=4.0, mu_check=None, delta=1e-5)
+        >>> ledger = SiteLedger(SecureTeacherVotes(mu=4.0), 2, 4)
+        >>> ShareRequest(0, "first", np.arange(4), plan).refused(ledger)
+        'round 0 is outside the plan (rounds 1 to 2)'
+        >>> ShareRequest(1, "first", np.arange(4), plan).refused(ledger) is None
+        True
+        """
+        if self.releases and not 1 <= int(self.round) <= self.plan.rounds:
+            return f"round {int(self.round)} is outside the plan (rounds 1 to {self.plan.rounds})"
         reason = other_plan(ledger, self.run, self.plan)
         if reason is None and self.step == "first" and ledger.lookup(self.key) is None:
             firsts = [s for s in ledger.sent(_run_prefix(self.run)) if s.key.endswith("/first")]
