@@ -9,10 +9,11 @@ For each dataset and seed, on one split into many small sites, a public pool U a
   noise, and the server learns only the sum over sites (in-process secure sum); ε for the
   whole run;
 - ``fedct_confident`` (``--confident``): the same with Confident-GNMax (``threshold=0.6``);
-- ``fedct_per_site``: today's per-site mechanism, :class:`cotrain.privacy.SubsampleAndAggregate`
-  with GNMax noise calibrated to the same total ε (each site hides a record among its own
-  teachers); with ``--confident`` also ``fedct_per_site_confident``, the same with
-  Confident-GNMax at each site (``threshold=0.6``, half of U answered at most).
+- ``fedct_per_site`` (``--per-site``): the per-site mechanism,
+  :class:`cotrain.privacy.SubsampleAndAggregate` with GNMax noise calibrated to the same
+  total ε (each site hides a record among its own teachers); with ``--confident`` also
+  ``fedct_per_site_confident``, the same with Confident-GNMax at each site
+  (``threshold=0.6``, half of U answered at most).
 
 Every ε is record-level: one private training record of one site, add/remove, δ = 1e-5,
 against the server (and anyone who sees the sums); the secure sum assumes secure aggregation
@@ -20,15 +21,21 @@ reveals only the sum and that every site draws its noise share honestly. Metric:
 accuracy of the sites' own models after the last round; every site's figure is kept in the
 JSON.
 
-Prints one JSON line per dataset (means over seeds): ``dataset``, ``epsilon``, ``delta``,
-``relation``, ``local``, ``fedct_nonprivate``, ``fedct_private``, ``answered`` (share of U
-labelled), ``fedct_per_site``, ``gain_kept`` (private gain over local / non-private gain), and
-``seeds`` with every run. Learners: logistic regression, random forest (20), decision
-tree, repeated over the sites. Tuned on Adult (learners, teachers per site), then on wine quality
-(3 classes) with seeds 100-102 (teachers, queries, rounds; see ``CONFIGS``); abalone (3 classes)
-was not tuned on.
+The plan (teachers per site, queries per release, rounds) is not tuned per dataset: it is
+what :func:`cotrain.privacy.suggest_secure_plan` chooses from the split's public facts
+(sites, rows per site, |U|, classes, ε); FedCT and local use the same rounds. The rule's
+constants were read off plans tuned by hand on Adult and wine quality; abalone (3 classes)
+and digits (10 classes) were never tuned on.
 
-    python benchmarks/private_federation.py                  # adult, wine, abalone; 3 seeds
+Prints one JSON line per dataset (means over seeds): ``dataset``, ``epsilon``, ``delta``,
+``relation``, ``plan``, ``local``, ``fedct_nonprivate``, ``fedct_private``,
+``nonprivate_gain``, ``private_gain``, ``answered`` (share of U labelled),
+``consensus_accuracy`` (of the released labels), ``sites_losing_to_local`` (per seed),
+``gain_kept`` (private gain over local / non-private gain), and ``seeds`` with every run and
+every site's accuracy. Learners: logistic regression, random forest (20), decision tree,
+repeated over the sites.
+
+    python benchmarks/private_federation.py                  # every dataset; 3 seeds
     python benchmarks/private_federation.py --datasets adult --seeds 0
 """
 
@@ -57,26 +64,21 @@ from cotrain.baselines import LocalOnly
 from cotrain.datasets.tabular import load_wine_quality
 from cotrain.federation import pool_transport
 from cotrain.federation.secure_client import SecureClient
-from cotrain.privacy import SecureTeacherVotes, SubsampleAndAggregate
+from cotrain.privacy import SubsampleAndAggregate, SuggestedPlan, suggest_secure_plan
 from cotrain.privacy.accounting.epsilon import gaussian_epsilon, gaussian_noise_multiplier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "private_federation.jsonl"
 DELTA = 1e-5
 
-#: per dataset: sites, rows per site, |U|, test rows, teachers per site, trainer rounds (the
-#: last one trains on the last release and releases nothing), public queries per round (0: all
-#: of U). Adult (tuned on first): 6 teachers of about 80 rows, all of U in one release. Wine was
-#: then tuned on seeds 100-102: teachers of 20 rows (200 in all; the sum's margins grow with
-#: the teachers while the noise stays), a quarter of U per round over 4 releases (the same 800
-#: answers, so the same σ ≈ 44, but later queries go where the released sums were least sure).
-#: Abalone was not tuned on and takes wine's rule.
+#: per dataset, the public facts of the split: sites, private rows per site, |U|, test rows.
+#: Teachers, queries per release and rounds are not set here: :func:`suggest_secure_plan`
+#: chooses them from these facts, the classes and ε (its constants were read off plans tuned
+#: by hand on Adult and wine; abalone and digits were never tuned on).
 CONFIGS: dict[str, dict[str, int]] = {
-    "adult": {"sites": 40, "rows": 500, "public": 1000, "test": 4000, "teachers": 6, "rounds": 2,
-              "queries": 0},
-    "wine": {"sites": 20, "rows": 200, "public": 800, "test": 520, "teachers": 10, "rounds": 5,
-             "queries": 200},
-    "abalone": {"sites": 12, "rows": 200, "public": 800, "test": 977, "teachers": 10,
-                "rounds": 5, "queries": 200},
+    "adult": {"sites": 40, "rows": 500, "public": 1000, "test": 4000},
+    "wine": {"sites": 20, "rows": 200, "public": 800, "test": 520},
+    "abalone": {"sites": 12, "rows": 200, "public": 800, "test": 977},
+    "digits": {"sites": 10, "rows": 100, "public": 400, "test": 397},
 }  # fmt: skip
 
 
@@ -172,10 +174,22 @@ class Stopwatch:
         }  # fmt: skip
 
 
-def run(name: str, seed: int, epsilon: float, confident: bool, n_jobs: int) -> dict[str, Any]:
+def choose_plan(name: str, epsilon: float) -> SuggestedPlan:
+    """The documented rule's plan for the dataset's public facts (no tuning on its data)."""
+    cfg, (_, y) = CONFIGS[name], load_dataset(name)
+    with warnings.catch_warnings(record=True):  # the plan says ``sufficient`` itself
+        warnings.simplefilter("always")
+        return suggest_secure_plan(
+            cfg["sites"], cfg["rows"], cfg["public"], len(np.unique(y)), epsilon, delta=DELTA
+        )
+
+
+def run(
+    name: str, seed: int, epsilon: float, confident: bool, per_site: bool, n_jobs: int
+) -> dict[str, Any]:
     """Every method on one split; returns accuracies (mean and per site) and the ε report."""
-    cfg, data = CONFIGS[name], split(name, seed)
-    n, rounds = cfg["sites"], cfg["rounds"]
+    cfg, data, plan = CONFIGS[name], split(name, seed), choose_plan(name, epsilon)
+    n, rounds, teachers = cfg["sites"], plan.rounds, plan.n_teachers
     # y_public only scores the consensus (pseudo_label_accuracy); nothing trains on it
     fit = {"X_public": data["X_public"], "eval_set": data["test"], "y_public": data["y_public"]}
     out: dict[str, Any] = {"seed": seed}
@@ -208,10 +222,7 @@ def run(name: str, seed: int, epsilon: float, confident: bool, n_jobs: int) -> d
     variants = [("fedct_private", None)] + ([("fedct_confident", 0.6)] if confident else [])
     for key, threshold in variants:
         t0 = time.perf_counter()
-        mech = SecureTeacherVotes(
-            n_teachers=cfg["teachers"], epsilon=epsilon, threshold=threshold, delta=DELTA,
-            queries=cfg["queries"] or None,
-        )  # fmt: skip
+        mech = plan.mechanism(threshold=threshold)
         with Stopwatch() as watch:
             trainer = fedct(mech)
         record(key, trainer, t0)
@@ -220,16 +231,18 @@ def run(name: str, seed: int, epsilon: float, confident: bool, n_jobs: int) -> d
         out[f"{key}_epsilon"] = report["max_epsilon"]
         out[f"{key}_answered"] = trainer.history_[-1].coverage  # share of U labelled
         out[f"{key}_consensus"] = trainer.history_[-1].pseudo_label_accuracy
+    if not per_site:
+        return out
     t0 = time.perf_counter()
     sigma = per_site_sigma(epsilon, rounds, len(data["X_public"]))
-    trainer = fedct(SubsampleAndAggregate(n_teachers=cfg["teachers"], sigma=sigma, delta=DELTA))
+    trainer = fedct(SubsampleAndAggregate(n_teachers=teachers, sigma=sigma, delta=DELTA))
     record("fedct_per_site", trainer, t0)
     out["fedct_per_site_epsilon"] = trainer.privacy_report()["max_epsilon"]
     if confident:  # per-site Confident-GNMax: each site answers its confident half of U
         t0 = time.perf_counter()
         per_round = epsilon_per_round(epsilon, rounds)
         mech = SubsampleAndAggregate(
-            n_teachers=cfg["teachers"], epsilon=per_round, threshold=0.6, max_answered=0.5,
+            n_teachers=teachers, epsilon=per_round, threshold=0.6, max_answered=0.5,
             delta=DELTA,
         )  # fmt: skip
         trainer = fedct(mech)
@@ -247,12 +260,25 @@ def summarise(name: str, epsilon: float, runs: list[dict[str, Any]]) -> dict[str
         return round(float(np.mean(values)), 4) if values else None
 
     local, nonprivate, private = mean("local"), mean("fedct_nonprivate"), mean("fedct_private")
+    plan = choose_plan(name, epsilon)
+    losing = [  # sites whose private model is worse than their local one, per seed
+        sum(p < lo for p, lo in zip(r["fedct_private_sites"], r["local_sites"], strict=True))
+        for r in runs
+    ]
     gain = None if None in (local, nonprivate, private) else nonprivate - local  # type: ignore[operator]
     line = {
         "dataset": name, "epsilon": epsilon, "delta": DELTA, "relation": "add_or_remove",
         "unit": "record", "adversary": "server (secure aggregation reveals only the sum)",
+        "plan": {"n_teachers": plan.n_teachers, "queries": plan.queries,
+                 "releases": plan.releases, "rounds": plan.rounds,
+                 "sigma": round(plan.sigma, 2), "noise_share": round(plan.noise_share, 3),
+                 "sufficient": plan.sufficient},
         "local": local, "fedct_nonprivate": nonprivate, "fedct_private": private,
+        "nonprivate_gain": None if gain is None else round(gain, 4),
+        "private_gain": None if None in (local, private) else round(private - local, 4),  # type: ignore[operator]
         "answered": mean("fedct_private_answered"),
+        "consensus_accuracy": mean("fedct_private_consensus"),
+        "sites_losing_to_local": losing,
         "epsilon_accounted": max(r["fedct_private_epsilon"] for r in runs),
         "fedct_confident": mean("fedct_confident"),
         "confident_answered": mean("fedct_confident_answered"),
@@ -272,12 +298,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--epsilon", type=float, default=4.0)
     parser.add_argument("--confident", action="store_true", help="also run Confident-GNMax")
+    parser.add_argument(
+        "--per-site",
+        action="store_true",
+        help="also run the per-site mechanism (SubsampleAndAggregate)",
+    )
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     lines = []
     for name in args.datasets:
-        runs = [run(name, s, args.epsilon, args.confident, args.n_jobs) for s in args.seeds]
+        runs = [
+            run(name, s, args.epsilon, args.confident, args.per_site, args.n_jobs)
+            for s in args.seeds
+        ]
         line = summarise(name, args.epsilon, runs)
         print(json.dumps({k: v for k, v in line.items() if k not in ("seeds", "config")}))
         lines.append(line)

@@ -9,9 +9,12 @@ does it). The noise is paid once for the whole federation, so the summed votes s
 one site's few teachers would not. Each site then trains on its rows plus the labelled part of
 U; its model never leaves it.
 
-The script prints every site's accuracy alone (round 1: its own rows only) and co-trained, the
-share of U the consensus labelled, and the ε per private record with what it protects, the
-relation, the adversary and the assumptions it rests on.
+Teachers per site, queries per release and rounds are not tuned on the data:
+``suggest_secure_plan`` chooses them from the public facts (sites, rows per site, |U|,
+classes, ε) and says when ε is too small for the federation. The script prints the plan,
+every site's accuracy alone (round 1: its own rows only) and co-trained, the share of U the
+consensus labelled, and the ε per private record with what it protects, the relation, the
+adversary and the assumptions it rests on.
 
     python examples/private_federation.py                    # 40 sites x 500 rows, ε = 4
     python examples/private_federation.py --threshold 0.6    # Confident-GNMax
@@ -33,7 +36,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from cotrain import FederatedCoTrainer
 from cotrain.datasets.tabular import load_adult
-from cotrain.privacy import SecureTeacherVotes
+from cotrain.privacy import suggest_secure_plan
 
 LEARNERS = {
     "logistic regression": lambda seed: LogisticRegression(max_iter=500),
@@ -50,7 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=500, help="private rows held by each site")
     parser.add_argument("--public", type=int, default=1000, help="rows of the public pool U")
     parser.add_argument("--test", type=int, default=4000, help="rows every site is scored on")
-    parser.add_argument("--teachers", type=int, default=6, help="teachers per site (shards)")
     parser.add_argument(
         "--epsilon", type=float, default=4.0, help="ε per private record for the whole run"
     )
@@ -69,7 +71,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.sites, args.rows, args.public, args.test = 20, 250, 500, 2000
-        args.teachers = 3
     return args
 
 
@@ -96,13 +97,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = split(args)
     names = [list(LEARNERS)[i % len(LEARNERS)] for i in range(args.sites)]
     estimators = [LEARNERS[name](args.seed * 100 + i) for i, name in enumerate(names)]
-    privacy = SecureTeacherVotes(
-        n_teachers=args.teachers, epsilon=args.epsilon, threshold=args.threshold,
-        dropouts=args.dropouts,
-    )  # fmt: skip
-    trainer = FederatedCoTrainer(
-        estimators, rounds=2, privacy=privacy, classes=np.array([0, 1]), random_state=args.seed
+    plan = suggest_secure_plan(
+        args.sites, args.rows, args.public, 2, args.epsilon, dropouts=args.dropouts
     )
+    print(
+        f"plan from the public facts: {plan.n_teachers} teachers a site "
+        f"({args.rows // plan.n_teachers} rows each), {plan.queries} queries in each of "
+        f"{plan.releases} releases, {plan.rounds} rounds; noise σ = {plan.sigma:.1f} votes, "
+        f"{plan.noise_share:.0%} of the {args.sites * plan.n_teachers} votes a query\n"
+    )
+    privacy = plan.mechanism(threshold=args.threshold)
+    trainer = FederatedCoTrainer(
+        estimators, rounds=plan.rounds, privacy=privacy, classes=np.array([0, 1]),
+        random_state=args.seed,
+    )  # fmt: skip
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tiny teachers warn about their shards
@@ -129,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  - {assumption}")
     return {
         "alone": alone.client_accuracy, "co_trained": together.client_accuracy,
-        "epsilon": report["max_epsilon"], "answered": together.coverage,
+        "epsilon": report["max_epsilon"], "answered": together.coverage, "plan": plan,
     }  # fmt: skip
 
 

@@ -91,6 +91,7 @@ from cotrain.privacy.mechanisms.base import (
     as_mechanism,
 )
 from cotrain.privacy.mechanisms.dpsgd import DPSGD, dpsgd_epsilon
+from cotrain.privacy.mechanisms.secure_plan_rule import SuggestedPlan, suggest_secure_plan
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan, SecureTeacherVotes
 from cotrain.privacy.mechanisms.shards import teacher_shards
 from cotrain.privacy.mechanisms.soft_labels import GaussianSoftLabels
@@ -114,6 +115,7 @@ __all__ = [
     "SecureTeacherVotes",
     "SensitivityBound",
     "SubsampleAndAggregate",
+    "SuggestedPlan",
     "XORMechanism",
     "analytic_sensitivity_bound",
     "as_mechanism",
@@ -127,6 +129,7 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
     "is_accounted",
+    "suggest_secure_plan",
     "teacher_shards",
     "teacher_votes",
 ]
