@@ -310,6 +310,53 @@ def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
     assert sorted(flower.history_[0].failed) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("order", ["every site first", "a subset first"])
+def test_a_second_sum_under_another_name_gets_no_share_a_first_one_had(tmp_path, order):
+    """A server that runs Flower's SecAgg+ twice for one step — over all 4 sites and over
+    sites 1-3, the second under another query name — would learn site 0's share by
+    subtraction. Each site gives its (run, round, step) share to one sum only: of the two
+    sums, only the first is revealed, the site ledgers record one release each, and the
+    run's ε is the plan's."""
+    from cotrain.flower import grid_transport
+    from cotrain.flower.secure_sum import SecureSumError
+
+    X, y, U = blobs(n_sites=4)
+    mech = SecureTeacherVotes(n_teachers=2, mu=400.0, dropouts=1, n_sites=4, rounds=1)
+    paths, pool = write(tmp_path, X, y, U, mech)
+    real, revealed = grid_transport.secagg_sum, []
+
+    def twice(grid, nodes, **kwargs):  # the deviating server's sums for one step
+        asks = [(list(nodes), kwargs["query"]), (sorted(nodes)[1:], kwargs["query"] + "-b")]
+        if order == "a subset first":
+            asks.reverse()
+        honest = None
+        for sites, query in asks:
+            try:
+                got = real(grid, sites, **{**kwargs, "query": query})
+            except SecureSumError:
+                revealed.append(())
+                continue
+            revealed.append(got.node_ids)
+            honest = got if query == kwargs["query"] else honest
+        if honest is None:
+            raise SecureSumError("the honest sum was not revealed")
+        return honest
+
+    grid_transport.secagg_sum = twice
+    try:
+        flower = FlowerCoTraining(
+            pool, rounds=2, random_state=0, privacy=mech, classes=CLASSES, min_nodes=4
+        ).run(WireGrid(paths))
+    finally:
+        grid_transport.secagg_sum = real
+    assert len(revealed) == 2 and len(revealed[0]) in (3, 4) and revealed[1] == ()
+    for path in paths:
+        ledger = json.loads((path.parent / "state" / "privacy" / "ledger.json").read_text())
+        assert [r["key"].split("/", 1)[1] for r in ledger["releases"]] == ["1/first"]
+    plan = mech.plan(4, len(U), 2, rounds=2)
+    assert flower.privacy_report()["max_epsilon"] <= plan.epsilon(1) + 1e-9
+
+
 def test_bad_runs_are_refused_before_any_message(tmp_path):
     X, y, U = blobs(n_sites=3)
     mech = SecureTeacherVotes(n_teachers=2, mu=100.0, dropouts=1, n_sites=3, rounds=1)
