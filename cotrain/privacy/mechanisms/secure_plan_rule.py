@@ -91,7 +91,9 @@ class SuggestedPlan:
     def mechanism(self, **kwargs: Any) -> SecureTeacherVotes:
         """The :class:`~cotrain.privacy.SecureTeacherVotes` of this plan (``n_sites`` and
         the releases fixed, so a deployed site can state them); ``kwargs`` adds the rest
-        (``budget``, ``threshold``, ...).
+        (``budget``, ``threshold``, ...). The rule plans the plain answer; with
+        ``threshold`` the mechanism calibrates its check and answer noise to the same ε
+        itself, so its σ is not :attr:`sigma`.
 
         Examples
         --------
