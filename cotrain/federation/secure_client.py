@@ -66,7 +66,7 @@ class SecureClient(Client):
     >>> len(step.message)               # 2 queries x 2 classes x int32
     16
     >>> site.vote_round(2, None, 0, np.array([0, 1])).error   # past the planned round
-    PrivacyBudgetSpent('every planned release of this run was made')
+    PrivacyBudgetSpent('round 2 is outside the plan (rounds 1 to 1)')
     >>> site.vote_round(2, None, 0, np.array([], dtype=int)).message   # train, release nothing
     b''
     >>> site.site_ledger.releases, site.site_ledger.epsilon() == plan.epsilon(1)

@@ -281,8 +281,9 @@ class ShareRequest:
 
     def refused(self, ledger: SiteLedger) -> str | None:
         """Why the site refuses the request under its run's plan (None: it does not): a
-        share for a round outside the plan's ``1..rounds``, the run's earlier shares sent
-        under another plan (:func:`other_plan`), or a first share past the plan's rounds.
+        share for a round outside the plan's ``1..rounds`` (so a run gets at most the
+        planned releases, one per round, whatever the order it asks them in), or the run's
+        earlier shares sent under another plan (:func:`other_plan`).
 
         Examples
         --------
@@ -297,12 +298,7 @@ class ShareRequest:
         """
         if self.releases and not 1 <= int(self.round) <= self.plan.rounds:
             return f"round {int(self.round)} is outside the plan (rounds 1 to {self.plan.rounds})"
-        reason = other_plan(ledger, self.run, self.plan)
-        if reason is None and self.step == "first" and ledger.lookup(self.key) is None:
-            firsts = [s for s in ledger.sent(_run_prefix(self.run)) if s.key.endswith("/first")]
-            if len(firsts) >= self.plan.rounds:
-                return "every planned release of this run was made"
-        return reason
+        return other_plan(ledger, self.run, self.plan)
 
 
 def other_plan(ledger: SiteLedger, run: tuple[str, ...], plan: SecurePlan) -> str | None:
