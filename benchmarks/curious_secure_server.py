@@ -49,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.curious_server import Curious, save_lines, write_app
+from benchmarks.curious_server import Curious, reporter, save_lines, write_app
 from cotrain.flower.local.flwr_cli import app_pyproject
 
 N_SITES, N_PUBLIC, N_PRIVATE, EPSILON = 4, 40, 120, 2.0
@@ -226,12 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     transcript = json.loads(out.read_text())
     sums = transcript["sums"]
 
-    lines: list[str] = []
-
-    def say(text: str) -> None:
-        lines.append(text)
-        print(text, flush=True)
-
+    lines, say = reporter()
     say(f"4 secure sites: SecureTeacherVotes(n_teachers=2, epsilon={EPSILON}, n_sites=4, "
         f"rounds=1, dropouts=1), |U| = {N_PUBLIC}, {N_PRIVATE} private rows each; one run's "
         f"ε {one:.4f}, budget ε {budget:.4f} (two runs), δ = {p.delta}")  # fmt: skip

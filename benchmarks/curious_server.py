@@ -66,6 +66,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -363,12 +364,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     killed = json.loads((folder / "killed.json").read_text())
 
-    lines: list[str] = []
-
-    def say(text: str) -> None:
-        lines.append(text)
-        print(text, flush=True)
-
+    lines, say = reporter()
     say(f"private site: SubsampleAndAggregate(n_teachers={N_TEACHERS}, sigma={SIGMA}), "
         f"budget ε {budget:.4f} (allows {args.releases} releases), "
         f"|U| = {N_PUBLIC}, {N_PRIVATE} private rows, δ = {delta}")  # fmt: skip
@@ -431,6 +427,18 @@ def phase_counts(received: list[dict[str, Any]], delta: float) -> dict[str, dict
             c["other"] += 1
         c["epsilon"] = round(compose(len(seen), delta), 6)
     return phases
+
+
+def reporter() -> tuple[list[str], Callable[[str], None]]:
+    """The lines printed so far, and ``say`` that prints one and keeps it (for
+    :func:`save_lines`)."""
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        lines.append(text)
+        print(text, flush=True)
+
+    return lines, say
 
 
 def save_lines(lines: list[str], name: str = "curious_server.txt") -> Path:

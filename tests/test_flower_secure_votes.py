@@ -311,7 +311,9 @@ def test_a_site_refuses_a_sum_over_fewer_sites_than_its_plan(tmp_path):
 
 
 @pytest.mark.parametrize("order", ["every site first", "a subset first"])
-def test_a_second_sum_under_another_name_gets_no_share_a_first_one_had(tmp_path, order):
+def test_a_second_sum_under_another_name_gets_no_share_a_first_one_had(
+    tmp_path, monkeypatch, order
+):
     """A server that runs Flower's SecAgg+ twice for one step — over all 4 sites and over
     sites 1-3, the second under another query name — would learn site 0's share by
     subtraction. Each site gives its (run, round, step) share to one sum only: of the two
@@ -342,13 +344,10 @@ def test_a_second_sum_under_another_name_gets_no_share_a_first_one_had(tmp_path,
             raise SecureSumError("the honest sum was not revealed")
         return honest
 
-    grid_transport.secagg_sum = twice
-    try:
-        flower = FlowerCoTraining(
-            pool, rounds=2, random_state=0, privacy=mech, classes=CLASSES, min_nodes=4
-        ).run(WireGrid(paths))
-    finally:
-        grid_transport.secagg_sum = real
+    monkeypatch.setattr(grid_transport, "secagg_sum", twice)
+    flower = FlowerCoTraining(
+        pool, rounds=2, random_state=0, privacy=mech, classes=CLASSES, min_nodes=4
+    ).run(WireGrid(paths))
     assert len(revealed) == 2 and len(revealed[0]) in (3, 4) and revealed[1] == ()
     for path in paths:
         ledger = json.loads((path.parent / "state" / "privacy" / "ledger.json").read_text())
