@@ -21,6 +21,7 @@ array([-1,  1, -1])
 from ._base import Consensus
 from ._params import ParamsMixin
 from .certainty import CertaintyWeighted, certainty_weighted
+from .dawid_skene import DawidSkene, dawid_skene, dawid_skene_vote
 from .dual import DualDistillation
 from .hard import MajorityVote, QualifiedMajority, majority_vote, qualified_majority, vote_counts
 from .noisy import NoisyArgmax
@@ -33,6 +34,7 @@ from .soft import EntropyWeighted, SoftMean, entropy_weighted, soft_mean
 __all__ = [
     "CertaintyWeighted",
     "Consensus",
+    "DawidSkene",
     "DualDistillation",
     "EntropyWeighted",
     "MajorityVote",
@@ -47,6 +49,8 @@ __all__ = [
     "available_consensus",
     "certainty_weighted",
     "client_agreement",
+    "dawid_skene",
+    "dawid_skene_vote",
     "entropy_weighted",
     "get_consensus",
     "majority_vote",
@@ -71,6 +75,7 @@ for _names, _factory in [
     (("reputation", "reputation_vote"), ReputationVote),
     (("quality", "quality_vote"), QualityVote),
     (("reliability", "reliability_vote"), ReliabilityVote),
+    (("dawid_skene", "staple"), DawidSkene),
 ]:
     for _name in _names:
         register_consensus(_name, _factory)
