@@ -87,7 +87,7 @@ def _counts(checked: Any) -> NDArray[np.float64]:
             w = np.ldexp(w, -int(np.frexp(top)[1]))
             w = w / w.max()
         onehot = onehot * (w[:, None, None] if w.ndim == 1 else w[..., None])
-    return onehot
+    return np.asarray(onehot, dtype=np.float64)
 
 
 def dawid_skene(
