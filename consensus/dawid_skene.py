@@ -123,7 +123,8 @@ def dawid_skene(
         degenerate answer (one class everywhere, every client uninformative); on a large
         one the votes outweigh them.
     prior_accuracy : float, default=0.7
-        The accuracy the confusion prior gives every client, in (1/C, 1).
+        The accuracy the confusion prior gives every client, in (1/C, 1) (any value in
+        (0, 1) when there is one class: every vote is that class).
 
     Returns
     -------
@@ -155,7 +156,7 @@ def dawid_skene(
     for name, value in (("tol", tol), ("alpha", alpha), ("prior_accuracy", prior_accuracy)):
         if isinstance(value, bool) or not np.isfinite(value) or value <= 0:
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    if not 1.0 / checked.n_classes < prior_accuracy < 1.0:
+    if checked.n_classes > 1 and not 1.0 / checked.n_classes < prior_accuracy < 1.0:
         raise ValueError(
             f"prior_accuracy must lie in (1/n_classes, 1) = ({1 / checked.n_classes:.3g}, 1), "
             f"got {prior_accuracy!r}"

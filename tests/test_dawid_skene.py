@@ -55,6 +55,7 @@ def test_a_unanimous_vote_is_never_overturned_and_absent_examples_abstain():
     fit = dawid_skene(votes, 2)
     assert fit.unanimous.tolist() == [-1, -1, -1, 1]
     assert np.isnan(fit.posterior[2]).all()
+    assert dawid_skene_vote(np.array([[0, -1], [0, 0]]), 1).tolist() == [0, 0]  # one class
 
 
 def test_soft_votes_and_relative_weights():
