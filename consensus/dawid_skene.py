@@ -80,12 +80,10 @@ def _counts(checked: Any) -> NDArray[np.float64]:
         onehot = np.asarray(values, dtype=np.float64)
         if checked.present is not None:
             onehot = onehot * checked.present[..., None]
-    if checked.weights is not None:  # relative weights: the largest scaled to 1 (exactly,
-        w = checked.weights  # by a power of two first, for subnormal or huge scales), so
-        top = w.max() if w.size else 0.0  # that only their ratios matter against the
-        if top > 0:  # priors' pseudo-votes
-            w = np.ldexp(w, -int(np.frexp(top)[1]))
-            w = w / w.max()
+    if checked.weights is not None:  # relative weights: the largest counts 1, so that only
+        w = checked.weights  # their ratios matter against the priors' pseudo-votes
+        top = w.max() if w.size else 0.0
+        w = w / top if top > 0 else w
         onehot = onehot * (w[:, None, None] if w.ndim == 1 else w[..., None])
     return np.asarray(onehot, dtype=np.float64)
 
@@ -193,8 +191,7 @@ def dawid_skene(
         posterior = new
         if moved <= tol:
             break
-    posterior = posterior.copy()
-    posterior[~voted] = np.nan
+    posterior[~voted] = np.nan  # a fresh array (each E-step makes one)
     accuracy = np.einsum("k,ikk->i", prior, confusion)
     present = counts.sum(axis=2) > 0
     said = counts.argmax(axis=2)
