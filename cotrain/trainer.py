@@ -91,13 +91,15 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
         NaN in the data is accepted where the learners that see it take it (scikit-learn
         tag ``allow_nan``: e.g. HistGradientBoosting, XGBoost, trees).
     consensus : str or consensus.Consensus, default="auto"
-        How label votes become pseudo-labels. "auto": "reliability" without a privacy
-        mechanism (:class:`consensus.ReliabilityVote`: each client's vote weighted by the
-        log-odds of the out-of-fold accuracy it sends as ``quality``), "majority" with
-        one (a private client sends no quality); or "majority", "qualified" (quorum 0.9),
-        "mean" (distributed distillation), "entropy" (FedDS), "certainty" (FedAUX), or
-        an object from :mod:`consensus`. A soft rule with ``share="hard"`` makes each
-        class's share of the votes the soft pseudo-label (with a warning saying so).
+        How label votes become pseudo-labels. "auto": "dawid_skene" without a privacy
+        mechanism (:class:`consensus.DawidSkene`: each client's confusion matrix is
+        estimated from the votes on U by EM, so that a strong client outvotes weak ones
+        class by class), "majority" with one; or "majority", "qualified" (quorum 0.9),
+        "reliability" (votes weighted by the out-of-fold accuracy a client sends as
+        ``quality``), "mean" (distributed distillation), "entropy" (FedDS), "certainty"
+        (FedAUX), or an object from :mod:`consensus`. A soft rule with ``share="hard"``
+        makes each class's share of the votes the soft pseudo-label (with a warning saying
+        so).
     share : {"hard", "soft"}, default="hard"
         Clients send hard labels (packed at ceil(log2 C) bits) or probabilities (float32).
     soft_dtype : {"float32", "float16"}, default="float32"
@@ -116,13 +118,12 @@ class FederatedCoTrainer(ClassifierMixin, BaseEstimator):
     trust : "auto", None, float, PseudoLabelTrust, CrossFitTrust, HoldoutTrust or \
 PoolHalvesTrust, default="auto"
         How each client uses the pseudo-labelled pool. "auto" without a privacy mechanism:
-        :class:`cotrain.trust.cross_fit.CrossFitTrust` — two models per client, each fitted on
-        half its rows and half the pool, label the other half of the pool (a random forest:
-        one fit, its out-of-bag labels; labels never fitted to themselves), their out-of-fold
-        accuracy on the client's rows goes with its upload as ``quality`` (the reliability
-        ``consensus="auto"`` weights its votes by), and the client's predictor blends them
-        with its local-only model, moving toward the co-trained models only as far as its
-        own rows show they help (``history_[t].trust`` is that weight). "auto" with a
+        :class:`cotrain.trust.cross_fit.CrossFitTrust` — two models per client, each fitted
+        on half its rows and the whole pseudo-labelled pool, send the mean of their labels
+        on U (a random forest: one fit, as in FedCT); their out-of-fold accuracy on the
+        client's rows goes with its upload as ``quality``, and the client's predictor blends
+        them with its local-only model, moving toward the co-trained models only as far as
+        its own rows show they help (``history_[t].trust`` is that weight). "auto" with a
         privacy mechanism: :class:`cotrain.trust.PseudoLabelTrust` (the pool's sample
         weight, 0 or 1, by 3-fold cross-validation; its quality stays at the client). Torch
         and language-model learners, and a client whose model is trained privately

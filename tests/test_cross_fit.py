@@ -1,5 +1,5 @@
-"""Cross-fitted co-training (the default ``trust="auto"``), the reliability-weighted vote
-(the default ``consensus="auto"``) and the blended site predictor (issue 28)."""
+"""Cross-fitted co-training (the default ``trust="auto"``; issue 28, its whole-pool labels
+issue 40), the reliability-weighted vote and the blended site predictor."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from consensus import ReliabilityVote, get_consensus, reliability_vote
+from consensus import DawidSkene, ReliabilityVote, get_consensus, reliability_vote
 from cotrain import FederatedCoTrainer
 from cotrain.trust import FixedTrust, PseudoLabelTrust, client_trust, get_trust
 from cotrain.trust.cross_fit import CrossFitTrust, pick_alpha
@@ -58,13 +58,13 @@ def test_round_one_sends_the_local_model_labels() -> None:
     assert 0.9 <= out.quality <= 1.0  # 5-fold out-of-fold accuracy of a separable task
 
 
-def test_labels_on_the_pool_are_not_fitted_to_themselves() -> None:
+def test_cross_fit_labels_on_the_pool_are_not_fitted_to_themselves() -> None:
     """A 1-nearest-neighbour model fitted on a row returns that row's label: a client
     that sent labels from its own fit would echo random pseudo-labels back exactly."""
     X, y, U, _ = _task(1)
     noise = np.random.default_rng(5).integers(0, 2, size=len(U))
     state: dict = {}
-    trust = CrossFitTrust(random_state=0)
+    trust = CrossFitTrust(pool="cross_fit", random_state=0)
     knn = KNeighborsClassifier(n_neighbors=1)
     out = trust.fit_round(knn, X, y, U, noise, CLASSES, state)
     echoed = np.mean(out.on_public.argmax(axis=1) == noise)
@@ -75,6 +75,30 @@ def test_labels_on_the_pool_are_not_fitted_to_themselves() -> None:
     folds = state["u_fold"]
     for k, model in enumerate(state["folds"]):
         np.testing.assert_allclose(out.on_public[folds == k], model.predict_proba(U[folds == k]))
+
+
+def test_whole_pool_models_train_on_every_pool_row_and_send_their_mean() -> None:
+    """``pool="whole"`` (the default): both models see the whole pool, as FedCT's one model
+    does, so a 1-nearest-neighbour site echoes the pseudo-labels it was given; its
+    quality is still measured on the private rows each model left out."""
+    X, y, U, _ = _task(1)
+    noise = np.random.default_rng(5).integers(0, 2, size=len(U))
+    state: dict = {}
+    trust = CrossFitTrust(random_state=0)
+    assert trust.pool == "whole"
+    knn = KNeighborsClassifier(n_neighbors=1)
+    out = trust.fit_round(knn, X, y, U, noise, CLASSES, state)
+    models = state["folds"]
+    mean = np.mean([m.predict_proba(U) for m in models], axis=0)
+    np.testing.assert_allclose(out.on_public, mean)
+    assert np.mean(out.on_public.argmax(axis=1) == noise) == 1.0
+    fold = state["d_fold"]
+    oof = np.empty(len(y), dtype=np.int64)
+    for k, model in enumerate(models):
+        oof[fold == k] = model.predict(X[fold == k])
+        # each model trained on its own rows outside fold k and all 300 pool rows
+        assert model.estimator_.n_samples_fit_ == np.sum(fold != k) + len(U)
+    assert out.quality == np.mean(oof == y)
 
 
 def test_a_wrong_consensus_leaves_the_site_with_its_own_model() -> None:
@@ -113,7 +137,8 @@ def test_too_few_rows_is_plain_cotraining() -> None:
 @pytest.mark.parametrize(
     ("params", "word"),
     [({"n_folds": 1}, "n_folds"), ({"alphas": (0.5, 2.0)}, "alphas"), ({"z": -1}, "z"),
-     ({"alphas": ()}, "alphas"), ({"local_folds": True}, "local_folds")],
+     ({"alphas": ()}, "alphas"), ({"local_folds": True}, "local_folds"),
+     ({"pool": "half"}, "pool")],
 )  # fmt: skip
 def test_bad_parameters_name_themselves(params: dict, word: str) -> None:
     with pytest.raises(ValueError, match=word):
@@ -179,12 +204,12 @@ def test_trainer_defaults_protect_a_good_client_from_liars() -> None:
     ys = [y[parts[0]]] + [1 - y[p] for p in parts[1:]]
     learners = [LogisticRegression() for _ in range(4)]
     trainer = FederatedCoTrainer(learners, rounds=3, random_state=0).fit(Xs, ys, X_public=U)
-    assert isinstance(trainer.consensus_, ReliabilityVote)
+    assert isinstance(trainer.consensus_, DawidSkene)
     local = LogisticRegression().fit(Xs[0], ys[0])
     np.testing.assert_array_equal(trainer.clients_[0].predict(U), local.predict(U))
     assert trainer.history_[-1].trust[0] == 0.0
-    # the liars' consensus wins the vote (each liar is consistent with its own rows, so
-    # its out-of-fold accuracy is high); the honest client's co-trained models learn it
+    # the liars' consensus wins the vote (three consistent voters against one); the
+    # honest client's co-trained models learn it
     # and score low on its rows, so its predictor stays its own
     assert trainer.history_[-1].quality[0] < 0.1 < 0.9 < trainer.history_[-1].quality[1]
     plain = FederatedCoTrainer(learners, rounds=3, trust=None, consensus="majority",
@@ -238,7 +263,7 @@ def test_a_forest_labels_the_pool_out_of_bag_in_one_fit() -> None:
     noise = np.random.default_rng(2).integers(0, 2, size=len(U))
     forest = RandomForestClassifier(n_estimators=60, random_state=0)
     state: dict = {}
-    trust = CrossFitTrust(random_state=0)
+    trust = CrossFitTrust(pool="cross_fit", random_state=0)
     first = trust.fit_round(forest, X, y, U, None, CLASSES, state)
     local = state["local"].estimator_
     np.testing.assert_allclose(state["local_oof"], local.oob_decision_function_)
@@ -249,6 +274,16 @@ def test_a_forest_labels_the_pool_out_of_bag_in_one_fit() -> None:
     assert 0.35 < np.mean(out.on_public.argmax(axis=1) == noise) < 0.65
     in_sample = model.predict(U)
     assert np.mean(in_sample == noise) > 0.9
+    # pool="whole": the same one fit sends its plain predictions on U (as FedCT's forest
+    # would), and its out-of-bag votes on the private rows are still its quality
+    state = {}
+    whole = CrossFitTrust(random_state=0)
+    whole.fit_round(forest, X, y, U, None, CLASSES, state)
+    out = whole.fit_round(forest, X, y, U, noise, CLASSES, state)
+    (model,) = out.model.cotrained
+    np.testing.assert_allclose(out.on_public, model.predict_proba(U))
+    oob = model.estimator_.oob_decision_function_[: len(y)]
+    assert out.quality == np.mean(oob.argmax(axis=1) == y)
 
 
 def test_a_resumed_forest_site_continues_as_an_uninterrupted_one(tmp_path) -> None:

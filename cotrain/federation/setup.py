@@ -109,17 +109,18 @@ class ServerRun:
 
 
 def auto_consensus(consensus: Any, privacy: Any) -> Any:
-    """The consensus rule ``"auto"`` stands for: ``"reliability"`` (votes weighted by the
-    clients' out-of-fold accuracy) without a privacy mechanism, ``"majority"`` with one (a
-    private client sends no accuracy); any other value unchanged.
+    """The consensus rule ``"auto"`` stands for: ``"dawid_skene"`` (each client's confusion
+    matrix estimated from the votes on U, :class:`consensus.DawidSkene`) without a privacy
+    mechanism, ``"majority"`` with one (the rule the private plans were measured with);
+    any other value unchanged.
 
     Examples
     --------
     >>> auto_consensus("auto", None), auto_consensus("auto", object()), auto_consensus("mean", None)
-    ('reliability', 'majority', 'mean')
+    ('dawid_skene', 'majority', 'mean')
     """
     if isinstance(consensus, str) and consensus.strip().lower() == "auto":
-        return "reliability" if privacy is None else "majority"
+        return "dawid_skene" if privacy is None else "majority"
     return consensus
 
 

@@ -1,36 +1,38 @@
-"""Cross-fitted co-training: honest labels on the pool, and a site never worse than alone.
+"""Cross-fitted co-training: honest reliabilities, and a site never worse than alone.
 
 :class:`CrossFitTrust` is the default way a client without a privacy mechanism trains
 (``trust="auto"``). It does three things the paper's FedCT (``trust=None``) does not:
 
-1. **Labels not fitted to themselves.** The public pool U is cut into ``n_folds`` fixed
-   folds, and so are the client's private rows. Model ``k`` is fitted on the private rows
-   outside fold ``k`` plus the pseudo-labelled pool rows outside fold ``k``, and it labels
-   pool fold ``k``: a client never sends back a pseudo-label its model was fitted to, so the
-   consensus can still change (and improve) after round 1 instead of locking in. A bagged
+1. **Out-of-fold models.** The client's private rows are cut into ``n_folds`` fixed folds.
+   Model ``k`` is fitted on the private rows outside fold ``k`` plus the pseudo-labelled
+   pool, so that it can be measured on private fold ``k``. With ``pool="whole"`` (the
+   default) every model trains on the whole pool, as FedCT's does, and the client sends the
+   mean of their predictions on U: labels as strong and as stable as FedCT's. With
+   ``pool="cross_fit"`` the pool is cut into folds too and model ``k`` labels pool fold
+   ``k``, which it did not train on: a client never sends back a pseudo-label its model
+   was fitted to, so the consensus keeps moving (each model sees half the pool and half
+   the rows; measured, it gains less, see docs/guide/when_cotraining_helps.md). A bagged
    learner (a random forest: :func:`out_of_bag`) needs no cross-fits: it is fitted once on
-   all its rows and the pseudo-labelled pool, and each row's label comes from the members
-   that did not draw it (its out-of-bag probabilities), which also serve as the out-of-fold
-   estimate on the private rows below.
-2. **An honest reliability.** Model ``k`` also predicts private fold ``k``, which it did not
-   see: the out-of-fold accuracy is sent as the upload's ``quality``, and the default
-   consensus (:class:`consensus.ReliabilityVote`) weights the client's votes by it.
+   all its rows and the pseudo-labelled pool, its out-of-bag probabilities (from the
+   members that did not draw a row) serve as the out-of-fold estimate on the private rows
+   and, with ``pool="cross_fit"``, as its labels on U.
+2. **An honest reliability.** Model ``k`` predicts private fold ``k``, which it did not
+   see: the out-of-fold accuracy is sent as the upload's ``quality`` (a consensus such as
+   :class:`consensus.ReliabilityVote` weights the client's votes by it).
 3. **Never worse than alone.** Once, the client fits its learner on its own rows (the
    *local* model) and measures it by ``local_folds``-fold cross-validation. Every round it
    chooses the weight ``alpha`` of the co-trained models in its own predictor
    (:class:`learners.BlendedClassifier`: ``alpha · mean_k p_k + (1 - alpha) · p_local``)
    on the grid ``alphas`` by the out-of-fold Brier score on its rows, taking the *smallest*
-   ``alpha`` whose score is within ``z`` standard errors of the best: with little evidence
-   it falls back toward its own model, and it moves to the co-trained models only as far
-   as its own rows show they help. What it *sends* stays the co-trained models' honest
-   prediction.
+   ``alpha`` whose score is within ``z`` standard errors of the best (``z=0``, the default:
+   the best): it moves to the co-trained models only as far as its own rows show they
+   help. What it *sends* stays the co-trained models' honest prediction.
 
-Cost per round: ``n_folds`` fits (default 2), each on half the private rows and half the
-pool, instead of FedCT's one fit on all of them — about the same work for learners whose
-cost grows linearly with the rows, twice the fixed cost per fit; plus, once,
-``local_folds + 1`` fits on the private rows alone, and every prediction made by the
-``n_folds + 1`` models of the blend. A bagged learner makes one fit per round, as in
-FedCT, and one (out-of-bag) local fit.
+Cost per round: ``n_folds`` fits (default 2), each on the pool and ``(n_folds - 1) /
+n_folds`` of the private rows (``pool="cross_fit"``: half the pool), instead of FedCT's one
+fit on all of them; plus, once, ``local_folds + 1`` fits on the private rows alone, and
+every prediction made by the ``n_folds + 1`` models of the blend. A bagged learner makes one
+fit per round, as in FedCT, and one (out-of-bag) local fit.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ __all__ = ["CrossFitTrust", "check_alpha_grid", "out_of_bag", "pick_alpha"]
 #: the default grid of co-trained weights a site chooses from
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
+#: what each cross-fitted model trains on, and which of its labels it sends
+POOLS = ("whole", "cross_fit")
+
 
 class CrossFitTrust:
     """Cross-fitted co-training with a local fallback (see the module docstring).
@@ -59,14 +64,20 @@ class CrossFitTrust:
     Parameters
     ----------
     n_folds : int, default=2
-        Folds of the pool (and of the private rows) for cross-fitting: one model per fold.
+        Folds of the private rows (and, with ``pool="cross_fit"``, of the pool): one model
+        per fold.
+    pool : {"whole", "cross_fit"}, default="whole"
+        "whole": every model trains on the whole pseudo-labelled pool, and the client sends
+        the mean of their predictions on U. "cross_fit": model ``k`` trains on the pool
+        outside fold ``k`` and labels fold ``k`` (labels never fitted to themselves).
     local_folds : int, default=5
         Folds of the one-time cross-validation of the local model.
     alphas : sequence of float, default=(0, 0.25, 0.5, 0.75, 1)
         Candidate weights of the co-trained models, each in ``[0, 1]``.
-    z : float, default=1.0
+    z : float, default=0.0
         A larger ``alpha`` is taken only if the smaller ones are more than ``z`` standard
-        errors (of the paired per-row difference in Brier score) worse than the best.
+        errors (of the paired per-row difference in Brier score) worse than the best
+        (0: the best ``alpha``; ties go to the smaller).
     min_rows : int, default=10
         Fewest private rows to measure anything on: below it the co-trained models use all
         private rows, ``alpha`` is 1 (plain co-training) and no quality is sent.
@@ -98,13 +109,15 @@ class CrossFitTrust:
         self,
         *,
         n_folds: int = 2,
+        pool: str = "whole",
         local_folds: int = 5,
         alphas: tuple[float, ...] = ALPHAS,
-        z: float = 1.0,
+        z: float = 0.0,
         min_rows: int = 10,
         random_state: int | None = None,
     ) -> None:
         self.n_folds = n_folds
+        self.pool = pool
         self.local_folds = local_folds
         self.alphas = alphas
         self.z = z
@@ -113,7 +126,8 @@ class CrossFitTrust:
 
     def __repr__(self) -> str:
         return (
-            f"CrossFitTrust(n_folds={self.n_folds!r}, local_folds={self.local_folds!r}, "
+            f"CrossFitTrust(n_folds={self.n_folds!r}, pool={self.pool!r}, "
+            f"local_folds={self.local_folds!r}, "
             f"alphas={tuple(self.alphas)!r}, z={self.z!r}, min_rows={self.min_rows!r}, "
             f"random_state={self.random_state!r})"
         )
@@ -127,6 +141,8 @@ class CrossFitTrust:
         """Validate the parameters (ValueError naming the one at fault); returns self."""
         for name in ("n_folds", "local_folds", "min_rows"):
             check_int(getattr(self, name), f"trust {name}", 2)
+        if not isinstance(self.pool, str) or self.pool not in POOLS:
+            raise ValueError(f"trust pool must be one of {POOLS}, got {self.pool!r}")
         check_alpha_grid(self.alphas, self.z)
         return self
 
@@ -233,8 +249,9 @@ class CrossFitTrust:
         on_public = np.zeros((len(X_public), len(classes)))
         oof = np.zeros((len(y), len(classes)))
         u_fold, d_fold = state["u_fold"], state["d_fold"]
+        whole = self.pool == "whole"
         for k, model in enumerate(folds):
-            rows = labelled & (u_fold != k)
+            rows = labelled if whole else labelled & (u_fold != k)
             train = np.ones(len(y), bool) if d_fold is None else d_fold != k
             y_pool = pseudo[rows] if targets is not None else classes[pseudo[rows]]
             model.fit(
@@ -242,7 +259,10 @@ class CrossFitTrust:
                 np.concatenate([y_private[train], y_pool]),
             )
             spent += model.fit_time_
-            on_public[u_fold == k] = model.predict_proba(X_public[u_fold == k])
+            if whole:
+                on_public += model.predict_proba(X_public) / len(folds)
+            else:
+                on_public[u_fold == k] = model.predict_proba(X_public[u_fold == k])
             if d_fold is not None:
                 oof[d_fold == k] = model.predict_proba(X[d_fold == k])
         return self._finish(folds, on_public, oof if measurable else None, y, classes, state, spent)
@@ -260,7 +280,8 @@ class CrossFitTrust:
     ) -> TrustRound:
         """A bagged learner's round: one fit on all private rows and pseudo-labelled pool
         rows, whose out-of-bag probabilities (from the members that did not see a row) are
-        both the labels it sends and its out-of-fold estimate on its own rows."""
+        its out-of-fold estimate on its own rows and, with ``pool="cross_fit"``, the labels
+        it sends (``pool="whole"``: its predictions on U, as FedCT's model would send)."""
         labelled = pseudo >= 0
         model = ClassAlignedClassifier(_oob_clone(estimator), classes=classes)
         model.fit(
@@ -270,10 +291,13 @@ class CrossFitTrust:
         spent += model.fit_time_
         train = np.concatenate([X, X_public[labelled]])
         oob = _oob_proba(model, train, classes)
-        on_public = np.empty((len(X_public), len(classes)))
-        on_public[labelled] = oob[len(y) :]
-        if not labelled.all():  # abstained rows were not trained on: plain predictions
-            on_public[~labelled] = model.predict_proba(X_public[~labelled])
+        if self.pool == "whole":
+            on_public = model.predict_proba(X_public)
+        else:
+            on_public = np.empty((len(X_public), len(classes)))
+            on_public[labelled] = oob[len(y) :]
+            if not labelled.all():  # abstained rows were not trained on: plain predictions
+                on_public[~labelled] = model.predict_proba(X_public[~labelled])
         oof = oob[: len(y)] if state["measurable"] else None
         return self._finish([model], on_public, oof, y, classes, state, spent)
 
