@@ -1,4 +1,5 @@
-"""Helpers of ``benchmarks/untuned_mixed.py`` (issue 28): sizes, splits, loaders and checks."""
+"""Helpers of ``benchmarks/untuned_mixed.py`` (issues 28, 40): sizes, splits, loaders and
+checks."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ def test_unknown_dataset(bench):
 
 def test_checks_pass_and_fail_with_known_numbers(bench):
     rows = []
-    for seed, t_default in [(0, 3.0), (1, 5.0)]:
+    for seed, t_default in [(0, 2.5), (1, 3.0)]:
         for site, local, default in [("DT", 0.70, 0.75), ("LR", 0.80, 0.79)]:
             rows.append(dict(dataset="d", seed=seed, method="local", site=site, accuracy=local))
             for method, acc, t in [("default", default, t_default), ("fedct", 0.7, 2.0)]:
@@ -123,15 +124,19 @@ def test_checks_pass_and_fail_with_known_numbers(bench):
                     seconds=t,
                 )
             )
+        rows.append(dict(dataset="d", seed=seed, method="default", site="distill", accuracy=0.8))
     summary = bench.summarise(pd.DataFrame(rows))["d"]
     assert summary["best_site"] == "LR"
     assert summary["site_gain"] == pytest.approx({"DT": 0.05, "LR": -0.01})
     assert summary["mean_gain"] == pytest.approx(0.02)
+    assert summary["fedct_gain"] == pytest.approx(-0.05)
     assert summary["consensus_gap"] == pytest.approx(-0.02)
-    assert summary["time_ratio"] == pytest.approx((1.5 + 2.5) / 2)
+    assert summary["distill_gap"] == pytest.approx(0.0)
+    assert summary["time_ratio"] == pytest.approx((1.25 + 1.5) / 2)
     lines = bench.checks({"d": summary})
     assert [line[:8] for line in lines] == ["FAIL (a)", "PASS (b)", "FAIL (c)", "PASS (d)"]
     assert "d/LR -0.0100" in lines[0]
+    assert lines[2].endswith("failures: d consensus -0.0200")  # distill() is at the best site
 
 
 def test_checks_skip_without_the_methods(bench):
@@ -145,7 +150,7 @@ def test_run_one_round(bench):
     rows = bench.run("breast_cancer", seed=0, rows=150, rounds=1, methods=["local", "fedct"])
     frame = pd.DataFrame(rows)
     assert frame.groupby("method").site.apply(list).to_dict() == {
-        "fedct": ["DT", "RF", "XGB", "LR", "consensus"],
+        "fedct": ["DT", "RF", "XGB", "LR", "consensus", "distill"],
         "local": ["DT", "RF", "XGB", "LR"],
     }
     assert frame.accuracy.between(0.8, 1.0).all()
