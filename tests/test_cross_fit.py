@@ -101,6 +101,38 @@ def test_whole_pool_models_train_on_every_pool_row_and_send_their_mean() -> None
     assert out.quality == np.mean(oof == y)
 
 
+def test_refit_one_refits_the_round_s_model_and_keeps_the_other() -> None:
+    """``refit="one"`` (the default): the first co-training round fits both models; round
+    ``t`` then refits model ``t mod 2`` only, the other keeps its fit, and the labels sent
+    are still the mean of both."""
+    X, y, U, truth = _task(11)
+    trust = CrossFitTrust(random_state=0)
+    state: dict = {"round": 1}
+    trust.fit_round(LogisticRegression(), X, y, U, None, CLASSES, state)
+    state["round"] = 2
+    trust.fit_round(LogisticRegression(), X, y, U, truth, CLASSES, state)
+    before = [m.estimator_.coef_.copy() for m in state["folds"]]
+    state["round"] = 3
+    flipped = 1 - truth
+    out = trust.fit_round(LogisticRegression(), X, y, U, flipped, CLASSES, state)
+    after = [m.estimator_.coef_ for m in state["folds"]]
+    np.testing.assert_array_equal(after[0], before[0])  # 3 mod 2 = 1: model 0 kept
+    assert not np.allclose(after[1], before[1])  # model 1 refitted on the flipped pool
+    mean = np.mean([m.predict_proba(U) for m in state["folds"]], axis=0)
+    np.testing.assert_allclose(out.on_public, mean)
+    assert trust.fits_per_round == 1 and CrossFitTrust(refit="all").fits_per_round == 2
+    # refit="all" refits both in round 3
+    every = CrossFitTrust(refit="all", random_state=0)
+    state = {"round": 1}
+    every.fit_round(LogisticRegression(), X, y, U, None, CLASSES, state)
+    state["round"] = 2
+    every.fit_round(LogisticRegression(), X, y, U, truth, CLASSES, state)
+    before = [m.estimator_.coef_.copy() for m in state["folds"]]
+    state["round"] = 3
+    every.fit_round(LogisticRegression(), X, y, U, flipped, CLASSES, state)
+    assert not any(np.allclose(m.estimator_.coef_, b) for m, b in zip(state["folds"], before))
+
+
 def test_a_wrong_consensus_leaves_the_site_with_its_own_model() -> None:
     X, y, U, truth = _task(2)
     state: dict = {}
@@ -138,7 +170,7 @@ def test_too_few_rows_is_plain_cotraining() -> None:
     ("params", "word"),
     [({"n_folds": 1}, "n_folds"), ({"alphas": (0.5, 2.0)}, "alphas"), ({"z": -1}, "z"),
      ({"alphas": ()}, "alphas"), ({"local_folds": True}, "local_folds"),
-     ({"pool": "half"}, "pool")],
+     ({"pool": "half"}, "pool"), ({"refit": "some"}, "refit")],
 )  # fmt: skip
 def test_bad_parameters_name_themselves(params: dict, word: str) -> None:
     with pytest.raises(ValueError, match=word):

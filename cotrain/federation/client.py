@@ -151,7 +151,7 @@ class Client:
         self.eval_proba = eval_proba
         self.trust = FixedTrust(1.0) if trust is None else trust
         #: what the trust keeps between rounds (out-of-fold accuracy of private-only fits)
-        self.trust_cache: dict[Any, np.ndarray] = {}
+        self.trust_cache: dict[str, Any] = {}
         self._X = X
         self._y = y
 
@@ -257,6 +257,7 @@ class Client:
                 pseudo = self._decode_broadcast(t, downlink)
                 if self.privacy is not None:  # e.g. seeds DP-SGD's training noise
                     self.privacy.before_fit(self.model, privacy_seed)
+                self.trust_cache["round"] = t  # a model trust may refit by the round
                 labels = self._fit_and_label(pseudo, result)
                 if self.privacy is not None:  # applied before anything leaves the client
                     labels = self._release(labels, pseudo, privacy_seed, result)

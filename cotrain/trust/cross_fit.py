@@ -28,11 +28,14 @@
    the best): it moves to the co-trained models only as far as its own rows show they
    help. What it *sends* stays the co-trained models' honest prediction.
 
-Cost per round: ``n_folds`` fits (default 2), each on the pool and ``(n_folds - 1) /
-n_folds`` of the private rows (``pool="cross_fit"``: half the pool), instead of FedCT's one
-fit on all of them; plus, once, ``local_folds + 1`` fits on the private rows alone, and
-every prediction made by the ``n_folds + 1`` models of the blend. A bagged learner makes one
-fit per round, as in FedCT, and one (out-of-bag) local fit.
+Cost per round: with ``refit="one"`` (the default) the first co-training round fits all
+``n_folds`` models (default 2) and every later round round ``t`` refits model ``t mod
+n_folds`` only, keeping the others from earlier rounds — one fit a round on the pool and
+``(n_folds - 1) / n_folds`` of the private rows, as FedCT makes one on all of them; the
+labels sent are still the mean of all the models (``refit="all"``: every model every
+round). Plus, once, ``local_folds + 1`` fits on the private rows alone, and every
+prediction made by the ``n_folds + 1`` models of the blend. A bagged learner makes one fit
+per round, as in FedCT, and one (out-of-bag) local fit.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: what each cross-fitted model trains on, and which of its labels it sends
 POOLS = ("whole", "cross_fit")
 
+#: which cross-fitted models a round refits
+REFITS = ("one", "all")
+
 
 class CrossFitTrust:
     """Cross-fitted co-training with a local fallback (see the module docstring).
@@ -70,6 +76,10 @@ class CrossFitTrust:
         "whole": every model trains on the whole pseudo-labelled pool, and the client sends
         the mean of their predictions on U. "cross_fit": model ``k`` trains on the pool
         outside fold ``k`` and labels fold ``k`` (labels never fitted to themselves).
+    refit : {"one", "all"}, default="one"
+        "one": after the first co-training round, round ``t`` refits model ``t mod
+        n_folds`` only (the others stay as earlier rounds fitted them); "all": every
+        model every round.
     local_folds : int, default=5
         Folds of the one-time cross-validation of the local model.
     alphas : sequence of float, default=(0, 0.25, 0.5, 0.75, 1)
@@ -110,6 +120,7 @@ class CrossFitTrust:
         *,
         n_folds: int = 2,
         pool: str = "whole",
+        refit: str = "one",
         local_folds: int = 5,
         alphas: tuple[float, ...] = ALPHAS,
         z: float = 0.0,
@@ -118,6 +129,7 @@ class CrossFitTrust:
     ) -> None:
         self.n_folds = n_folds
         self.pool = pool
+        self.refit = refit
         self.local_folds = local_folds
         self.alphas = alphas
         self.z = z
@@ -127,15 +139,16 @@ class CrossFitTrust:
     def __repr__(self) -> str:
         return (
             f"CrossFitTrust(n_folds={self.n_folds!r}, pool={self.pool!r}, "
-            f"local_folds={self.local_folds!r}, "
+            f"refit={self.refit!r}, local_folds={self.local_folds!r}, "
             f"alphas={tuple(self.alphas)!r}, z={self.z!r}, min_rows={self.min_rows!r}, "
             f"random_state={self.random_state!r})"
         )
 
     @property
     def fits_per_round(self) -> int:
-        """Fits per round (each on about ``1/n_folds`` of the rows), instead of FedCT's one."""
-        return int(self.n_folds)
+        """Fits in a round after the first co-training one, instead of FedCT's one (that
+        round itself makes ``n_folds``)."""
+        return 1 if self.refit == "one" else int(self.n_folds)
 
     def check(self) -> CrossFitTrust:
         """Validate the parameters (ValueError naming the one at fault); returns self."""
@@ -143,6 +156,8 @@ class CrossFitTrust:
             check_int(getattr(self, name), f"trust {name}", 2)
         if not isinstance(self.pool, str) or self.pool not in POOLS:
             raise ValueError(f"trust pool must be one of {POOLS}, got {self.pool!r}")
+        if not isinstance(self.refit, str) or self.refit not in REFITS:
+            raise ValueError(f"trust refit must be one of {REFITS}, got {self.refit!r}")
         check_alpha_grid(self.alphas, self.z)
         return self
 
@@ -242,6 +257,9 @@ class CrossFitTrust:
         y_private = y
         if targets is not None:  # soft consensus: private rows one-hot
             y_private = (y[:, None] == classes[None, :]).astype(np.float64)
+        refits = range(self.n_folds)
+        if self.refit == "one" and state.get("folds") and state.get("round") is not None:
+            refits = range(int(state["round"]) % self.n_folds, self.n_folds, self.n_folds)
         folds = state.get("folds") or [
             ClassAlignedClassifier(clone(estimator), classes=classes) for _ in range(self.n_folds)
         ]
@@ -253,12 +271,13 @@ class CrossFitTrust:
         for k, model in enumerate(folds):
             rows = labelled if whole else labelled & (u_fold != k)
             train = np.ones(len(y), bool) if d_fold is None else d_fold != k
-            y_pool = pseudo[rows] if targets is not None else classes[pseudo[rows]]
-            model.fit(
-                np.concatenate([X[train], X_public[rows]]),
-                np.concatenate([y_private[train], y_pool]),
-            )
-            spent += model.fit_time_
+            if k in refits:
+                y_pool = pseudo[rows] if targets is not None else classes[pseudo[rows]]
+                model.fit(
+                    np.concatenate([X[train], X_public[rows]]),
+                    np.concatenate([y_private[train], y_pool]),
+                )
+                spent += model.fit_time_
             if whole:
                 on_public += model.predict_proba(X_public) / len(folds)
             else:

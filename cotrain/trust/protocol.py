@@ -123,7 +123,8 @@ class Trust(Protocol):
         classes : ndarray
             The global classes.
         state : dict
-            What the client keeps for the trust between rounds (its ``trust_cache``).
+            What the client keeps for the trust between rounds (its ``trust_cache``);
+            the client puts the round number in ``state["round"]`` before each call.
 
         Returns
         -------
