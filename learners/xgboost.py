@@ -261,8 +261,9 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         Xm = validate_data(self, X, reset=False, **_X_CHECKS)
-        xgb = _import_xgboost()
-        proba = self.booster_.predict(xgb.DMatrix(Xm))
+        # in place: the same values as predicting on a DMatrix, without building one (which
+        # costs ~15 ms a call on small inputs and dominated a co-training round's time)
+        proba = self.booster_.inplace_predict(Xm)
         return np.asarray(proba, dtype=np.float64).reshape(Xm.shape[0], self.n_classes_)
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:

@@ -39,6 +39,18 @@ def test_pick_alpha_hand_computed() -> None:
     assert pick_alpha(co, local, y, (0.0, 1.0), z=3.9) == 1.0
 
 
+def test_pick_alpha_prefer_resolves_noise_either_way() -> None:
+    # the same rows as above: the difference is 0.40 with se 0.10, so within z = 5 standard
+    # errors either weight qualifies, and prefer picks which
+    y = np.array([0, 1, 0, 1])
+    local = np.array([[0.6, 0.4], [0.4, 0.6], [0.6, 0.4], [0.6, 0.4]])
+    co = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.1], [0.1, 0.9]])
+    assert pick_alpha(co, local, y, (0.0, 1.0), z=5.0, prefer="cotrained") == 1.0
+    assert pick_alpha(local, co, y, (0.0, 1.0), z=5.0, prefer="cotrained") == 1.0
+    assert pick_alpha(local, co, y, (0.0, 1.0), z=3.9, prefer="cotrained") == 0.0
+    assert pick_alpha(local, co, y, (0.0, 1.0), z=3.9, prefer="local") == 0.0
+
+
 def test_pick_alpha_prefers_local_on_ties() -> None:
     y = np.array([0, 1])
     same = np.array([[0.8, 0.2], [0.2, 0.8]])
@@ -130,7 +142,8 @@ def test_refit_one_refits_the_round_s_model_and_keeps_the_other() -> None:
     before = [m.estimator_.coef_.copy() for m in state["folds"]]
     state["round"] = 3
     every.fit_round(LogisticRegression(), X, y, U, flipped, CLASSES, state)
-    assert not any(np.allclose(m.estimator_.coef_, b) for m, b in zip(state["folds"], before))
+    pairs = zip(state["folds"], before, strict=True)
+    assert not any(np.allclose(m.estimator_.coef_, b) for m, b in pairs)
 
 
 def test_a_wrong_consensus_leaves_the_site_with_its_own_model() -> None:
@@ -170,7 +183,7 @@ def test_too_few_rows_is_plain_cotraining() -> None:
     ("params", "word"),
     [({"n_folds": 1}, "n_folds"), ({"alphas": (0.5, 2.0)}, "alphas"), ({"z": -1}, "z"),
      ({"alphas": ()}, "alphas"), ({"local_folds": True}, "local_folds"),
-     ({"pool": "half"}, "pool"), ({"refit": "some"}, "refit")],
+     ({"pool": "half"}, "pool"), ({"refit": "some"}, "refit"), ({"prefer": "x"}, "prefer")],
 )  # fmt: skip
 def test_bad_parameters_name_themselves(params: dict, word: str) -> None:
     with pytest.raises(ValueError, match=word):

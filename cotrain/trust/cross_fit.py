@@ -19,14 +19,16 @@
 2. **An honest reliability.** Model ``k`` predicts private fold ``k``, which it did not
    see: the out-of-fold accuracy is sent as the upload's ``quality`` (a consensus such as
    :class:`consensus.ReliabilityVote` weights the client's votes by it).
-3. **Never worse than alone.** Once, the client fits its learner on its own rows (the
-   *local* model) and measures it by ``local_folds``-fold cross-validation. Every round it
-   chooses the weight ``alpha`` of the co-trained models in its own predictor
+3. **Never worse than alone, beyond noise.** Once, the client fits its learner on its own
+   rows (the *local* model) and measures it by ``local_folds``-fold cross-validation. Every
+   round it chooses the weight ``alpha`` of the co-trained models in its own predictor
    (:class:`learners.BlendedClassifier`: ``alpha · mean_k p_k + (1 - alpha) · p_local``)
-   on the grid ``alphas`` by the out-of-fold Brier score on its rows, taking the *smallest*
-   ``alpha`` whose score is within ``z`` standard errors of the best (``z=0``, the default:
-   the best): it moves to the co-trained models only as far as its own rows show they
-   help. What it *sends* stays the co-trained models' honest prediction.
+   on the grid ``alphas`` by the out-of-fold Brier score on its rows: with
+   ``prefer="cotrained"`` (the default) the *largest* ``alpha`` whose score is within ``z``
+   standard errors of the best — a site leaves the co-trained models only as far as its
+   own rows show, beyond noise, that they hurt, so a site of 17 rows, whose rows cannot
+   tell, does not pay for their noise; ``prefer="local"`` takes the smallest such
+   ``alpha`` instead. What it *sends* stays the co-trained models' honest prediction.
 
 Cost per round: with ``refit="one"`` (the default) the first co-training round fits all
 ``n_folds`` models (default 2) and every later round round ``t`` refits model ``t mod
@@ -63,6 +65,9 @@ POOLS = ("whole", "cross_fit")
 #: which cross-fitted models a round refits
 REFITS = ("one", "all")
 
+#: which way pick_alpha resolves a difference within z standard errors
+PREFER = ("local", "cotrained")
+
 
 class CrossFitTrust:
     """Cross-fitted co-training with a local fallback (see the module docstring).
@@ -84,10 +89,14 @@ class CrossFitTrust:
         Folds of the one-time cross-validation of the local model.
     alphas : sequence of float, default=(0, 0.25, 0.5, 0.75, 1)
         Candidate weights of the co-trained models, each in ``[0, 1]``.
-    z : float, default=0.0
-        A larger ``alpha`` is taken only if the smaller ones are more than ``z`` standard
-        errors (of the paired per-row difference in Brier score) worse than the best
-        (0: the best ``alpha``; ties go to the smaller).
+    z : float, default=1.0
+        How far, in standard errors of the paired per-row difference in Brier score, an
+        ``alpha`` may be from the best one's score and still be taken (0: the best).
+    prefer : {"cotrained", "local"}, default="cotrained"
+        Among the weights within ``z`` standard errors of the best, take the largest
+        ("cotrained": the site leaves the co-trained models only as far as its rows show,
+        beyond noise, that they hurt) or the smallest ("local": it moves to them only as
+        far as its rows show they help).
     min_rows : int, default=10
         Fewest private rows to measure anything on: below it the co-trained models use all
         private rows, ``alpha`` is 1 (plain co-training) and no quality is sent.
@@ -123,7 +132,8 @@ class CrossFitTrust:
         refit: str = "one",
         local_folds: int = 5,
         alphas: tuple[float, ...] = ALPHAS,
-        z: float = 0.0,
+        z: float = 1.0,
+        prefer: str = "cotrained",
         min_rows: int = 10,
         random_state: int | None = None,
     ) -> None:
@@ -133,6 +143,7 @@ class CrossFitTrust:
         self.local_folds = local_folds
         self.alphas = alphas
         self.z = z
+        self.prefer = prefer
         self.min_rows = min_rows
         self.random_state = random_state
 
@@ -140,7 +151,8 @@ class CrossFitTrust:
         return (
             f"CrossFitTrust(n_folds={self.n_folds!r}, pool={self.pool!r}, "
             f"refit={self.refit!r}, local_folds={self.local_folds!r}, "
-            f"alphas={tuple(self.alphas)!r}, z={self.z!r}, min_rows={self.min_rows!r}, "
+            f"alphas={tuple(self.alphas)!r}, z={self.z!r}, prefer={self.prefer!r}, "
+            f"min_rows={self.min_rows!r}, "
             f"random_state={self.random_state!r})"
         )
 
@@ -158,6 +170,8 @@ class CrossFitTrust:
             raise ValueError(f"trust pool must be one of {POOLS}, got {self.pool!r}")
         if not isinstance(self.refit, str) or self.refit not in REFITS:
             raise ValueError(f"trust refit must be one of {REFITS}, got {self.refit!r}")
+        if not isinstance(self.prefer, str) or self.prefer not in PREFER:
+            raise ValueError(f"trust prefer must be one of {PREFER}, got {self.prefer!r}")
         check_alpha_grid(self.alphas, self.z)
         return self
 
@@ -340,7 +354,7 @@ class CrossFitTrust:
             return TrustRound(on_public, blend, None, 1.0, spent)
         codes = _codes(y, classes)
         alphas, z = tuple(self.alphas), float(self.z)
-        alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held)
+        alpha = pick_alpha(oof, state["local_oof"], codes, alphas, z, held, self.prefer)
         quality = float(np.mean(oof.argmax(axis=1) == codes))
         blend = BlendedClassifier(
             state["local"], cotrained=models, alpha=alpha, held=held
@@ -416,9 +430,10 @@ def pick_alpha(
     alphas: tuple[float, ...] = ALPHAS,
     z: float = 1.0,
     held: np.ndarray | None = None,
+    prefer: str = "local",
 ) -> float:
-    """The smallest co-trained weight whose out-of-fold Brier score is within ``z``
-    standard errors of the best one's.
+    """The smallest (``prefer="local"``) or largest (``prefer="cotrained"``) co-trained
+    weight whose out-of-fold Brier score is within ``z`` standard errors of the best one's.
 
     Parameters
     ----------
@@ -432,6 +447,8 @@ def pick_alpha(
         Standard errors of the paired per-row difference a smaller weight may lose by.
     held : ndarray of bool, optional
         The classes the site holds rows of (see :func:`learners.blend.blend_proba`).
+    prefer : {"local", "cotrained"}, default="local"
+        Which way a difference within ``z`` standard errors is resolved.
 
     Returns
     -------
@@ -452,7 +469,8 @@ def pick_alpha(
         [((blend_proba(cotrained, local, a, held) - onehot) ** 2).sum(axis=1) for a in grid]
     )
     best = int(np.argmin(losses.mean(axis=1)))
-    for j in range(best + 1):
+    order = range(best + 1) if prefer == "local" else range(len(grid) - 1, best - 1, -1)
+    for j in order:
         diff = losses[j] - losses[best]
         se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
         if diff.mean() <= z * se + 1e-12:
