@@ -17,7 +17,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._alignment import check_classes, label_indices
 
@@ -59,14 +59,47 @@ def _contained_imodels_fit() -> Iterator[None]:
             np.random.set_state(state)  # noqa: NPY002
 
 
+#: the comparisons an imodels rule term may use, as numpy does them
+_TERM_OPS = {
+    "<=": np.less_equal,
+    "<": np.less,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+}
+
+
 def _decision(model: Any, X: NDArray[np.float64]) -> NDArray[np.float64]:
     """The linear output f(x) of a binary imodels RuleFit (its logistic regression's logit).
 
     imodels' own ``predict_proba`` returns ``softmax([1 - f, f])`` = ``sigmoid(2f - 1)``,
     which shifts the decision threshold to f = 0.5; ``sigmoid(f)`` is the probability its
     logistic regression actually fitted. There is no public accessor for f.
+
+    The rules are evaluated here with numpy, the same sum as imodels'
+    ``_predict_continuous_output`` in the same order (each term ``feature op threshold``
+    with imodels' threshold, rules added one by one, then the linear terms and the
+    intercept), instead of one pandas ``query`` per rule, which cost about 0.8 s a call and
+    dominated a co-training round with a RuleFit site. A rule with a comparison this does
+    not know falls back to imodels.
     """
-    return np.asarray(model._predict_continuous_output(X), dtype=np.float64)
+    rules = model.rules_without_feature_names_
+    if any(op not in _TERM_OPS for rule in rules for _, op in rule.agg_dict):
+        return np.asarray(model._predict_continuous_output(X), dtype=np.float64)
+    X = check_array(X, dtype=np.float64)  # as imodels checks it (NaN refused)
+    column = {name: i for i, name in enumerate(model.feature_placeholders)}
+    y_pred = np.zeros(X.shape[0])
+    scores = np.zeros(X.shape[0])
+    for rule in rules:
+        holds = np.ones(X.shape[0], dtype=bool)
+        for (feature, op), threshold in rule.agg_dict.items():
+            holds &= _TERM_OPS[op](X[:, column[feature]], float(threshold))
+        scores[holds] += rule.args[0]
+    y_pred += scores
+    if model.include_linear:
+        linear = model.friedscale.scale(X) if model.lin_standardise else X
+        y_pred += linear @ model.coef[: X.shape[1]]
+    return np.asarray(y_pred + model.intercept, dtype=np.float64)
 
 
 class RuleFitClassifier(ClassifierMixin, BaseEstimator):
