@@ -69,6 +69,18 @@ _TERM_OPS = {
 }
 
 
+def _terms(agg_dict: dict[Any, Any], column: dict[str, int]) -> list[Any] | None:
+    """A rule's terms as (column, comparison, threshold); None for a term that is not
+    ``feature op number`` (imodels then evaluates the rule itself)."""
+    out = []
+    for (feature, op), threshold in agg_dict.items():
+        try:
+            out.append((column[feature], _TERM_OPS[op], float(threshold)))
+        except (KeyError, TypeError, ValueError):
+            return None
+    return out
+
+
 def _decision(model: Any, X: NDArray[np.float64]) -> NDArray[np.float64]:
     """The linear output f(x) of a binary imodels RuleFit (its logistic regression's logit).
 
@@ -83,17 +95,17 @@ def _decision(model: Any, X: NDArray[np.float64]) -> NDArray[np.float64]:
     dominated a co-training round with a RuleFit site. A rule with a comparison this does
     not know falls back to imodels.
     """
-    rules = model.rules_without_feature_names_
-    if any(op not in _TERM_OPS for rule in rules for _, op in rule.agg_dict):
+    column = {name: i for i, name in enumerate(model.feature_placeholders)}
+    terms = [_terms(rule.agg_dict, column) for rule in model.rules_without_feature_names_]
+    if any(t is None for t in terms):
         return np.asarray(model._predict_continuous_output(X), dtype=np.float64)
     X = check_array(X, dtype=np.float64)  # as imodels checks it (NaN refused)
-    column = {name: i for i, name in enumerate(model.feature_placeholders)}
     y_pred = np.zeros(X.shape[0])
     scores = np.zeros(X.shape[0])
-    for rule in rules:
+    for rule, rule_terms in zip(model.rules_without_feature_names_, terms, strict=True):
         holds = np.ones(X.shape[0], dtype=bool)
-        for (feature, op), threshold in rule.agg_dict.items():
-            holds &= _TERM_OPS[op](X[:, column[feature]], float(threshold))
+        for index, op, threshold in rule_terms or ():
+            holds &= op(X[:, index], threshold)
         scores[holds] += rule.args[0]
     y_pred += scores
     if model.include_linear:

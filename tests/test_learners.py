@@ -498,6 +498,23 @@ def test_rulefit_rules_evaluated_with_numpy_match_imodels_exactly(breast_cancer_
         _decision(inner, np.where(np.eye(len(X), X.shape[1]) > 0, np.nan, X))
 
 
+def test_rulefit_rule_terms_numpy_cannot_read_go_to_imodels():
+    from learners.rulefit import _decision
+
+    class Rule:
+        agg_dict = {("X_0", "<="): "X_1"}  # not "feature op number"
+        args = (1.0,)
+
+    class Model:
+        feature_placeholders = np.array(["X_0", "X_1"])
+        rules_without_feature_names_ = [Rule()]
+
+        def _predict_continuous_output(self, X):
+            return np.full(len(X), 7.0)
+
+    np.testing.assert_array_equal(_decision(Model(), np.zeros((3, 2))), [7.0, 7.0, 7.0])
+
+
 @pytest.mark.slow
 def test_rulefit_multiclass_one_vs_rest(iris_rulefit):
     clf, X_te, y_te, record = iris_rulefit
