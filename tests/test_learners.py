@@ -499,20 +499,17 @@ def test_rulefit_rules_evaluated_with_numpy_match_imodels_exactly(breast_cancer_
 
 
 def test_rulefit_rule_terms_numpy_cannot_read_go_to_imodels():
+    from types import SimpleNamespace
+
     from learners.rulefit import _decision
 
-    class Rule:
-        agg_dict = {("X_0", "<="): "X_1"}  # not "feature op number"
-        args = (1.0,)
-
-    class Model:
-        feature_placeholders = np.array(["X_0", "X_1"])
-        rules_without_feature_names_ = [Rule()]
-
-        def _predict_continuous_output(self, X):
-            return np.full(len(X), 7.0)
-
-    np.testing.assert_array_equal(_decision(Model(), np.zeros((3, 2))), [7.0, 7.0, 7.0])
+    rule = SimpleNamespace(agg_dict={("X_0", "<="): "X_1"}, args=(1.0,))  # not "op number"
+    model = SimpleNamespace(
+        feature_placeholders=np.array(["X_0", "X_1"]),
+        rules_without_feature_names_=[rule],
+        _predict_continuous_output=lambda X: np.full(len(X), 7.0),
+    )
+    np.testing.assert_array_equal(_decision(model, np.zeros((3, 2))), [7.0, 7.0, 7.0])
 
 
 @pytest.mark.slow
