@@ -258,9 +258,9 @@ mean client acc   test accuracy of each site's own model, averaged over the 5 si
                   co-training is meant to raise). Centralised: each site's kind of learner
                   trained on all 85 labelled rows pooled (an upper reference a federation
                   cannot have), averaged over the 5 learners.
-consensus acc     test accuracy of the vote of all 5 sites' models, each weighted by its
-                  site's out-of-fold accuracy (the default consensus): an ensemble that
-                  needs every site's model at prediction time, which no single site holds.
+consensus acc     test accuracy of the majority vote of all 5 sites' models (the default
+                  Dawid-Skene consensus weighs sites on the public pool only): an ensemble
+                  that needs every site's model at prediction time, which no single site holds.
                   Local-only models already vote well together; co-training trains each site
                   on that vote, so a site's own model catches up with the ensemble (the first
                   column rises) while the vote itself barely moves. One test example of 114
