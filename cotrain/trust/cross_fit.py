@@ -282,9 +282,6 @@ class CrossFitTrust:
         oof = np.zeros((len(y), len(classes)))
         u_fold, d_fold = state["u_fold"], state["d_fold"]
         whole = self.pool == "whole"
-        # each model's probabilities on the pool rows it labels and on its held-out private
-        # rows, kept while it is not refitted (a restored model's are computed afresh)
-        outputs = state.get("fold_outputs") or [None] * len(folds)
         for k, model in enumerate(folds):
             rows = labelled if whole else labelled & (u_fold != k)
             train = np.ones(len(y), bool) if d_fold is None else d_fold != k
@@ -295,20 +292,17 @@ class CrossFitTrust:
                     np.concatenate([y_private[train], y_pool]),
                 )
                 spent += model.fit_time_
-                outputs[k] = None
-            if outputs[k] is None:  # one call for both (a call can cost more than its rows)
-                asked = X_public if whole else X_public[u_fold == k]
-                held_out = X[~train]
-                proba = model.predict_proba(np.concatenate([asked, held_out]))
-                outputs[k] = (proba[: len(asked)], proba[len(asked) :])
-            public_k, held_out_k = outputs[k]
+            # every model predicts every round, refitted or not, so that a run resumed from a
+            # checkpoint makes the same calls (a learner may draw randomness when it
+            # predicts); the pool rows it labels and its held-out rows in one call
+            asked = X_public if whole else X_public[u_fold == k]
+            proba = model.predict_proba(np.concatenate([asked, X[~train]]))
             if whole:
-                on_public += public_k / len(folds)
+                on_public += proba[: len(asked)] / len(folds)
             else:
-                on_public[u_fold == k] = public_k
+                on_public[u_fold == k] = proba[: len(asked)]
             if d_fold is not None:
-                oof[d_fold == k] = held_out_k
-        state["fold_outputs"] = outputs
+                oof[d_fold == k] = proba[len(asked) :]
         return self._finish(folds, on_public, oof if measurable else None, y, classes, state, spent)
 
     def _out_of_bag_round(
