@@ -39,7 +39,7 @@ from cotrain.flower.secure_share import share_request, share_vector
 from cotrain.flower.secure_site import is_secure_site, secagg_share_reply, site_vote
 from cotrain.flower.secure_sum import DEFAULT_BOUND, is_secure_sum_message, secure_sum_handler
 from cotrain.flower.site import SiteFolder, declares_privacy, load_site
-from cotrain.flower.site_state import SiteState, open_site_ledger
+from cotrain.flower.site_state import SiteState, keeps_model, open_site_ledger
 from cotrain.persistence.checkpoint import checkpoint_blocker
 from cotrain.trust import client_trust
 from cotrain.wire import envelope
@@ -211,8 +211,7 @@ def site_train(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
     downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
 
     def keep(result: StepResult) -> None:  # a learner that refits every round needs no model
-        blocked = checkpoint_blocker(site.estimator) is not None
-        store.save(t, client, keep_model=continues_training(site.estimator) and not blocked)
+        store.save(t, client, keep_model=keeps_model(site.estimator, client.trust))
 
     def evaluation(result: StepResult, reply: dict[str, Any]) -> None:
         if result.error is not None and result.private:  # the server gets the text masked

@@ -48,15 +48,13 @@ from cotrain.federation.site import ShareRequest, Site, StepResult, other_plan
 from cotrain.files import write_atomic
 from cotrain.flower import protocol
 from cotrain.flower.site import OTHER_LABEL_SPACE, SiteFolder
-from cotrain.flower.site_state import SiteState, open_site_ledger, run_directory
-from cotrain.persistence.checkpoint import checkpoint_blocker
+from cotrain.flower.site_state import SiteState, keeps_model, open_site_ledger, run_directory
 from cotrain.privacy.ledgers.site_ledger import PrivacyBudgetSpent
 from cotrain.privacy.mechanisms.secure_votes import SecurePlan
 from cotrain.trust import client_trust
 from cotrain.wire import envelope
 from cotrain.wire.broadcast import Downlink
 from cotrain.wire.format import WireFormat
-from learners import continues_training
 
 __all__ = [
     "N_SITES",
@@ -172,8 +170,7 @@ def site_vote(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
         downlink = Downlink(broadcast, int(config.get("broadcast-ref", 0)), ref_round)
 
         def keep(result: StepResult) -> None:  # before the share leaves the site
-            blocked = checkpoint_blocker(site.estimator) is not None
-            store.save(t, client, keep_model=continues_training(site.estimator) and not blocked)
+            store.save(t, client, keep_model=keeps_model(site.estimator, client.trust))
             if client.answer_share is not None:
                 write_atomic(_held(site, token, t), encode_share(client.answer_share[1]))
 

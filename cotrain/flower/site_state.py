@@ -30,16 +30,19 @@ from cotrain.flower.site import SiteFolder
 from cotrain.persistence.checkpoint import (
     Checkpointer,
     CheckpointError,
+    checkpoint_blocker,
     estimator_types,
     fingerprint,
     split_arrays,
 )
 from cotrain.privacy.ledgers.site_ledger import DEFAULT_SITE_BUDGET, SiteLedger
+from learners import continues_training
 
 __all__ = [
     "PRIVACY_DIR",
     "STATE_DIR",
     "SiteState",
+    "keeps_model",
     "open_site_ledger",
     "run_directory",
 ]
@@ -98,6 +101,25 @@ def run_directory(site: SiteFolder, token: str) -> Path:
 
 #: round configuration keys that change every round (not part of the site's identity)
 _PER_ROUND = frozenset({"round", "ref-round", "broadcast-ref"})
+
+
+def keeps_model(estimator: Any, trust: Any) -> bool:
+    """Whether a site stores its model between rounds: when its learner continues training
+    (warm start) or its trust goes on from the models of earlier rounds
+    (``CrossFitTrust(refit="one")`` refits one of its two models a round, as in process),
+    and the model can be stored at all.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from cotrain.trust import CrossFitTrust, FixedTrust
+    >>> keeps_model(DecisionTreeClassifier(), FixedTrust(1.0))
+    False
+    >>> keeps_model(DecisionTreeClassifier(), CrossFitTrust())
+    True
+    """
+    wanted = continues_training(estimator) or bool(getattr(trust, "keeps_models", False))
+    return wanted and checkpoint_blocker(estimator) is None
 
 
 class SiteState:

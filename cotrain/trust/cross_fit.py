@@ -157,6 +157,12 @@ class CrossFitTrust:
         )
 
     @property
+    def keeps_models(self) -> bool:
+        """Whether a round goes on from earlier rounds' models (``refit="one"``): a
+        deployed site must then store its model between rounds."""
+        return self.refit == "one"
+
+    @property
     def fits_per_round(self) -> int:
         """Fits in a round after the first co-training one, instead of FedCT's one (that
         round itself makes ``n_folds``)."""
