@@ -122,9 +122,9 @@ PoolHalvesTrust, default="auto"
         on half its rows and the whole pseudo-labelled pool, send the mean of their labels
         on U (a random forest: one fit, as in FedCT); their out-of-fold accuracy on the
         client's rows goes with its upload as ``quality``, and the client's predictor blends
-        them with its local-only model, falling back toward it only as far as its own rows
-        show, beyond one standard error, that the pool hurts (``history_[t].trust`` is the
-        co-trained models' weight). "auto" with a
+        them with its local-only model, moving toward the co-trained models only as far as
+        its own rows show, beyond one standard error, that they help (``history_[t].trust``
+        is their weight). "auto" with a
         privacy mechanism: :class:`cotrain.trust.PseudoLabelTrust` (the pool's sample
         weight, 0 or 1, by 3-fold cross-validation; its quality stays at the client). Torch
         and language-model learners, and a client whose model is trained privately

@@ -24,11 +24,13 @@
    round it chooses the weight ``alpha`` of the co-trained models in its own predictor
    (:class:`learners.BlendedClassifier`: ``alpha · mean_k p_k + (1 - alpha) · p_local``)
    on the grid ``alphas`` by the out-of-fold Brier score on its rows: with
-   ``prefer="cotrained"`` (the default) the *largest* ``alpha`` whose score is within ``z``
-   standard errors of the best — a site leaves the co-trained models only as far as its
-   own rows show, beyond noise, that they hurt, so a site of 17 rows, whose rows cannot
-   tell, does not pay for their noise; ``prefer="local"`` takes the smallest such
-   ``alpha`` instead. What it *sends* stays the co-trained models' honest prediction.
+   ``prefer="local"`` (the default) the *smallest* ``alpha`` whose score is within ``z``
+   standard errors of the best — a site moves to the co-trained models only as far as its
+   own rows show, beyond noise, that they help; ``prefer="cotrained"`` takes the largest
+   such ``alpha`` (a small site then keeps the pool unless its rows show harm: measured,
+   it gained more on tabular data but left a text site 0.14 below alone, see
+   docs/guide/when_cotraining_helps.md). What it *sends* stays the co-trained models'
+   honest prediction.
 
 Cost per round: with ``refit="one"`` (the default) the first co-training round fits all
 ``n_folds`` models (default 2) and every later round round ``t`` refits model ``t mod
@@ -92,11 +94,11 @@ class CrossFitTrust:
     z : float, default=1.0
         How far, in standard errors of the paired per-row difference in Brier score, an
         ``alpha`` may be from the best one's score and still be taken (0: the best).
-    prefer : {"cotrained", "local"}, default="cotrained"
-        Among the weights within ``z`` standard errors of the best, take the largest
-        ("cotrained": the site leaves the co-trained models only as far as its rows show,
-        beyond noise, that they hurt) or the smallest ("local": it moves to them only as
-        far as its rows show they help).
+    prefer : {"local", "cotrained"}, default="local"
+        Among the weights within ``z`` standard errors of the best, take the smallest
+        ("local": the site moves to the co-trained models only as far as its rows show,
+        beyond noise, that they help) or the largest ("cotrained": it leaves them only as
+        far as its rows show they hurt).
     min_rows : int, default=10
         Fewest private rows to measure anything on: below it the co-trained models use all
         private rows, ``alpha`` is 1 (plain co-training) and no quality is sent.
@@ -133,7 +135,7 @@ class CrossFitTrust:
         local_folds: int = 5,
         alphas: tuple[float, ...] = ALPHAS,
         z: float = 1.0,
-        prefer: str = "cotrained",
+        prefer: str = "local",
         min_rows: int = 10,
         random_state: int | None = None,
     ) -> None:
