@@ -223,6 +223,12 @@ def parse_args(
         "with it still apply",
     )
     add(
+        "--consensus",
+        default=None,
+        help="FedCT's consensus rule, any name FederatedCoTrainer takes, e.g. dawid_skene "
+        "or auto (default: majority with hard labels, mean with --soft: the paper's FedCT)",
+    )
+    add(
         "--trust",
         choices=TRUSTS,
         default="auto",
@@ -535,7 +541,7 @@ def run_fedct(args: argparse.Namespace, data: dict[str, Any], tok: Any) -> tuple
     learners = [make_learner(args, tok, args.seed * 100 + i) for i in range(args.clients)]
     trainer = FederatedCoTrainer(
         learners,
-        consensus="mean" if args.soft else "majority",
+        consensus=args.consensus or ("mean" if args.soft else "majority"),
         trust=fedct_trust(args.trust),
         share="soft" if args.soft else "hard",
         rounds=args.rounds,

@@ -160,3 +160,21 @@ def test_long_texts_and_windows_reach_the_learner(finetune_lm):
     assert finetune_lm.parse_args(["--model", "tiny-gpt2", "--no-progress"]).verbose == 0
     with pytest.raises(SystemExit):
         finetune_lm.parse_args(["--model", "tiny-gpt2", "--long-texts", "all"])
+
+
+def test_consensus_option_reaches_the_trainer(finetune_lm, monkeypatch):
+    seen = {}
+    real = finetune_lm.FederatedCoTrainer
+
+    def spy(*args, **kwargs):
+        seen["consensus"] = kwargs["consensus"]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(finetune_lm, "FederatedCoTrainer", spy)
+    table = finetune_lm.main([*TINY, "--rounds", "1", "--methods", "fedct"])
+    assert seen["consensus"] == "majority"  # the paper's FedCT unless told otherwise
+    finetune_lm.main([*TINY, "--rounds", "1", "--methods", "fedct", "--consensus", "dawid_skene"])
+    assert seen["consensus"] == "dawid_skene"
+    assert table["method"].tolist() == ["FedCT"]
+    with pytest.raises(ValueError, match="consensus"):
+        finetune_lm.main([*TINY, "--rounds", "1", "--methods", "fedct", "--consensus", "vote"])
