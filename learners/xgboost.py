@@ -86,7 +86,10 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
     n_jobs : int, default=1
         Threads used by xgboost; ``None`` or ``-1`` lets xgboost use all cores.
     random_state : int, RandomState or None, default=None
-        Seed of xgboost's sampling (``seed``); ``None`` keeps xgboost's default seed.
+        Seed of xgboost's sampling (``seed``); ``None`` keeps xgboost's default seed (0).
+        A continued fit reseeds from it plus the rounds already boosted, so it draws the
+        same rows and features whatever the process ran before (a resumed run continues
+        exactly).
     classes : array-like, optional
         The global classes, sorted and unique; defaults to the labels of `y`.
     params : dict, optional
@@ -239,7 +242,8 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         params = self._native_params(classes.size)
         dtrain = xgb.DMatrix(Xm, label=codes, weight=weight, nthread=params.get("nthread", -1))
         rounds = self.continue_rounds if previous is not None else self.n_estimators
-        # xgb.train copies xgb_model, so the previous booster is left untouched
+        if previous is not None:
+            previous, params = _continuation(xgb, previous, params)
         booster = xgb.train(params, dtrain, num_boost_round=rounds, xgb_model=previous)
         self.booster_ = booster
         self.classes_ = classes
@@ -302,3 +306,20 @@ class XGBoostClassifier(ClassifierMixin, BaseEstimator):
         if self.warm_start:
             failed.update(WARM_START_REFIT)
         return failed
+
+
+def _continuation(xgb: Any, previous: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The booster and parameters a continued fit starts from, so that it draws the same
+    rows and features wherever it runs.
+
+    xgboost's row and feature sampler is one generator per process, seeded when a booster
+    is configured; a booster continued in memory is not configured again, so its draws
+    depend on every xgboost fit the process ran before (a run resumed from a checkpoint,
+    or a fit in another worker, drew differently). A copy loaded from the booster's bytes
+    is configured afresh and reseeds the sampler from ``seed``, offset by the rounds
+    already boosted so that each continuation draws anew. The previous booster is left
+    untouched.
+    """
+    copy = xgb.Booster(model_file=bytearray(previous.save_raw()))
+    seed = (int(params.get("seed", 0)) + copy.num_boosted_rounds()) % 2**31
+    return copy, {**params, "seed": seed}

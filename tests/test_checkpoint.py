@@ -377,6 +377,51 @@ def test_xgboost_continued_boosting_and_joblib_workers_resume_exactly(cancer, tm
     assert_same_run(resumed, full, cancer["X_test"])
 
 
+def shipped_learner(name):
+    """One of the learners the library ships, with its defaults (sampling included)."""
+    if name == "xgboost":
+        pytest.importorskip("xgboost")
+        from learners import XGBoostClassifier
+
+        return XGBoostClassifier()
+    if name == "rulefit":
+        pytest.importorskip("imodels")
+        from learners import RuleFitClassifier
+
+        return RuleFitClassifier()
+    pytest.importorskip("torch")
+    from learners.modules import MLP
+    from learners.torch import TorchClassifier
+
+    return TorchClassifier(module=MLP, module_params={"hidden": (8,)}, n_threads=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["xgboost", "rulefit", "torch"])
+def test_every_shipped_learner_resumes_exactly(name, cancer, tmp_path):
+    """Resumed = uninterrupted, history and predictions, for each learner the library ships,
+    under the default trust (its kept cross-fitted models) and FedCT (issue 41). RuleFit
+    cannot be checkpointed yet (README, missing): refused before training."""
+    if name == "rulefit":
+        with pytest.raises(NotImplementedError, match="RuleFitClassifier"):
+            fit(trainer(2, estimators=[shipped_learner(name)] * 3, checkpoint_dir=tmp_path), cancer)
+        return
+
+    def run(rounds, options, **kw):
+        estimators = [shipped_learner(name), shipped_learner(name), LogisticRegression()]
+        return trainer(rounds, estimators=estimators, **options, **kw)
+
+    for options in ({}, {"trust": None, "consensus": "majority"}):
+        folder = tmp_path / str(len(options))
+        full = fit(run(6, options), cancer)
+        fit(run(3, options, checkpoint_dir=folder), cancer)
+        resumed = fit(run(6, options, checkpoint_dir=folder), cancer, resume=True)
+        assert_same_run(resumed, full, cancer["X_test"])
+        assert [r.client_accuracy for r in resumed.history_] == [
+            r.client_accuracy for r in full.history_
+        ]
+
+
 def test_checkpointer_finds_the_latest_round_before_a_given_one(tmp_path):
     """A Flower site restores the state of its last round before the one it is asked to
     run (a ServerApp that resumed an earlier round finds the site's state of that time)."""

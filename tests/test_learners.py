@@ -385,6 +385,21 @@ def test_xgboost_warm_start_grows_booster_and_changes_predictions(xgb):
     assert cold.booster_.num_boosted_rounds() == 5
 
 
+@pytest.mark.parametrize("random_state", [3, None])
+def test_xgboost_continuation_draws_the_same_whatever_ran_before(xgb, random_state):
+    """A continued fit samples rows and features from its seed and its booster alone, so a
+    model restored from a checkpoint continues exactly as the one kept in memory (xgboost's
+    sampler is one per process: before, it went on from the last fit the process ran)."""
+    X, y = load_breast_cancer(return_X_y=True)
+    kept = XGBoostClassifier(random_state=random_state).fit(X[:100], y[:100])
+    restored = pickle.loads(pickle.dumps(kept))
+    XGBoostClassifier(random_state=7).fit(X, y)  # an unrelated fit in between
+    kept.fit(X[100:300], y[100:300])
+    XGBoostClassifier(random_state=8).fit(X[:50], y[:50])
+    restored.fit(X[100:300], y[100:300])
+    np.testing.assert_array_equal(kept.predict_proba(X), restored.predict_proba(X))
+
+
 def test_xgboost_continuation_learns_a_class_missing_from_the_first_fit(xgb):
     X, y = load_iris(return_X_y=True)
     clf = XGBoostClassifier(n_estimators=20, classes=[0, 1, 2], random_state=0)
