@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 import warnings
 from typing import Any, NoReturn
@@ -301,7 +302,35 @@ def _experiment_command(args: Any) -> int:
         except ExperimentError as err:
             print(f"{prefix}: {err}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            if args.command != "run":
+                raise
+            print(f"{prefix}: interrupted; {resume_hint(args)}", file=sys.stderr)
+            return 130
     return 0
+
+
+def resume_hint(args: Any) -> str:
+    """One line saying how to continue an interrupted ``cotrain run``.
+
+    Examples
+    --------
+    >>> from argparse import Namespace
+    >>> resume_hint(Namespace(experiment="exp.toml", out=None, variant=None, seeds=None))
+    'finished runs and checkpoints are kept; continue with: cotrain run exp.toml --resume'
+    >>> hint = resume_hint(Namespace(experiment="x.toml", out="res", variant=["a b"], seeds=[0, 2]))
+    >>> hint.split(": ")[1]
+    "cotrain run x.toml --out res --variant 'a b' --seeds 0,2 --resume"
+    """
+    words = ["cotrain", "run", str(args.experiment)]
+    if args.out is not None:
+        words += ["--out", str(args.out)]
+    for label in args.variant or ():
+        words += ["--variant", label]
+    if args.seeds:
+        words += ["--seeds", ",".join(str(s) for s in args.seeds)]
+    command = shlex.join([*words, "--resume"])
+    return f"finished runs and checkpoints are kept; continue with: {command}"
 
 
 if __name__ == "__main__":

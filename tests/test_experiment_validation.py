@@ -310,6 +310,37 @@ def test_a_finished_run_keeps_no_checkpoint_and_an_interrupted_one_resumes(tmp_p
     assert rounds == ["round-000003"]
 
 
+def test_ctrl_c_prints_one_line_with_the_resume_command(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from cotrain.persistence.checkpoint import CheckpointCallback
+
+    text = SMALL.replace("rounds = 1", "rounds = 3").replace("seeds = [0, 1]", "seeds = [0]")
+    path = write(tmp_path, text)
+    original = CheckpointCallback.on_round_end
+
+    def interrupted(self, loop, record):
+        original(self, loop, record)
+        if record.round == 2 and interrupted.armed:
+            raise KeyboardInterrupt
+
+    interrupted.armed = True
+    monkeypatch.setattr(CheckpointCallback, "on_round_end", interrupted)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--variant", "FedCT"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("cotrain run: interrupted; finished runs and checkpoints are kept")
+    command = shlex.split(err.split("continue with: ")[1])
+    assert command == [
+        "cotrain", "run", str(path), "--out", str(out), "--variant", "FedCT", "--resume",
+    ]  # fmt: skip
+    interrupted.armed = False
+    assert main([*command[1:], "--quiet"]) == 0
+    result = json.loads((out / "runs" / "FedCT" / "seed-0" / "result.json").read_text())
+    assert result["rounds"] == 3
+
+
 def test_a_run_that_fails_while_training_is_one_line_and_exit_1(tmp_path, capsys):
     # MultinomialNB refuses the standardised (negative) features only when fitted
     text = SMALL.replace('learner = "DT"', 'learner = "sklearn.naive_bayes.MultinomialNB"')
