@@ -6,6 +6,7 @@ checkpoint of a finished run."""
 from __future__ import annotations
 
 import json
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -308,6 +309,24 @@ def test_a_finished_run_keeps_no_checkpoint_and_an_interrupted_one_resumes(tmp_p
     run_experiment(path, kept, verbose=0, variants=["FedCT"], keep_checkpoints=True)
     rounds = sorted(p.name for p in (kept / "runs/FedCT/seed-0/checkpoint").glob("round-*"))
     assert rounds == ["round-000003"]
+
+
+def test_python_defaults_in_a_file_and_the_summary_says_what_each_variant_used(tmp_path):
+    text = SMALL.replace("seeds = [0, 1]", "seeds = [0]") + textwrap.dedent(
+        """
+        [[variant]]
+        label = "defaults"
+        method = { name = "fedct", trust = "auto", consensus = "auto" }
+        """
+    )
+    out = run_experiment(write(tmp_path, text), tmp_path / "out", verbose=0)
+    summary = (out / "summary.md").read_text()
+    assert "- FedCT: trust none, consensus MajorityVote" in summary
+    assert "- defaults: trust auto, consensus DawidSkene" in summary
+    assert "- local:" not in summary  # no consensus, no line
+    assert 'set both to "auto" in [method]' in summary
+    result = json.loads((out / "runs" / "defaults" / "seed-0" / "result.json").read_text())
+    assert (result["trust"], result["consensus"]) == ("auto", "DawidSkene")
 
 
 def test_ctrl_c_prints_one_line_with_the_resume_command(tmp_path, monkeypatch, capsys):

@@ -47,6 +47,8 @@ def test_experiment_file_runs_as_printed(my_data):
     out = my_data / "results" / "my_experiment"
     summary = (out / "summary.md").read_text()
     assert "FedCT" in summary and "local only" in summary
+    assert "- FedCT: trust none, consensus MajorityVote" in summary
+    assert "- Python defaults: trust auto, consensus DawidSkene" in summary
     assert (out / "summary.csv").exists()
 
 

@@ -298,6 +298,7 @@ def check_method(method: dict[str, Any], n_clients: int) -> None:
     Examples
     --------
     >>> check_method({"name": "fedct", "consensus": "qualified", "quorum": 0.9}, 5)
+    >>> check_method({"name": "fedct", "consensus": "auto", "trust": "auto"}, 5)
     >>> try:
     ...     check_method({"name": "fedct", "consensus": "majorty"}, 5)
     ... except InvalidValue as err:
@@ -316,9 +317,11 @@ def check_method(method: dict[str, Any], n_clients: int) -> None:
     if name in CONSENSUS_METHODS:
         consensus = method.get("consensus", "majority")
         try:
-            get_consensus(consensus)
+            if consensus != "auto":  # the trainer's default, resolved when it is built
+                get_consensus(consensus)
         except (TypeError, ValueError) as err:
-            hint = did_you_mean(consensus, available_consensus()) if "unknown" in str(err) else ""
+            names = ["auto", *available_consensus()]
+            hint = did_you_mean(consensus, names) if "unknown" in str(err) else ""
             raise InvalidValue(("method", "consensus"), f"{err}{hint}") from None
         quorum = method.get("quorum")
         if quorum is not None and consensus.strip().lower() not in QUORUM_CONSENSUS:

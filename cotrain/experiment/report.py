@@ -104,11 +104,46 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
         "",
         markdown_table(summary, paper_dataset=config.get("paper_dataset")),
     ]
+    settings = settings_lines(frame, order)
+    if settings:
+        lines += ["", "## Trust and consensus", "", SETTINGS_NOTE, "", *settings]
     clients = client_table(results)
     if clients:
         lines += ["", "## Per client", "", CLIENT_TABLE_NOTE, "", clients]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(folder, summary)
+
+
+#: the text of ``summary.md`` above the list of each variant's trust and consensus
+SETTINGS_NOTE = (
+    "The runner's FedCT is the paper's, full trust in the pseudo-labels (trust = \"none\") "
+    "and a majority vote, unless [method] sets trust or consensus. Python's "
+    'FederatedCoTrainer defaults to trust="auto" and consensus="auto" (cross-fitted '
+    'trust, Dawid-Skene without privacy): set both to "auto" in [method] to run those.'
+)
+
+
+def settings_lines(frame: Any, order: list[str]) -> list[str]:
+    """One line per co-training variant: the trust and consensus its runs used.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame([
+    ...     {"variant": "FedCT", "trust": "none", "consensus": "MajorityVote"},
+    ...     {"variant": "local"}])
+    >>> settings_lines(frame, ["FedCT", "local"])
+    ['- FedCT: trust none, consensus MajorityVote']
+    """
+    if "consensus" not in frame:
+        return []
+    lines = []
+    for variant in order:
+        part = frame[(frame["variant"] == variant) & frame["consensus"].notna()]
+        if len(part):
+            trust, consensus = part["trust"].iloc[0], part["consensus"].iloc[0]
+            lines.append(f"- {variant}: trust {trust}, consensus {consensus}")
+    return lines
 
 
 #: the text of ``summary.md`` above the per-client table

@@ -115,6 +115,7 @@ def run_one(run: Run, folder: Path, *, keep_checkpoint: bool = False) -> dict[st
         "noise_replayable": noise_replayable(method),
         "paper": run.paper,
         "config": run_fingerprint(run),
+        **co_training_settings(model),
     }
     if method.get("audit"):
         from cotrain.audit import audit_clients
@@ -350,6 +351,27 @@ def _finished(run: Run, folder: Path) -> dict[str, Any] | None:
     except ValueError:
         return None
     return result if result.get("config") == run_fingerprint(run) else None
+
+
+def co_training_settings(model: Any) -> dict[str, str]:
+    """The trust and consensus a co-training run used, as ``summary.md`` names them (empty
+    for a method without a consensus).
+
+    Examples
+    --------
+    >>> from cotrain import FederatedCoTrainer
+    >>> trainer = FederatedCoTrainer([None], trust=None)
+    >>> trainer.consensus_ = __import__("consensus").get_consensus("majority")
+    >>> co_training_settings(trainer)
+    {'trust': 'none', 'consensus': 'MajorityVote'}
+    """
+    if not hasattr(model, "consensus_"):
+        return {}
+    trust = getattr(model, "trust", None)
+    return {
+        "trust": "none" if trust is None else str(trust),
+        "consensus": type(model.consensus_).__name__,
+    }
 
 
 def _num(value: Any) -> float | None:

@@ -401,9 +401,12 @@ KEYS: dict[str, KeyDoc] = {
     ),
     "method.consensus": KeyDoc(
         "How the clients' labels become one pseudo-label per public example: a name of "
-        ":func:`consensus.available_consensus` (the table below gives the class of each).",
+        ":func:`consensus.available_consensus` (the table below gives the class of each), "
+        "or ``auto``, the Python default (:class:`cotrain.FederatedCoTrainer`'s "
+        '``consensus="auto"``: Dawid–Skene without a privacy mechanism, majority with '
+        "one). The runner's default is the paper's majority vote.",
         default="majority",
-        choices=tuple(available_consensus()),
+        choices=("auto", *available_consensus()),
         applies_to=CONSENSUS_METHODS,
     ),
     "method.quorum": KeyDoc(
