@@ -13,6 +13,8 @@ the server's student; PATE: the student; centralised: the pooled model), uplink 
 round per client, and wall time. A second part runs a mixed federation (2 neural clients,
 a decision tree, a random forest and XGBoost) against each client's local-only accuracy.
 
+Run::
+
     python examples/compare_methods.py                 # iid and Dirichlet(0.5), 3 seeds
     python examples/compare_methods.py --model cnn --seeds 1 --plot compare.png
 """

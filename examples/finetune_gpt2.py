@@ -21,6 +21,8 @@ GPT2Classifier --model tiny-gpt2 --methods fedct,fedavg --rounds 5 --max-epochs 
 ``--quick`` (3 clients x 16 reviews, |U| = 16, 40 test, 2 rounds of one epoch, LoRA) ends
 in about 10 s on 2 busy cores, with a progress bar per round and per client.
 
+Run::
+
     python examples/finetune_gpt2.py                        # tiny offline model
     python examples/finetune_gpt2.py --quick                # about 10 s
     python examples/finetune_gpt2.py --model /path/to/gpt2 --lora --rounds 20 --device cuda

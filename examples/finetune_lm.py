@@ -42,6 +42,8 @@ explicit options override it. At that size accuracies are near chance: it checks
 pipeline and its cost. ``--threads 1`` is much faster than torch's default on a machine
 whose cores are shared (measured 4x for a MiniLM fit under load).
 
+Run::
+
     python examples/finetune_lm.py --quick --plot quick.png
     python examples/finetune_lm.py --lora --rounds 10 --plot fedct_minilm.png --out fedct.csv
     python examples/finetune_lm.py --model tiny-gpt2 --methods fedct,fedavg

@@ -46,6 +46,8 @@ What the server observes and how it attacks (see :mod:`cotrain.audit`):
 Members = each client's private training rows; non-members = the 360 test rows.
 ε: total over ALL rounds at δ = 1e-5; "—" for no guarantee.
 
+Run::
+
     python examples/privacy_utility.py --seeds 3 --plot docs/privacy_utility_dp_fedct.png
 """
 

@@ -16,6 +16,8 @@ every site's accuracy alone (round 1: its own rows only) and co-trained, the sha
 consensus labelled, and the ε per private record with what it protects, the relation, the
 adversary and the assumptions it rests on.
 
+Run::
+
     python examples/private_federation.py                    # 40 sites x 500 rows, ε = 4
     python examples/private_federation.py --threshold 0.6    # Confident-GNMax
     python examples/private_federation.py --quick            # 20 sites x 250 rows (~30 s)

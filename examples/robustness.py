@@ -19,6 +19,8 @@ table shows the mean test accuracy of the *honest* clients
 after the last round, averaged over seeds, and in brackets the change from the all-honest
 run with the same rule.
 
+Run::
+
     python examples/robustness.py --seeds 2
 """
 

@@ -276,3 +276,35 @@ def test_finetune_gpt2_shows_a_bar_per_round_and_per_client(examples_on_path, ca
     assert "clients:" in err and "3/3" in err  # the bar over the clients of a round
     for name in ("finetune_gpt2", "finetune_lm"):
         sys.modules.pop(name, None)
+
+
+def docstring_commands_outside_literal_blocks(text: str) -> list[str]:
+    """Indented command lines of a module docstring that reStructuredText would render as
+    a quoted paragraph (its smart quotes turn ``--quick`` into ``–quick`` and the lines run
+    together) instead of a literal block: the paragraph before them must end in ``::``."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(text), clean=False) or ""
+    lines, bad = doc.splitlines(), []
+    for i, line in enumerate(lines):
+        if not line.startswith("    ") or not line.strip().startswith(("python ", "cotrain ")):
+            continue
+        j = i - 1
+        while j >= 0 and (not lines[j].strip() or lines[j].startswith("    ")):
+            j -= 1
+        if j < 0 or not lines[j].rstrip().endswith("::"):
+            bad.append(line.strip())
+    return bad
+
+
+def test_docstring_commands_are_literal_blocks():
+    assert docstring_commands_outside_literal_blocks('"""Text.\n\n    python x.py --quick\n"""')
+    assert not docstring_commands_outside_literal_blocks(
+        '"""Text.\n\nRun::\n\n    python x.py --quick\n"""'
+    )
+    bad = {
+        path.name: found
+        for path in sorted(EXAMPLES.rglob("*.py"))
+        if (found := docstring_commands_outside_literal_blocks(path.read_text()))
+    }
+    assert not bad, f"commands the gallery would print with en dashes: {bad}"
