@@ -102,6 +102,9 @@ def refused(tmp_path, capsys, text, marker, message):
         ("n_clients = 3", "n_clients = 3\n", "n_clients", None),  # valid: control
         ("max_depth = 3", "max_depht = 3", "max_depht", "bad params"),
         ("max_depth = 3", 'max_depth = "3"', "max_depth", "bad params"),
+        ('label = "local"', 'label = "FedCT" # again', "# again",
+         "variant label 'FedCT' repeats 'FedCT'"),
+        ('label = "local"', 'label = "FedCT!"', "FedCT!", "variant label 'FedCT!' repeats 'FedCT'"),
     ],
     ids=[
         "consensus",
@@ -116,6 +119,8 @@ def refused(tmp_path, capsys, text, marker, message):
         "control",
         "param-name",
         "param-value",
+        "duplicate-variant-label",
+        "variant-labels-one-folder",
     ],
 )  # fmt: skip
 def test_values_are_checked_before_anything_runs(tmp_path, capsys, old, new, marker, message):

@@ -261,6 +261,7 @@ def load_experiment(
     runs: list[Run] = []
     checked: set[str] = set()  # (data, split) pairs already checked against the data
     announced: set[str] = set()  # data tables whose reading was announced (once each)
+    seen_labels: dict[str, str] = {}  # the variants' labels so far, by folder name
     for v_index, variant in enumerate(variants):
         at = ("variant", v_index) if given else ()
         if not isinstance(variant, dict) or "label" not in variant:
@@ -271,6 +272,13 @@ def load_experiment(
                     f"{where.line(*at, key)}: '{key}' cannot be set inside a [[variant]]"
                 )
         label = str(variant["label"])
+        if slug(label) in seen_labels:
+            first = seen_labels[slug(label)]
+            raise ExperimentError(
+                f"{where.line(*at, 'label')}: variant label {label!r} repeats {first!r} (as a "
+                f"folder name: {slug(label)!r}); every [[variant]] needs its own label"
+            )
+        seen_labels[slug(label)] = label
         context = f" (variant {label!r})"
         overrides = {k: v for k, v in variant.items() if k not in ("label", "paper", "seeds")}
         _check_table(overrides, SCHEMA, at, where, context)
