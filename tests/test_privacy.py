@@ -18,6 +18,8 @@ from cotrain.audit import sensitivity_lower_bound
 from cotrain.privacy import (
     GaussianSoftLabels,
     RandomizedResponse,
+    SecureTeacherVotes,
+    SubsampleAndAggregate,
     XORMechanism,
     analytic_sensitivity_bound,
     epsilon_spent,
@@ -478,6 +480,25 @@ def test_parameters_validated_on_use(mech, param):
         mech.validate()
     with pytest.raises(ValueError, match=param):
         mech.dp_event(3, 10)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda e: RandomizedResponse(epsilon=e),
+        lambda e: XORMechanism(epsilon=e, sensitivity=2),
+        lambda e: GaussianSoftLabels(epsilon=e),
+        lambda e: SubsampleAndAggregate(epsilon=e),
+        lambda e: SecureTeacherVotes(epsilon=e),
+    ],
+    ids=["randomized-response", "xor", "gaussian-soft", "teachers", "secure-votes"],
+)
+def test_an_epsilon_that_protects_nothing_is_warned_before_training(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(20.0).validate()  # at the threshold: no warning
+    with pytest.warns(UserWarning, match=r"epsilon=1e\+09 protects nothing in practice: above 20"):
+        make(1e9).validate()
 
 
 def test_bad_inputs_and_params():

@@ -129,6 +129,7 @@ from cotrain.privacy.accounting.composition import check_relation
 from cotrain.privacy.accounting.epsilon import noop_event, rr_event, self_composed
 from cotrain.privacy.mechanisms.param_checks import (
     check_delta,
+    check_epsilon,
     check_hard_codes,
     check_n_classes,
     check_n_labels,
@@ -535,7 +536,7 @@ class RandomizedResponse(LabelMechanism):
         self.unit = unit
 
     def _check_params(self) -> None:
-        check_positive(self.epsilon, "epsilon")
+        check_epsilon(self.epsilon, "epsilon")
         check_sensitivity_for_unit(self.sensitivity, self.unit, 1, "labels")
         super()._check_params()
 

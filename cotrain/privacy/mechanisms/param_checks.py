@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -12,8 +13,10 @@ from numpy.typing import ArrayLike, NDArray
 from learners.checks import check_int
 
 __all__ = [
+    "LOOSE_EPSILON",
     "UNITS",
     "check_delta",
+    "check_epsilon",
     "check_hard_codes",
     "check_n_classes",
     "check_n_labels",
@@ -42,6 +45,43 @@ def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float 
     ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+#: above this ε a guarantee protects nothing in practice: e^20 ≈ 4.9e8, so an adversary's
+#: odds on any record (or label) may grow 490-million-fold, and randomized response on two
+#: classes keeps a true label with probability 1 − 2e-9 (about one flip in 500 million
+#: labels: no noise at the size of any dataset here). The largest ε published for a
+#: production release we know of, the US Census 2020's 17.14 in total, stays below it.
+LOOSE_EPSILON = 20.0
+
+
+def check_epsilon(value: Any, name: str = "epsilon", *, allow_none: bool = False) -> float | None:
+    """``value`` as a float if it is a finite number > 0 (see :func:`check_positive`),
+    with a warning, before anything trains, when it exceeds :data:`LOOSE_EPSILON`.
+
+    Examples
+    --------
+    >>> check_epsilon(2.0)
+    2.0
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = check_epsilon(1e9)
+    >>> str(caught[0].message)[:52]
+    'epsilon=1e+09 protects nothing in practice: above 20'
+    """
+    epsilon = check_positive(value, name, allow_none=allow_none)
+    if epsilon is not None and epsilon > LOOSE_EPSILON:
+        warnings.warn(
+            f"{name}={epsilon:g} protects nothing in practice: above {LOOSE_EPSILON:g}, "
+            f"e^{name} ({f'{math.exp(epsilon):.1e}' if epsilon < 700 else 'over 1e304'}) "
+            "bounds how far an adversary's "
+            "odds may move, which rules nothing out, and randomized response keeps nearly "
+            "every label; report it as no privacy, or choose a smaller value",
+            UserWarning,
+            stacklevel=3,
+        )
+    return epsilon
 
 
 def check_sensitivity(value: Any, *, allow_none: bool = False) -> int | None:

@@ -61,7 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cotrain.privacy.mechanisms.base import ClientRound, LabelMechanism
-from cotrain.privacy.mechanisms.param_checks import check_delta, check_positive
+from cotrain.privacy.mechanisms.param_checks import check_delta, check_epsilon, check_positive
 from cotrain.privacy.mechanisms.skellam import skellam_noise, skellam_pld, skellam_site_share
 from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 from learners.checks import check_int
@@ -415,7 +415,7 @@ class SecureTeacherVotes(LabelMechanism):
 
     def _check_params(self) -> None:
         check_int(self.n_teachers, "n_teachers", 1)
-        check_positive(self.epsilon, "epsilon", allow_none=True)
+        check_epsilon(self.epsilon, "epsilon", allow_none=True)
         check_positive(self.mu, "mu", allow_none=True)
         if (self.epsilon is None) == (self.mu is None):
             raise ValueError(

@@ -17,6 +17,7 @@ from cotrain.privacy.accounting.epsilon import (
 )
 from cotrain.privacy.mechanisms.base import LabelMechanism
 from cotrain.privacy.mechanisms.param_checks import (
+    check_epsilon,
     check_n_classes,
     check_n_labels,
     check_positive,
@@ -105,7 +106,7 @@ class GaussianSoftLabels(LabelMechanism):
 
     def _check_params(self) -> None:
         check_positive(self.sigma, "sigma", allow_none=True)
-        check_positive(self.epsilon, "epsilon", allow_none=True)
+        check_epsilon(self.epsilon, "epsilon", allow_none=True)
         if (self.sigma is None) == (self.epsilon is None):
             raise ValueError(
                 "give exactly one of sigma (the noise std) and epsilon (to calibrate it), "

@@ -49,7 +49,7 @@ from cotrain.privacy.mechanisms.base import (
     RandomizedResponse,
     Release,
 )
-from cotrain.privacy.mechanisms.param_checks import check_positive
+from cotrain.privacy.mechanisms.param_checks import check_epsilon, check_positive
 from cotrain.privacy.mechanisms.teacher_counts import teacher_votes
 from learners.checks import check_int
 
@@ -244,7 +244,7 @@ class SubsampleAndAggregate(LabelMechanism):
         if self.aggregate not in ("gnmax", "rr"):
             raise ValueError(f"aggregate must be 'gnmax' or 'rr', got {self.aggregate!r}")
         check_positive(self.sigma, "sigma", allow_none=True)
-        check_positive(self.epsilon, "epsilon", allow_none=True)
+        check_epsilon(self.epsilon, "epsilon", allow_none=True)
         if self.aggregate == "gnmax" and (self.sigma is None) == (self.epsilon is None):
             raise ValueError(
                 "aggregate='gnmax' needs exactly one of sigma (the noise std on each vote "

@@ -14,10 +14,10 @@ from cotrain.privacy.accounting.composition import check_relation
 from cotrain.privacy.accounting.epsilon import noop_event, rr_event, self_composed
 from cotrain.privacy.mechanisms.base import LabelMechanism
 from cotrain.privacy.mechanisms.param_checks import (
+    check_epsilon,
     check_hard_codes,
     check_n_classes,
     check_n_labels,
-    check_positive,
     check_sensitivity_for_unit,
 )
 
@@ -108,7 +108,7 @@ class XORMechanism(LabelMechanism):
         self.unit = unit
 
     def _check_params(self) -> None:
-        check_positive(self.epsilon, "epsilon")
+        check_epsilon(self.epsilon, "epsilon")
         check_sensitivity_for_unit(self.sensitivity, self.unit, 2, "bits")
         super()._check_params()
 
