@@ -412,7 +412,7 @@ PoolHalvesTrust, default="auto"
         clients."""
         rule = get_consensus(auto_consensus(self.consensus, self.privacy))
         check_share_consensus(self.share, rule)
-        check_privacy_setup(self.privacy, rule, estimators)
+        check_privacy_setup(self.privacy, rule, estimators, [len(y) for y in data.y_clients])
         run = build_server(
             consensus=rule,
             X_public=data.pool,

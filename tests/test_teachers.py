@@ -419,3 +419,27 @@ def test_trainer_accounts_subsample_and_aggregate_per_record():
     ).fit(Xs, ys, **fit)
     assert trainer.stopped_reason_ == "privacy budget"
     assert trainer.privacy_report()["max_epsilon"] == pytest.approx(one, rel=1e-9)
+
+
+class _NeverFits(DecisionTreeClassifier):
+    def fit(self, X, y, sample_weight=None):
+        raise AssertionError("the warning must come before any training")
+
+
+def test_too_many_teachers_for_a_client_is_warned_before_training():
+    from cotrain import FederatedCoTrainer
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(n, 3)) for n in (80, 20)]
+    y = [(x[:, 0] > 0).astype(int) for x in X]
+    trainer = FederatedCoTrainer(
+        [_NeverFits(), _NeverFits()],
+        rounds=1,
+        privacy=SubsampleAndAggregate(n_teachers=50, sigma=1.0),
+        classes=[0, 1],
+        on_client_error="raise",
+    )
+    with pytest.warns(UserWarning, match=r"client 1 \(20 rows\): about 17 teachers") as caught:
+        with pytest.raises(RuntimeError, match="the warning must come before any training"):
+            trainer.fit(X, y, X_public=rng.normal(size=(40, 3)))
+    assert not any("client 0" in str(w.message) for w in caught)  # 80 rows: enough

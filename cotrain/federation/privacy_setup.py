@@ -13,6 +13,7 @@ import numpy as np
 
 from cotrain.privacy.accounting.epsilon import is_accounted
 from cotrain.privacy.mechanisms.base import as_mechanism
+from cotrain.privacy.mechanisms.shards import warn_few_rows
 
 __all__ = [
     "bind_public",
@@ -95,12 +96,17 @@ def make_ledger(mechanisms: list[Any], n_clients: int, n_classes: int, n_public:
     return ledger
 
 
-def check_privacy_setup(privacy: Any, consensus: Any, estimators: list[Any]) -> None:
+def check_privacy_setup(
+    privacy: Any, consensus: Any, estimators: list[Any], n_rows: list[int] | None = None
+) -> None:
     """Check, before any training, that the privacy mechanism fits the federation.
 
     The mechanism decides (its ``check_federation``): teachers' votes need a hard consensus
     (:class:`~cotrain.privacy.SubsampleAndAggregate`), a privately trained model must accept
-    every client's estimator (:class:`~cotrain.privacy.DPSGD`).
+    every client's estimator (:class:`~cotrain.privacy.DPSGD`). Where the clients' private
+    row counts are known (``n_rows``, a simulation), a client with fewer rows than the
+    teachers asked of it is warned about
+    (:func:`~cotrain.privacy.mechanisms.shards.warn_few_rows`).
 
     Examples
     --------
@@ -110,6 +116,9 @@ def check_privacy_setup(privacy: Any, consensus: Any, estimators: list[Any]) -> 
     mechanism = as_mechanism(privacy)
     if mechanism is not None:
         mechanism.check_federation(consensus, estimators)
+    n_teachers = getattr(mechanism, "n_teachers", None)
+    if n_teachers is not None and n_rows is not None:
+        warn_few_rows(int(n_teachers), n_rows)
 
 
 def replayable_noise_warning(consensus: Any, reproducible_noise: bool) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import warnings
 from collections.abc import Iterator
 from numbers import Integral, Real
 from typing import Any
@@ -47,7 +48,7 @@ from scipy import sparse
 
 from learners.checks import check_int
 
-__all__ = ["record_encodings", "teacher_shards"]
+__all__ = ["expected_teachers", "record_encodings", "teacher_shards", "warn_few_rows"]
 
 _MAX_KEY = hashlib.blake2b.MAX_KEY_SIZE  # 64 bytes
 
@@ -200,3 +201,48 @@ def teacher_shards(
     order = np.argsort(teacher, kind="stable")
     bounds = np.searchsorted(teacher[order], np.arange(k + 1))
     return [order[bounds[j] : bounds[j + 1]].astype(np.intp) for j in range(k)]
+
+
+def expected_teachers(n_rows: int, n_teachers: int) -> float:
+    """How many of ``n_teachers`` shards hold at least one of ``n_rows`` records, expected
+    under the keyed hash (each record falls in a shard uniformly at random):
+    ``n_teachers · (1 − (1 − 1/n_teachers)^n_rows)``.
+
+    Examples
+    --------
+    >>> round(expected_teachers(20, 50), 1)  # 50 teachers asked of 20 rows
+    16.6
+    >>> expected_teachers(0, 5)
+    0.0
+    """
+    return n_teachers * (1.0 - (1.0 - 1.0 / n_teachers) ** n_rows)
+
+
+def warn_few_rows(n_teachers: int, n_rows: list[int]) -> None:
+    """Warn, before training, about every client whose private rows are fewer than the
+    teachers asked of it: some of its shards are then certainly empty, and an empty
+    teacher casts no vote from private data (round 1: no vote at all).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_few_rows(50, [200, 20])
+    >>> print(str(caught[0].message)[:76])
+    n_teachers=50 cannot be made from the private rows of client 1 (20 rows): ab
+    """
+    short = [(i, n) for i, n in enumerate(n_rows) if n < n_teachers]
+    if not short:
+        return
+    listed = ", ".join(
+        f"client {i} ({n} rows): about {expected_teachers(n, n_teachers):.0f}" for i, n in short
+    )
+    warnings.warn(
+        f"n_teachers={n_teachers} cannot be made from the private rows of {listed} teachers "
+        "will hold a record (the keyed hash leaves the other shards empty; an empty teacher "
+        "learns nothing private and casts no vote in round 1). Choose n_teachers at most "
+        "the smallest client's rows",
+        UserWarning,
+        stacklevel=3,
+    )
