@@ -67,7 +67,7 @@ def test_a_headerless_csv_without_header_stated_keeps_its_first_row(tmp_path):
     assert X.shape == (150, 4) and y[0] == 0 and X[0, 0] == pytest.approx(5.1)
 
 
-def test_a_csv_with_a_header_row_is_detected_and_a_stated_header_is_not_questioned(tmp_path):
+def test_a_csv_with_a_header_row_is_detected_and_a_stated_header_that_agrees_is_quiet(tmp_path):
     path = iris_csv(tmp_path, header=True)
     text = IRIS.replace("target = 0", 'target = "species"')
     (tmp_path / "exp.toml").write_text(text)
@@ -78,6 +78,25 @@ def test_a_csv_with_a_header_row_is_detected_and_a_stated_header_is_not_question
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_experiment(tmp_path / "exp.toml")
+
+
+@pytest.mark.parametrize("stated", [False, True])
+def test_a_stated_header_the_first_row_contradicts_is_warned(tmp_path, stated):
+    path = iris_csv(tmp_path, header=not stated)
+    text = IRIS.replace("[split]", f"header = {str(stated).lower()}\n[split]")
+    text = text.replace("n_test = 45", "n_test = 44")  # header = true loses the first row
+    (tmp_path / "exp.toml").write_text(text)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_experiment(tmp_path / "exp.toml")
+    said = [m for m in messages(caught) if "Check header" in m]
+    assert len(said) == 1, messages(caught)
+    if stated:  # a headerless file read with header = true
+        assert said[0].startswith(f"{path}: header = true, but the first row (0, 5.1, ")
+        assert "looks like data, not column names" in said[0]
+    else:  # the case: a named file read as data, every column one-hot encoded
+        assert said[0].startswith(f"{path}: header = false, but the first row (species, a, ")
+        assert "turns every numeric column into text, one-hot encoded" in said[0]
 
 
 def test_a_column_name_on_a_headerless_csv_says_header_false(tmp_path):

@@ -180,7 +180,9 @@ def read_table(
     wherever the rows below are; when no column holds numbers, :class:`csv.Sniffer`
     guesses. Either way a warning (``cotrain run: warning: ...``) says which was assumed
     and how to state it, since a wrong guess silently loses the first row or turns
-    names into a data row. A stated ``header`` is never second-guessed.
+    names into a data row. A stated ``header`` is used as stated, with a warning when the
+    detection contradicts it on the evidence of a numeric column (not on a guess): ``header
+    = false`` on a file whose first row names numeric columns would one-hot encode them all.
 
     **Non-numeric columns.** A feature column that holds text (or categories) is one-hot
     encoded: one indicator column (0 or 1) per distinct value, named
@@ -266,6 +268,10 @@ def read_table(
                     )
                 if announce:
                     warnings.warn(_header_note(path, header, because), ExperimentWarning, 2)
+            elif announce:
+                detected, because = detect_header(path)
+                if detected != header and "a guess" not in because:
+                    warnings.warn(_stated_header_note(path, header, because), ExperimentWarning, 2)
             frame = pd.read_csv(path, header=0 if header else None)
     except InvalidValue:
         raise
@@ -326,6 +332,22 @@ def _header_note(path: Path, header: bool, because: str) -> str:
         f"{path}: header not stated: {because}: write header = {said} under [data] to say "
         f"so (or header = {other})"
     )
+
+
+def _stated_header_note(path: Path, header: bool, because: str) -> str:
+    """The warning of a stated ``header`` that the file's first row contradicts."""
+    looks = (
+        because.replace("is read as data, not as", "looks like data, not")
+        .replace("is read as", "looks like")
+        .replace(", since it", ": it")
+        .replace(" (the columns are numbered from 0)", "")
+    )
+    cost = (
+        "read as data, it turns every numeric column into text, one-hot encoded"
+        if not header
+        else "read as names, one row of data is lost and the columns are named by numbers"
+    )
+    return f"{path}: header = {str(header).lower()}, but {looks}; {cost}. Check header"
 
 
 def detect_header(path: Path, rows: int = 200) -> tuple[bool, str]:

@@ -339,7 +339,8 @@ KEYS: dict[str, KeyDoc] = {
     ),
     "data.header": KeyDoc(
         "Whether the CSV file's first row names the columns (CSV files only). A stated "
-        "value is never second-guessed.",
+        "value is used as stated, with a warning when the first row contradicts it (text "
+        "above a numeric column, or numbers where a header should be).",
         default_note="detected from the file (:func:`~cotrain.experiment.data.detect_header`), "
         "with a warning that says which was assumed",
     ),
