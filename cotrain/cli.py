@@ -271,7 +271,8 @@ def _experiment_command(args: Any) -> int:
     shown = warnings.showwarning
 
     def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
-        if issubclass(category, ExperimentWarning):
+        if issubclass(category, UserWarning):  # ExperimentWarning is one
+            # one line, as the runner's own warnings, not a source line for a user to read
             print(f"{prefix}: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, *rest, **kw)

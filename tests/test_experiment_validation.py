@@ -410,3 +410,18 @@ def test_cli_help_is_plain_text_and_every_option_says_what_it_does(capsys):
 def test_seed_list_parses_commas():
     assert build_parser().parse_args(["run", "e.toml", "--seeds", "0, 2,"]).seeds == [0, 2]
     assert np.array_equal(build_parser().parse_args(["run", "e.toml"]).seeds or [], [])
+
+
+def test_a_library_warning_during_a_run_is_one_line(tmp_path, monkeypatch, capsys):
+    import cotrain.experiment
+
+    def warns(*args, **kwargs):
+        message = "paper_split: a stratified split is impossible here"
+        warnings.warn(message, UserWarning, stacklevel=2)
+        raise ExperimentError("stop here")
+
+    monkeypatch.setattr(cotrain.experiment, "run_experiment", warns)
+    assert main(["run", str(write(tmp_path, SMALL)), "--quiet"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "cotrain run: warning: paper_split: a stratified split is impossible here"
+    assert not any("warnings.warn" in line or ".py:" in line for line in err)
