@@ -184,6 +184,15 @@ def nan_allowed(estimator: Any) -> bool:
     """
     from sklearn.pipeline import Pipeline
 
+    from learners import ClassAlignedClassifier
+    from learners.blend import BlendedClassifier
+
+    # the library's own wrappers take what the learner they wrap takes (a blend's co-trained
+    # models are clones of its local model's learner)
+    if isinstance(estimator, BlendedClassifier):
+        return nan_allowed(estimator.local)
+    if isinstance(estimator, ClassAlignedClassifier):
+        return nan_allowed(estimator.estimator)
     if isinstance(estimator, Pipeline):
         steps = [s for _, s in estimator.steps if s is not None and s != "passthrough"]
         for step in steps:
@@ -404,7 +413,11 @@ def check_fit_inputs(
             f"X[{i}] (client {i})",
             text=text,
             allow_nan=allow_nan[i],
-            nan_refused_by=f"its learner ({type(estimators[i]).__name__})",
+            nan_refused_by=(
+                "its learner"
+                if estimators[i] is None
+                else f"its learner ({type(estimators[i]).__name__})"
+            ),
         )
         if shape is None:
             shape = feature_shape(Xi_arr)

@@ -106,3 +106,31 @@ def test_infinity_is_refused_even_for_nan_learners(cancer):
     data["X_public"][0, 0] = np.inf
     with pytest.raises(ValueError, match=r"X_public.*infinity"):
         fit(data, [hgb(), hgb(), hgb()])
+
+
+@pytest.mark.parametrize("trust", [None, "auto"])
+def test_predict_and_score_take_nan_where_fit_did_for_every_trust(cancer, trust):
+    """Under the default trust a client predicts with a blend of its models: it takes NaN
+    when its learner does (issue 41: fit accepted NaN, predict refused it)."""
+    data = with_holes(cancer)
+    imputing = make_pipeline(SimpleImputer(), LogisticRegression())
+    estimators = [DecisionTreeClassifier(), imputing, HistGradientBoostingClassifier()]
+    trainer = FederatedCoTrainer(estimators, rounds=2, random_state=0, trust=trust)
+    trainer.fit(data["X"], data["y"], X_public=data["X_public"])
+    assert trainer.score(data["X_test"], data["y_test"]) > 0.8
+    assert np.isfinite(trainer.predict_proba(data["X_test"])).all()
+
+
+def test_local_only_and_centralized_take_nan_and_name_a_refusing_learner(cancer):
+    from cotrain.baselines import Centralized, LocalOnly
+
+    data = with_holes(cancer)
+    test = (data["X_test"], data["y_test"])
+    imputing = make_pipeline(SimpleImputer(), LogisticRegression())
+    local = LocalOnly([DecisionTreeClassifier(), imputing, DecisionTreeClassifier()])
+    assert local.fit(data["X"], data["y"], eval_set=test).score(*test) > 0.8
+    central = Centralized(DecisionTreeClassifier(), random_state=0)
+    assert central.fit(data["X"], data["y"], eval_set=test).score(*test) > 0.8
+    refusing = LocalOnly([DecisionTreeClassifier(), LogisticRegression(), DecisionTreeClassifier()])
+    with pytest.raises(ValueError, match=r"client 1\) contains NaN .* its learner \(Logistic"):
+        refusing.fit(data["X"], data["y"])

@@ -6,7 +6,7 @@ Nothing here imports torch or dp-accounting.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,8 @@ from cotrain._validation import (
     check_fit_inputs,
     describe_shape,
     feature_shape,
+    nan_allowed,
+    refusing_nan,
 )
 from cotrain.wire.messages import HardLabels
 
@@ -37,15 +39,21 @@ def check_client_data(
     n_estimators: int | None = None,
     classes: Any = None,
     eval_set: Any = None,
+    learners: Sequence[Any] | None = None,
 ) -> FitData:
     """Validate per-client training data when there is no public pool.
 
     :func:`cotrain._validation.check_fit_inputs` with client 0's features as the
     reference feature space (tables, image tensors or texts); ``X_public`` is None.
+    ``learners``: the learner of each client, or one learner every client's rows reach;
+    NaN is accepted where they take it (:func:`cotrain._validation.nan_allowed`), refused
+    everywhere without them.
     """
     n = len(X) if n_estimators is None and isinstance(X, list | tuple) else n_estimators
     if n is None:  # arrays plus groups: as many clients as groups
         n = len(np.unique(np.asarray(groups))) if groups is not None else 0
+    if learners is not None and len(learners) == 1 and n != 1:
+        learners = list(learners) * n
     return check_fit_inputs(
         X,
         y,
@@ -56,14 +64,23 @@ def check_client_data(
         eval_set=eval_set,
         y_public=None,
         require_public=False,
+        estimators=None if learners is None or len(learners) != n else list(learners),
     )
 
 
-def check_predict_inputs(model: Any, X: Any) -> Any:
-    """Check that ``model`` is fitted and ``X`` matches its training features."""
+def check_predict_inputs(model: Any, X: Any, learners: Sequence[Any] = ()) -> Any:
+    """Check that ``model`` is fitted and ``X`` matches its training features; NaN only
+    where every one of ``learners`` (the models that will see ``X``) takes it."""
     check_is_fitted(model, "history_")
     expected = model._row_shape
-    X = check_features(X, "X", text=expected == ())
+    allow_nan = [nan_allowed(m) for m in learners]
+    X = check_features(
+        X,
+        "X",
+        text=expected == (),
+        allow_nan=bool(learners) and all(allow_nan),
+        nan_refused_by=refusing_nan(list(learners), allow_nan) or "its model",
+    )
     if feature_shape(X) != expected:
         raise ValueError(
             f"X has {describe_shape(feature_shape(X))}, expected {describe_shape(expected)}"

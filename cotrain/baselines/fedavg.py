@@ -265,6 +265,7 @@ class FedAvg(ClassifierMixin, BaseEstimator):
             groups=groups,
             eval_set=eval_set,
             classes=getattr(self.estimator, "classes", None),
+            learners=[self.estimator],
         )
         m = len(data.X_clients)
         self._check_params(m)
@@ -448,11 +449,11 @@ class FedAvg(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions of the global model, in the caller's label values."""
-        return self.global_model_.predict(check_predict_inputs(self, X))
+        return self.global_model_.predict(check_predict_inputs(self, X, [self.global_model_]))
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probabilities of the global model, columns in ``classes_`` order."""
-        return self.global_model_.predict_proba(check_predict_inputs(self, X))
+        return self.global_model_.predict_proba(check_predict_inputs(self, X, [self.global_model_]))
 
 
 def _epsilons(noise_multiplier: float, q: float, rounds: int, delta: float) -> list[float]:

@@ -356,11 +356,11 @@ class PATE(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """The student's predictions, in the caller's label values."""
-        return self._student.predict(check_predict_inputs(self, X))
+        return self._student.predict(check_predict_inputs(self, X, [self._student]))
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """The student's probabilities, columns in ``classes_`` order."""
-        return self._student.predict_proba(check_predict_inputs(self, X))
+        return self._student.predict_proba(check_predict_inputs(self, X, [self._student]))
 
 
 def _gnmax_epsilon(sigma: float, delta: float, n_classes: int, n_public: int) -> float | None:

@@ -119,6 +119,7 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
             n_estimators=len(estimators),
             classes=self.classes,
             eval_set=eval_set,
+            learners=estimators,
         )
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
@@ -171,13 +172,13 @@ class LocalOnly(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Majority vote of the local models (ties to the smallest class)."""
-        X = check_predict_inputs(self, X)
+        X = check_predict_inputs(self, X, self._models)
         codes = np.stack([np.searchsorted(self.classes_, m.predict(X)) for m in self._models])
         return self.classes_[majority_vote(codes, len(self.classes_))]
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Mean of the local models' probabilities, columns in ``classes_`` order."""
-        X = check_predict_inputs(self, X)
+        X = check_predict_inputs(self, X, self._models)
         return soft_mean(np.stack([m.predict_proba(X) for m in self._models]), len(self.classes_))
 
 
@@ -260,6 +261,7 @@ class Centralized(ClassifierMixin, BaseEstimator):
             groups=groups,
             classes=self.classes,
             eval_set=eval_set,
+            learners=[self.estimator],
         )
         self.classes_ = data.classes
         self._row_shape = data.X_clients[0].shape[1:]
@@ -295,8 +297,8 @@ class Centralized(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions of the pooled model, in the caller's label values."""
-        return self._model.predict(check_predict_inputs(self, X))
+        return self._model.predict(check_predict_inputs(self, X, [self._model]))
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probabilities of the pooled model, columns in ``classes_`` order."""
-        return self._model.predict_proba(check_predict_inputs(self, X))
+        return self._model.predict_proba(check_predict_inputs(self, X, [self._model]))
