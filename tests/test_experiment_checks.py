@@ -263,3 +263,49 @@ def test_run_experiment_refuses_an_out_that_is_a_file(tmp_path):
     (tmp_path / "taken").write_text("")
     with pytest.raises(ExperimentError, match=r"^out .*taken is a file, not a folder"):
         run_experiment(tmp_path / "exp.toml", tmp_path / "taken", verbose=0)
+
+
+def iris_with_markers(folder: Path) -> Path:
+    """iris with a named header and "?" in 6 cells of column b (a missing-value marker)."""
+    X, y = load_iris(return_X_y=True)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"]).astype(object)
+    frame.insert(0, "species", y)
+    frame.loc[[3, 20, 41, 77, 99, 130], "b"] = "?"
+    path = folder / "iris.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_missing_value_markers_are_read_as_nan_never_one_hot(tmp_path):
+    path = iris_with_markers(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        X, _ = read_table(path, "species", True, announce=True)
+    assert X.shape == (150, 4)  # b stays one numeric column
+    assert np.isnan(X[:, 1]).sum() == 6 and not np.isnan(np.delete(X, 1, axis=1)).any()
+    said = messages(caught)
+    assert len(said) == 1, said
+    assert "1 numeric column read with missing-value markers as NaN: 'b' (6 × '?')" in said[0]
+    assert 'write na_values = ["?"] under [data]' in said[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        named, _ = read_table(path, "species", True, announce=True, na_values=["?"])
+    assert not messages(caught)  # stated: nothing to say
+    np.testing.assert_array_equal(named, X)
+
+
+def test_na_values_in_a_file_runs_local_only_and_fedct_on_nan(tmp_path):
+    iris_with_markers(tmp_path)
+    text = IRIS.replace("target = 0", 'target = "species"\nheader = true\nna_values = ["?"]')
+    text += '[[variant]]\nlabel = "FedCT"\n'
+    text += '[[variant]]\nlabel = "local"\nmethod = { name = "local" }\n'
+    (tmp_path / "exp.toml").write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExperimentWarning)  # na_values stated: no warning
+        out = run_experiment(tmp_path / "exp.toml", tmp_path / "out", verbose=0)
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert summary.loc["local", "accuracy"] > 0.7 and summary.loc["FedCT", "accuracy"] > 0.7
+    bad = text.replace('na_values = ["?"]', "na_values = [0]")
+    (tmp_path / "bad.toml").write_text(bad)
+    with pytest.raises(ExperimentError, match="na_values must be a list of strings"):
+        load_experiment(tmp_path / "bad.toml")

@@ -99,7 +99,7 @@ def test_allowed_values_are_the_runners_own_tables():
     assert KEYS["data.dataset"].choices == BUNDLED + SHARED
     assert KEYS["split.partition"].choices == PARTITIONS
     assert KEYS["method.name"].choices == tuple(METHODS)
-    assert KEYS["method.consensus"].choices == BUILT_IN_CONSENSUS
+    assert KEYS["method.consensus"].choices == ("auto", *BUILT_IN_CONSENSUS)  # auto: Python's
     assert KEYS["method.privacy.mechanism"].choices == tuple(PRIVACY_MECHANISMS)
     assert KEYS["method.privacy.unit"].choices == UNITS
     assert KEYS["method.share"].choices == PARAMS["share"].options

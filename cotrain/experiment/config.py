@@ -53,6 +53,7 @@ SCHEMA: dict[str, Any] = {
         "path": str,
         "target": (str, int),
         "header": bool,
+        "na_values": list,
         "standardize": bool,
         "data_home": str,
     },
@@ -439,6 +440,14 @@ def _check_semantics(config: dict[str, Any]) -> None:
         raise InvalidValue(("data", "path"), "a table file needs 'target' (a column)")
     if "header" in data and suffix != ".csv":
         raise InvalidValue(("data", "header"), "header applies to a CSV file ([data] path)")
+    if "na_values" in data and suffix != ".csv":
+        raise InvalidValue(("data", "na_values"), "na_values applies to a CSV file ([data] path)")
+    if "na_values" in data and not all(isinstance(v, str) for v in data["na_values"]):
+        raise InvalidValue(
+            ("data", "na_values"),
+            f"na_values must be a list of strings (the cells that mean missing, e.g. "
+            f'["?"]), got {data["na_values"]!r}',
+        )
     if data.get("header") is False and not isinstance(data.get("target"), int):
         raise InvalidValue(
             ("data", "target"),

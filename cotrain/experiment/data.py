@@ -84,7 +84,11 @@ def dataset_rows(
             keys = ("data", "data_home" if "data_home" in data else "dataset")
             raise InvalidValue(keys, f"dataset {name!r}: {err}") from None
     X, _ = read_table(
-        data_path(data, base), data.get("target"), data.get("header"), announce=announce
+        data_path(data, base),
+        data.get("target"),
+        data.get("header"),
+        announce=announce,
+        na_values=data.get("na_values"),
     )
     return len(X)
 
@@ -154,7 +158,12 @@ def load_data(config: dict[str, Any], seed: int, base: str | Path | None = None)
             standardize=data.get("standardize", True),
             sizes=full,
         )
-    X, y = read_table(data_path(data, base), data.get("target"), data.get("header"))
+    X, y = read_table(
+        data_path(data, base),
+        data.get("target"),
+        data.get("header"),
+        na_values=data.get("na_values"),
+    )
     missing = {"n_public", "n_labeled", "n_test"} - set(sizes)
     if missing:
         raise InvalidValue(("split",), f"a data file needs split sizes {sorted(missing)}")
@@ -168,7 +177,12 @@ def load_data(config: dict[str, Any], seed: int, base: str | Path | None = None)
 
 
 def read_table(
-    path: Path, target: str | int | None, header: bool | None = None, *, announce: bool = False
+    path: Path,
+    target: str | int | None,
+    header: bool | None = None,
+    *,
+    announce: bool = False,
+    na_values: list[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The features and labels of a data file (``[data] path``): CSV, Parquet, NumPy.
 
@@ -207,8 +221,13 @@ def read_table(
         Whether a CSV's first row names the columns; None detects it, with a warning.
     announce : bool, default=False
         Warn (:class:`~cotrain.experiment.ExperimentWarning`) about the one-hot encoded
-        columns. The header warning is given only with ``announce`` too (``cotrain run``
-        announces once, when it checks the file, not again for every run).
+        columns and the missing-value markers found. The header warning is given only
+        with ``announce`` too (``cotrain run`` announces once, when it checks the file, not
+        again for every run).
+
+    na_values : list of str, optional
+        The strings that mark a missing value in a CSV (``[data] na_values``, pandas'
+        ``na_values``, besides pandas' own such as an empty cell or ``NA``): read as NaN.
 
     Returns
     -------
@@ -272,7 +291,7 @@ def read_table(
                 detected, because = detect_header(path)
                 if detected != header and "a guess" not in because:
                     warnings.warn(_stated_header_note(path, header, because), ExperimentWarning, 2)
-            frame = pd.read_csv(path, header=0 if header else None)
+            frame = pd.read_csv(path, header=0 if header else None, na_values=na_values)
     except InvalidValue:
         raise
     except (KeyError, ValueError, OSError, UnicodeDecodeError) as err:
@@ -298,11 +317,71 @@ def read_table(
             "without a header row needs header = false and target = a column index",
         )
     y = frame.pop(target).to_numpy()
+    markers = numbers_with_markers(frame)
+    if markers and announce:
+        warnings.warn(_marker_note(path, markers), ExperimentWarning, stacklevel=2)
     encoded = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     X = pd.get_dummies(frame).to_numpy(dtype=np.float64)
     if encoded and announce:
         warnings.warn(_encoding_note(path, frame, encoded), ExperimentWarning, stacklevel=2)
     return X, y
+
+
+#: at most this many distinct non-numeric strings, in at most this share of a column's
+#: filled cells, make a column numbers with missing-value markers rather than categories
+MARKERS, MARKER_SHARE = 3, 0.2
+
+
+def numbers_with_markers(frame: Any) -> dict[Any, tuple[list[str], int]]:
+    """Read, in place, each text column of ``frame`` that holds numbers but for a few
+    markers (at most :data:`MARKERS` distinct strings in at most :data:`MARKER_SHARE` of
+    its filled cells, such as ``?`` or ``-``) as numbers, its markers as NaN: a numeric
+    column is never one-hot encoded because a few cells say "unknown". Returns, per such
+    column, its markers and how many cells held them.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"pulse": ["72", "?", "88", "64", "90", "70"],
+    ...                       "colour": ["red", "blue", "red", "red", "blue", "red"]})
+    >>> numbers_with_markers(frame)
+    {'pulse': (['?'], 1)}
+    >>> frame["pulse"].tolist(), frame["colour"].tolist()[:2]
+    ([72.0, nan, 88.0, 64.0, 90.0, 70.0], ['red', 'blue'])
+    """
+    import pandas as pd
+
+    found = {}
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) or values.dtype == bool:
+            continue
+        text = values.astype("string").str.strip()
+        numbers = pd.to_numeric(text, errors="coerce")
+        marked = values.notna() & numbers.isna()
+        filled = int(values.notna().sum())
+        tokens = sorted(set(text[marked].astype(str)))
+        if numbers.notna().any() and len(tokens) <= MARKERS:
+            if marked.sum() <= MARKER_SHARE * filled:
+                frame[column] = numbers.astype("float64")
+                found[column] = (tokens, int(marked.sum()))
+    return found
+
+
+def _marker_note(path: Path, markers: dict[Any, tuple[list[str], int]]) -> str:
+    """What :func:`read_table` says about the missing-value markers it read as NaN."""
+    parts = [f"{column!r}" if isinstance(column, str) else f"column {column}" for column in markers]
+    cells = [
+        f"{name} ({n} × {', '.join(map(repr, tokens))})"
+        for name, (tokens, n) in zip(parts, markers.values(), strict=True)
+    ]
+    every = sorted({t for tokens, _ in markers.values() for t in tokens})
+    return (
+        f"{path}: {len(markers)} numeric column{'s' * (len(markers) > 1)} read with "
+        f"missing-value markers as NaN: {', '.join(cells)}; write na_values = "
+        f"[{', '.join(repr(t).replace(chr(39), chr(34)) for t in every)}] under [data] to "
+        "say so (a learner that cannot take NaN needs an imputer)"
+    )
 
 
 def _encoding_note(path: Path, frame: Any, encoded: list[Any]) -> str:

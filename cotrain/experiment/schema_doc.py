@@ -344,6 +344,16 @@ KEYS: dict[str, KeyDoc] = {
         default_note="detected from the file (:func:`~cotrain.experiment.data.detect_header`), "
         "with a warning that says which was assumed",
     ),
+    "data.na_values": KeyDoc(
+        'The strings that mark a missing value in the CSV file, e.g. ``["?"]``: read as '
+        "NaN (pandas' ``na_values``, besides its own such as an empty cell or ``NA``). "
+        "Without it, a column of numbers with at most 3 distinct other strings in at most "
+        "20 % of its cells is still read as numbers, those cells as NaN, with a warning "
+        "naming them; it is never one-hot encoded. NaN reaches the learners: one that "
+        "cannot take it needs an imputer (``make_pipeline(SimpleImputer(), ...)``) or is "
+        "refused before training, by name.",
+        default_note="pandas' own markers only",
+    ),
     "data.standardize": KeyDoc(
         "Standardise the features with the mean and standard deviation of the public pool "
         "(never of the private rows). Not applied to ``digits``.",
