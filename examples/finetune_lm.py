@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -279,6 +280,9 @@ def parse_args(
     if unknown or not methods:
         parser.error(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}")
     args.methods = methods
+    for name in ("clients", "labeled", "public", "test", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.no_progress:
         args.verbose = 0
     if args.lr is None:
@@ -711,7 +715,10 @@ def main(
     ['FedCT', 'FedAvg', 'local', 'central']
     """
     args = parse_args(argv, preset, description)
-    texts, y = load_movie_reviews(args.data_home)
+    try:
+        texts, y = load_movie_reviews(args.data_home)
+    except FileNotFoundError as err:  # one line that says where to get the data
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {err}") from None
     data = split_reviews(texts, y, args.clients, args.labeled, args.public, args.test, args.seed)
     tok = shared_tokenizer(args, data["U"])
     model = "tiny random GPT-2 (BPE trained on U)" if args.model == TINY else args.model

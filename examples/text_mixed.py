@@ -322,7 +322,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     estimators += [make_tfidf_client(n, args) for n in args.learner_names]
     if not estimators:
         raise SystemExit("no clients: give --learners or --lm-clients")
-    data = split_reviews(args, len(estimators))
+    try:
+        data = split_reviews(args, len(estimators))
+    except FileNotFoundError as err:  # one line that says where to get the data
+        raise SystemExit(f"text_mixed.py: {err}") from None
 
     start = time.perf_counter()
     trainer = FederatedCoTrainer(

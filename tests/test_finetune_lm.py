@@ -178,3 +178,19 @@ def test_consensus_option_reaches_the_trainer(finetune_lm, monkeypatch):
     assert table["method"].tolist() == ["FedCT"]
     with pytest.raises(ValueError, match="consensus"):
         finetune_lm.main([*TINY, "--rounds", "1", "--methods", "fedct", "--consensus", "vote"])
+
+
+def test_a_clone_without_the_reviews_is_told_where_to_get_them(finetune_lm, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        finetune_lm.main([*TINY, "--data-home", str(tmp_path)])
+    message = str(info.value)
+    assert message.startswith(f"{Path(sys.argv[0]).name}: movie_reviews/review_polarity.tar.gz")
+    assert f"mkdir -p {tmp_path}/movie_reviews && curl -L -o " in message
+    assert "movie-review-data/review_polarity.tar.gz" in message
+
+
+@pytest.mark.parametrize("option", ["--clients", "--labeled", "--public", "--test", "--rounds"])
+def test_sizes_below_one_are_refused_by_name(finetune_lm, option, capsys):
+    with pytest.raises(SystemExit):
+        finetune_lm.parse_args(["--model", "tiny-gpt2", option, "0"])
+    assert f"{option} must be at least 1, got 0" in capsys.readouterr().err

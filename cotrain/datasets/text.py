@@ -19,6 +19,31 @@ from cotrain.datasets import paths
 __all__ = ["load_movie_reviews"]
 
 _ARCHIVE = ("movie_reviews", "review_polarity.tar.gz")
+
+#: where the archive comes from (polarity dataset v2.0, Pang & Lee 2004; 3 MB): the library
+#: cannot ship it (its page gives no licence to redistribute)
+MOVIE_REVIEWS_URL = (
+    "https://www.cs.cornell.edu/people/pabo/movie-review-data/review_polarity.tar.gz"
+)
+
+
+def get_movie_reviews(folder: str = "DATA") -> str:
+    """The one step that puts the movie reviews where :func:`load_movie_reviews` looks.
+
+    Examples
+    --------
+    >>> print(get_movie_reviews("/data"))  # doctest: +NORMALIZE_WHITESPACE
+    Download it once (3 MB): mkdir -p /data/movie_reviews && curl -L -o
+    /data/movie_reviews/review_polarity.tar.gz
+    https://www.cs.cornell.edu/people/pabo/movie-review-data/review_polarity.tar.gz
+    """
+    target = f"{folder}/{'/'.join(_ARCHIVE)}"
+    return (
+        f"Download it once (3 MB): mkdir -p {folder}/{_ARCHIVE[0]} && curl -L -o {target} "
+        f"{MOVIE_REVIEWS_URL}"
+    )
+
+
 _LABELS = ("neg", "pos")
 
 
@@ -53,13 +78,18 @@ def load_movie_reviews(
     >>> len(texts), sorted(set(y.tolist()))  # doctest: +SKIP
     (2000, ['neg', 'pos'])
     """
-    root = paths.data_home(data_home)
+    try:
+        root = paths.data_home(data_home)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"the movie reviews need a data folder: {err} {get_movie_reviews()}, then "
+            f"export {paths.ENV_VAR}=DATA (any folder in place of DATA)"
+        ) from None
     path = root.joinpath(*_ARCHIVE)
     if not path.is_file():
         raise FileNotFoundError(
             f"{'/'.join(_ARCHIVE)} not found in the data folder {root} (looked for {path}). "
-            f"Place the archive there, or point data_home= / {paths.ENV_VAR} at a folder "
-            "that has it."
+            f"{get_movie_reviews(str(root))}"
         )
     found: list[tuple[str, str, str]] = []
     with tarfile.open(path, "r:gz") as archive:
