@@ -224,7 +224,6 @@ def read_table(
         columns and the missing-value markers found. The header warning is given only
         with ``announce`` too (``cotrain run`` announces once, when it checks the file, not
         again for every run).
-
     na_values : list of str, optional
         The strings that mark a missing value in a CSV (``[data] na_values``, pandas'
         ``na_values``, besides pandas' own such as an empty cell or ``NA``): read as NaN.
@@ -364,7 +363,8 @@ def numbers_with_markers(frame: Any) -> dict[Any, tuple[list[str], int]]:
         if numbers.notna().any() and len(tokens) <= MARKERS:
             if marked.sum() <= MARKER_SHARE * filled:
                 frame[column] = numbers.astype("float64")
-                found[column] = (tokens, int(marked.sum()))
+                if marked.any():
+                    found[column] = (tokens, int(marked.sum()))
     return found
 
 
