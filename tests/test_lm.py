@@ -427,6 +427,8 @@ def test_left_truncation_keeps_an_encoders_leading_cls_token(data, tmp_path):
         ({"batch_size": 2.5}, ValueError, "batch_size must be an integer >= 1"),
         ({"model": 3}, TypeError, "model must be a hub name, a local directory or a transformers"),
         ({"dtype": "float8"}, ValueError, "dtype must be None or one of"),
+        ({"model": "./models/gone"}, ValueError, "model: no folder './models/gone' "),
+        ({"model": "/no/such/model"}, ValueError, "model: no folder '/no/such/model' "),
     ],
     ids=[
         "n_threads",
@@ -437,6 +439,8 @@ def test_left_truncation_keeps_an_encoders_leading_cls_token(data, tmp_path):
         "batch_size",
         "model",
         "dtype",
+        "missing-relative-folder",
+        "missing-absolute-folder",
     ],
 )
 @pytest.mark.usefixtures("no_network")

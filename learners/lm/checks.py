@@ -21,7 +21,7 @@ from .._soft_targets import check_soft_targets
 from ..checks import check_int
 from .loading import DTYPES, is_config
 
-__all__ = ["check_params", "training_targets"]
+__all__ = ["check_model_location", "check_params", "training_targets"]
 
 
 def check_params(clf: Any) -> None:
@@ -51,6 +51,8 @@ def check_params(clf: Any) -> None:
             "model must be a hub name, a local directory or a transformers configuration, "
             f"got {type(clf.model).__name__}"
         )
+    if isinstance(clf.model, str | os.PathLike):
+        check_model_location(clf.model)
     for name in ("max_epochs", "epochs_per_fit", "batch_size", "max_length", "max_windows"):
         check_int(getattr(clf, name), name, 0 if name == "epochs_per_fit" else 1)
     if clf.truncation_side not in ("left", "right"):
@@ -67,6 +69,39 @@ def check_params(clf: Any) -> None:
         raise TypeError(f"gguf_file must be a file name or None, got {clf.gguf_file!r}")
     if clf.lora not in (True, False, None) and not isinstance(clf.lora, dict):
         raise TypeError(f"lora must be False, True or a dict, got {type(clf.lora).__name__}")
+
+
+def check_model_location(model: str | os.PathLike[str]) -> None:
+    """Refuse a ``model`` that names a local folder which does not exist, before
+    transformers reads it as a hub name ("Repo id must be in the form ...").
+
+    A path is taken as local when it exists, is absolute, starts with ``.``/``~`` or holds
+    more than one ``/`` (a hub name is ``name`` or ``org/name``); a hub name is left to
+    transformers.
+
+    Examples
+    --------
+    >>> check_model_location("sentence-transformers/all-MiniLM-L6-v2")  # a hub name
+    >>> try:
+    ...     check_model_location("./models/no-such-model")
+    ... except ValueError as err:
+    ...     print(str(err)[:44])
+    model: no folder './models/no-such-model' (a
+    """
+    text = os.fspath(model)
+    if os.path.exists(os.path.expanduser(text)):
+        return
+    local = (
+        os.path.isabs(text)
+        or text.startswith((".", "~"))
+        or text.count("/") > 1
+        or (os.sep != "/" and os.sep in text)
+    )
+    if local:
+        raise ValueError(
+            f"model: no folder {text!r} (a local model is a directory written by "
+            "save_pretrained; a hub name is 'name' or 'org/name')"
+        )
 
 
 def training_targets(
