@@ -242,6 +242,36 @@ def refusing_nan(estimators: Sequence[Any], allow_nan: Sequence[bool]) -> str:
     return ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
 
 
+def check_predict_features(X: Any, shape: tuple[int, ...], models: Sequence[Any]) -> np.ndarray:
+    """``X`` given to a fitted model's ``predict``: its features as :func:`check_features`
+    reads them, in the feature shape the model was fitted on (``shape``; ``()`` for texts),
+    NaN only where every one of ``models`` (the fitted models that will see ``X``) takes it.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> check_predict_features([[1.0, float("nan")]], (2,), [DecisionTreeClassifier()]).shape
+    (1, 2)
+    >>> check_predict_features([[1.0, 2.0, 3.0]], (2,), [DecisionTreeClassifier()])
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 3 features, expected 2 features
+    """
+    allow_nan = [nan_allowed(m) for m in models]
+    X = check_features(
+        X,
+        "X",
+        text=shape == (),
+        allow_nan=bool(models) and all(allow_nan),
+        nan_refused_by=refusing_nan(models, allow_nan) or "its model",
+    )
+    if feature_shape(X) != shape:
+        raise ValueError(
+            f"X has {describe_shape(feature_shape(X))}, expected {describe_shape(shape)}"
+        )
+    return X
+
+
 def _as_array(value: Any, name: str, what: str) -> np.ndarray:
     """``np.asarray(value)``, with a ragged nested sequence reported under ``name``."""
     try:

@@ -19,16 +19,13 @@ from consensus import Consensus, get_consensus, soft_mean
 from cotrain._validation import (
     FitData,
     check_estimators,
-    check_features,
     check_fit_inputs,
     check_not_after_transforms,
     check_params,
+    check_predict_features,
     check_share_consensus,
-    describe_shape,
     feature_shape,
     masked_labels,
-    nan_allowed,
-    refusing_nan,
     require_public_classes,
 )
 from cotrain.callbacks import Callback, LoopView, PrivacyBudget, ProgressBar, loop_callbacks
@@ -610,20 +607,7 @@ PoolHalvesTrust, default="auto"
 
     def _check_X(self, X: ArrayLike) -> np.ndarray:
         models = [m.estimator for m in self._fitted_models()]
-        allow_nan = [nan_allowed(m) for m in models]
-        X = check_features(
-            X,
-            "X",
-            text=self.feature_shape_ == (),
-            allow_nan=all(allow_nan),
-            nan_refused_by=refusing_nan(models, allow_nan),
-        )
-        if feature_shape(X) != self.feature_shape_:
-            raise ValueError(
-                f"X has {describe_shape(feature_shape(X))}, expected "
-                f"{describe_shape(self.feature_shape_)}"
-            )
-        return X
+        return check_predict_features(X, self.feature_shape_, models)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Consensus of the local models' predictions, in the caller's label values."""

@@ -14,12 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from cotrain._validation import (
     FitData,
-    check_features,
     check_fit_inputs,
-    describe_shape,
-    feature_shape,
-    nan_allowed,
-    refusing_nan,
+    check_predict_features,
 )
 from cotrain.wire.messages import HardLabels
 
@@ -52,7 +48,7 @@ def check_client_data(
     n = len(X) if n_estimators is None and isinstance(X, list | tuple) else n_estimators
     if n is None:  # arrays plus groups: as many clients as groups
         n = len(np.unique(np.asarray(groups))) if groups is not None else 0
-    if learners is not None and len(learners) == 1 and n != 1:
+    if learners is not None and len(learners) == 1:  # one learner reaches every client
         learners = list(learners) * n
     return check_fit_inputs(
         X,
@@ -64,7 +60,7 @@ def check_client_data(
         eval_set=eval_set,
         y_public=None,
         require_public=False,
-        estimators=None if learners is None or len(learners) != n else list(learners),
+        estimators=learners,
     )
 
 
@@ -72,20 +68,7 @@ def check_predict_inputs(model: Any, X: Any, learners: Sequence[Any] = ()) -> An
     """Check that ``model`` is fitted and ``X`` matches its training features; NaN only
     where every one of ``learners`` (the models that will see ``X``) takes it."""
     check_is_fitted(model, "history_")
-    expected = model._row_shape
-    allow_nan = [nan_allowed(m) for m in learners]
-    X = check_features(
-        X,
-        "X",
-        text=expected == (),
-        allow_nan=bool(learners) and all(allow_nan),
-        nan_refused_by=refusing_nan(list(learners), allow_nan) or "its model",
-    )
-    if feature_shape(X) != expected:
-        raise ValueError(
-            f"X has {describe_shape(feature_shape(X))}, expected {describe_shape(expected)}"
-        )
-    return X
+    return check_predict_features(X, model._row_shape, learners)
 
 
 def concat_rows(parts: list[Any]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -360,11 +361,11 @@ def numbers_with_markers(frame: Any) -> dict[Any, tuple[list[str], int]]:
         marked = values.notna() & numbers.isna()
         filled = int(values.notna().sum())
         tokens = sorted(set(text[marked].astype(str)))
-        if numbers.notna().any() and len(tokens) <= MARKERS:
-            if marked.sum() <= MARKER_SHARE * filled:
-                frame[column] = numbers.astype("float64")
-                if marked.any():
-                    found[column] = (tokens, int(marked.sum()))
+        few = len(tokens) <= MARKERS and marked.sum() <= MARKER_SHARE * filled
+        if few and numbers.notna().any():
+            frame[column] = numbers.astype("float64")
+            if marked.any():
+                found[column] = (tokens, int(marked.sum()))
     return found
 
 
@@ -379,7 +380,7 @@ def _marker_note(path: Path, markers: dict[Any, tuple[list[str], int]]) -> str:
     return (
         f"{path}: {len(markers)} numeric column{'s' * (len(markers) > 1)} read with "
         f"missing-value markers as NaN: {', '.join(cells)}; write na_values = "
-        f"[{', '.join(repr(t).replace(chr(39), chr(34)) for t in every)}] under [data] to "
+        f"{json.dumps(every)} under [data] to "
         "say so (a learner that cannot take NaN needs an imputer)"
     )
 

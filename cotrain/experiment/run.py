@@ -359,9 +359,10 @@ def co_training_settings(model: Any) -> dict[str, str]:
 
     Examples
     --------
+    >>> from consensus import get_consensus
     >>> from cotrain import FederatedCoTrainer
     >>> trainer = FederatedCoTrainer([None], trust=None)
-    >>> trainer.consensus_ = __import__("consensus").get_consensus("majority")
+    >>> trainer.consensus_ = get_consensus("majority")
     >>> co_training_settings(trainer)
     {'trust': 'none', 'consensus': 'MajorityVote'}
     """
