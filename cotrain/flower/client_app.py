@@ -186,6 +186,13 @@ def site_train(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
     classes = site.label_space(config["classes"])  # refused unless the declared ones
     if is_secure_site(site):  # SecureTeacherVotes: its shares go to SecAgg+ sums
         return site_vote(site, content)
+    wire = WireFormat.from_config(config)
+    if (wire.n_classes, wire.n_public) != (len(classes), len(site.X_public)):
+        raise ValueError(  # else the noise alone would decide whether the labels fit it
+            f"wire format mismatch: the request encodes {wire.n_classes} classes and "
+            f"|U| = {wire.n_public}; this site declares {len(classes)} classes and holds "
+            f"|U| = {len(site.X_public)}"
+        )
     t, token = int(config["round"]), str(config["run-token"])
     client = Client(
         int(config["client-index"]),
@@ -194,7 +201,7 @@ def site_train(site: SiteFolder, content: dict[str, Any]) -> dict[str, Any]:
         site.y,
         classes,
         X_public=site.X_public,
-        wire=WireFormat.from_config(config),
+        wire=wire,
         X_eval=site.X_eval,
         eval_proba=site.share_eval and bool(config.get("eval-proba", False)),
         privacy=site.privacy,  # its noise comes from this site's own entropy
