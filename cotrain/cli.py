@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 import warnings
+from pathlib import Path
 from typing import Any, NoReturn
 
 DESCRIPTION = (
@@ -163,7 +164,47 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--socket", metavar="PATH", help="Unix socket path (default: <site folder>/worker.sock)"
     )
+    node = site.add_parser(
+        "node",
+        help="run the site's warm worker and its Flower SuperNode, stopped together",
+        description="Run the site's warm worker, then its SuperNode (flower-supernode, with "
+        "the other arguments, e.g. --superlink HOST:PORT --insecure), each task process "
+        "given --start-limit seconds to start. Ctrl-C, SIGTERM or 'cotrain stop SITE' stop "
+        "every process it started (docs/deployment.md).",
+    )
+    node.add_argument("site", help="the site's site.toml (or its folder)")
+    node.add_argument("--no-worker", action="store_true", help="no warm worker (slower rounds)")
+    _start_limit_option(node)
+    link = sub.add_parser(
+        "superlink",
+        help="run a Flower SuperLink, stopped with everything it started",
+        description="Run flower-superlink with the other arguments (e.g. --insecure --port "
+        "9000), each task process given --start-limit seconds to start. Ctrl-C, SIGTERM or "
+        "'cotrain stop superlink.pid' stop every process it started (docs/deployment.md).",
+    )
+    _start_limit_option(link)
+    link.add_argument(
+        "--pid-file", default="superlink.pid", metavar="PATH",
+        help="where to write its process id, for 'cotrain stop' (default: superlink.pid)",
+    )  # fmt: skip
+    stop = sub.add_parser(
+        "stop",
+        help="stop a 'cotrain site node' or 'cotrain superlink' and all it started",
+        description="Stop a 'cotrain site node' (give the site) or 'cotrain superlink' (give "
+        "its pid file) with every process it started.",
+    )
+    stop.add_argument("targets", nargs="+", help="site folders, site.toml files or pid files")
     return parser
+
+
+def _start_limit_option(parser: argparse.ArgumentParser) -> None:
+    from cotrain.flower.local.task_start import DEFAULT_START_LIMIT
+
+    parser.add_argument(
+        "--start-limit", type=float, default=DEFAULT_START_LIMIT, metavar="SECONDS",
+        help=f"seconds each Flower task process may take to start (default "
+        f"{DEFAULT_START_LIMIT:g}; Flower's own: 30)",
+    )  # fmt: skip
 
 
 def _seed_list(text: str) -> list[int]:
@@ -233,11 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     >>> main(["--version"])  # doctest: +SKIP
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "site":
-        from cotrain.flower.worker import main as serve_site
-
-        return serve_site([args.site] + (["--socket", args.socket] if args.socket else []))
+    args, flower_args = parser.parse_known_args(argv)
+    takes_flower_args = args.command == "superlink" or getattr(args, "site_command", "") == "node"
+    if flower_args and not takes_flower_args:  # the rest go to Flower's own command
+        parser.error(f"unrecognized arguments: {' '.join(flower_args)}")
+    if args.command in ("site", "superlink", "stop"):
+        return _flower_command(args, flower_args)
     if args.command in ("run", "report"):
         return _experiment_command(args)
     if args.command == "demo":
@@ -258,6 +300,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _flower_command(args: Any, flower_args: list[str]) -> int:
+    """``cotrain site serve|node``, ``cotrain superlink`` and ``cotrain stop``."""
+    if args.command == "stop":
+        from cotrain.flower.local.service import stop
+
+        status = 0
+        for target in args.targets:
+            try:
+                print(stop(target))
+            except (ProcessLookupError, TimeoutError) as err:
+                print(f"cotrain stop: {err}", file=sys.stderr)
+                status = 1
+        return status
+    if args.command == "site" and args.site_command == "serve":
+        from cotrain.flower.worker import main as serve_site
+
+        return serve_site([args.site] + (["--socket", args.socket] if args.socket else []))
+    from cotrain.flower.local.service import run_node, run_superlink
+    from cotrain.flower.local.task_start import check_start_limit
+
+    try:
+        check_start_limit(args.start_limit)
+        if args.command == "superlink":
+            return run_superlink(
+                flower_args, start_limit=args.start_limit, pid_file=Path(args.pid_file)
+            )
+        return run_node(
+            args.site, flower_args, start_limit=args.start_limit, worker=not args.no_worker
+        )
+    except (ValueError, FileNotFoundError) as err:
+        print(f"cotrain {args.command}: {err}", file=sys.stderr)
+        return 2
+
+
 def _experiment_command(args: Any) -> int:
     from cotrain.experiment import (
         ExperimentError,
@@ -270,10 +346,15 @@ def _experiment_command(args: Any) -> int:
     prefix = f"cotrain {args.command}"
     shown = warnings.showwarning
 
+    said: set[str] = set()
+
     def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
         if issubclass(category, UserWarning):  # ExperimentWarning is one
-            # one line, as the runner's own warnings, not a source line for a user to read
-            print(f"{prefix}: warning: {message}", file=sys.stderr)
+            # one line, as the runner's own warnings, not a source line for a user to
+            # read; once per command, not once per variant and seed
+            if str(message) not in said:
+                said.add(str(message))
+                print(f"{prefix}: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, *rest, **kw)
 

@@ -181,3 +181,20 @@ def test_demo_names_a_missing_extra_with_exit_2(capsys, monkeypatch, no_training
     assert line == (
         "cotrain demo: error: the demo's DT clients need no_such_module_x: pip install 'cotrain[x]'"
     )
+
+
+def test_a_warning_repeated_by_every_variant_is_printed_once(tmp_path, capsys, monkeypatch):
+    import warnings
+
+    def run_one(*args, **kwargs):  # as two runs would: the same words from two places
+        warnings.warn("a stratified split is impossible here", UserWarning, stacklevel=1)
+        warnings.warn("a stratified split is impossible here", UserWarning, stacklevel=2)
+        warnings.warn("another matter", UserWarning, stacklevel=1)
+        raise KeyboardInterrupt  # no training
+
+    monkeypatch.setattr("cotrain.experiment.run.run_one", run_one)
+    (tmp_path / "exp.toml").write_text(EXPERIMENT)
+    assert main(["run", str(tmp_path / "exp.toml"), "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert err.count("warning: a stratified split is impossible here") == 1
+    assert err.count("warning: another matter") == 1

@@ -155,3 +155,29 @@ def test_a_sigterm_to_the_driver_stops_every_process_it_started(tmp_path):
         time.sleep(0.5)
     assert not [p for p in started if pid_alive(p)]
     assert tagged("COTRAIN_LOCAL_FEDERATION", f"{driver.pid}-") == []
+
+
+SLOW_START = """
+import os, sys, time
+if sys.argv and sys.argv[0].endswith("flwr-clientapp"):
+    time.sleep(float(os.environ["SLOW_CLIENTAPP_START"]))
+"""
+
+
+def test_a_clientapp_slower_to_start_than_flowers_30_s_still_answers(tmp_path, monkeypatch):
+    """A loaded machine: each ClientApp process takes 32 s to start. Flower alone withdraws
+    its token after 30 s and starts another, as slow (HTTP 401, forever); with the start-up
+    limit the federation's SuperNodes run under, the message is answered."""
+    import os
+
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_START)
+    path = os.pathsep.join(p for p in (str(tmp_path / "slow"), os.environ.get("PYTHONPATH")) if p)
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("SLOW_CLIENTAPP_START", "32")
+    fed = LocalFederation(tmp_path / "home", 1, start_limit=120)
+    with fed:
+        echo = _echo(fed, tmp_path / "echo.json", **{"min-nodes": 1, "wait-timeout": 100.0})
+        log = fed.node_log(0)
+    assert echo["errors"] == [] and len(echo["replies"]) == 1
+    assert "authentication failed" not in log

@@ -61,6 +61,7 @@ __all__ = [
     "encode",
     "main",
     "read_frame",
+    "worker_answers",
     "write_frame",
 ]
 
@@ -258,6 +259,21 @@ def call_worker(
 
 
 # ---------------------------------------------------------------------- server side
+def worker_answers(path: str | Path) -> bool:
+    """Whether a site worker answers a ping on ``path`` (within 5 s).
+
+    Examples
+    --------
+    >>> worker_answers("/nonexistent/worker.sock")
+    False
+    """
+    try:
+        call_worker(path, "ping", timeout=5)
+    except (OSError, EOFError, RuntimeError):
+        return False
+    return True
+
+
 class SiteWorker:
     """Serve one site's rounds on a Unix socket (see the module docs).
 

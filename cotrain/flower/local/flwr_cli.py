@@ -223,7 +223,7 @@ def flower_executable(name: str) -> str:
     return found
 
 
-def flower_environment(home: str | Path) -> dict[str, str]:
+def flower_environment(home: str | Path | None) -> dict[str, str]:
     """This process's environment for a Flower process with ``FLWR_HOME=home``.
 
     Telemetry and the update check are off, output is unbuffered, this Python's ``bin``
@@ -234,8 +234,8 @@ def flower_environment(home: str | Path) -> dict[str, str]:
 
     Parameters
     ----------
-    home : str or Path
-        Flower's home directory.
+    home : str or Path or None
+        Flower's home directory (None: as this process has it).
 
     Returns
     -------
@@ -249,8 +249,9 @@ def flower_environment(home: str | Path) -> dict[str, str]:
     ('/tmp/flwr-home', '0')
     """
     env = dict(os.environ)
+    if home is not None:
+        env["FLWR_HOME"] = str(home)
     env.update(
-        FLWR_HOME=str(home),
         FLWR_TELEMETRY_ENABLED="0",
         FLWR_DISABLE_UPDATE_CHECK="1",
         PYTHONUNBUFFERED="1",

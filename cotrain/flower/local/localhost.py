@@ -65,7 +65,12 @@ from cotrain.flower.local.supervisor import (
     restore_handlers,
     wait_until,
 )
-from cotrain.flower.worker import call_worker, default_socket
+from cotrain.flower.local.task_start import (
+    DEFAULT_START_LIMIT,
+    check_start_limit,
+    launch_command,
+)
+from cotrain.flower.worker import default_socket, worker_answers
 
 __all__ = ["LocalFederation", "format_config", "run_id_of"]
 
@@ -99,6 +104,10 @@ class LocalFederation:
         not wait for them.
     startup_timeout : float, default=60.0
         Seconds :meth:`start` waits for the SuperLink and every regular node.
+    start_limit : float, default=300.0
+        Seconds the SuperLink and SuperNodes give each task process (a
+        ``flwr-serverapp``, a ``flwr-clientapp`` per message) to start, instead of
+        Flower's 30 s, which a loaded machine misses (:mod:`cotrain.flower.local.task_start`).
     warm_workers : bool, default=True
         Start a warm worker (``logs/worker-<i>.log``) for every node whose config names a
         ``site``, listening on ``worker.sock`` in the site's folder (or on the node
@@ -146,6 +155,7 @@ class LocalFederation:
         unregistered_nodes: int = 0,
         startup_timeout: float = 60.0,
         warm_workers: bool = True,
+        start_limit: float = DEFAULT_START_LIMIT,
     ) -> None:
         if n_nodes < 0 or unregistered_nodes < 0:
             raise ValueError("n_nodes and unregistered_nodes must be >= 0")
@@ -153,6 +163,7 @@ class LocalFederation:
             raise ValueError("auth=True needs tls=True: Flower refuses SuperNode auth without TLS")
         if unregistered_nodes and not auth:
             raise ValueError("unregistered_nodes only makes sense with auth=True")
+        check_start_limit(start_limit)
         total = n_nodes + unregistered_nodes
         configs = [dict(c) for c in (node_configs or [])]
         if node_configs is not None and len(configs) not in (n_nodes, total):
@@ -170,6 +181,7 @@ class LocalFederation:
         self.auth = auth
         self.startup_timeout = float(startup_timeout)
         self.warm_workers = bool(warm_workers)
+        self.start_limit = float(start_limit)
         # distinct ports, free now; another program could still take one before start()
         self.port, *self.node_ports = free_ports(1 + total)
         self.node_ids: dict[int, int] = {}
@@ -242,9 +254,8 @@ class LocalFederation:
 
     # ------------------------------------------------------------------ commands
     def superlink_command(self) -> list[str]:
-        """The ``flower-superlink`` command line."""
+        """The ``flower-superlink`` command line (run with ``start_limit``)."""
         cmd = [
-            flower_executable("flower-superlink"),
             "--disable-runtime-dependency-installation",
             "--host",
             "127.0.0.1",
@@ -265,12 +276,11 @@ class LocalFederation:
             cmd.append("--insecure")
         if self.auth:
             cmd.append("--enable-supernode-auth")
-        return cmd
+        return launch_command("flower-superlink", cmd, self.start_limit)
 
     def node_command(self, i: int) -> list[str]:
-        """The ``flower-supernode`` command line of node ``i``."""
+        """The ``flower-supernode`` command line of node ``i`` (run with ``start_limit``)."""
         cmd = [
-            flower_executable("flower-supernode"),
             "--superlink",
             self.superlink_address,
             "--port",
@@ -284,7 +294,7 @@ class LocalFederation:
             cmd += ["--auth-supernode-private-key", str(self.node_key(i))]
         if self.node_configs[i]:
             cmd += ["--node-config", format_config(self.node_configs[i])]
-        return cmd
+        return launch_command("flower-supernode", cmd, self.start_limit)
 
     def run_command(
         self, app_dir: str | Path, run_config: dict[str, Any] | None = None
@@ -418,7 +428,7 @@ class LocalFederation:
             proc = self._workers[i] = self._popen(cmd, log, f"worker-{i}")
         if wait:
             wait_until(
-                lambda: _answers(path),
+                lambda: worker_answers(path),
                 proc,
                 name=f"the site worker of node {i}",
                 deadline=time.monotonic() + self.startup_timeout,
@@ -637,12 +647,3 @@ class LocalFederation:
     # ------------------------------------------------------------------ helpers
     def _popen(self, cmd: list[str], log: Path, role: str) -> subprocess.Popen[bytes]:
         return self._group.start_logged(cmd, log, env=self._env(role), cwd=self.home)
-
-
-def _answers(path: Path) -> bool:
-    """Whether a site worker answers a ping on ``path``."""
-    try:
-        call_worker(path, "ping", timeout=5)
-    except (OSError, EOFError, RuntimeError):
-        return False
-    return True

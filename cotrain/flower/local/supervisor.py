@@ -206,6 +206,20 @@ class ProcessGroup:
         self._pids.add(proc.pid)
         return proc
 
+    def start_attached(
+        self, cmd: list[str], *, env: dict[str, str], cwd: str | Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``cmd`` in a new session, stdin closed, writing to this process's output.
+
+        In its own session, a Ctrl-C at the terminal reaches only this process, which then
+        stops the group.
+        """
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True
+        )
+        self._pids.add(proc.pid)
+        return proc
+
     def start_piped(
         self, cmd: list[str], *, env: dict[str, str], cwd: str | Path
     ) -> subprocess.Popen[str]:
