@@ -276,6 +276,45 @@ def test_a_killed_serverapp_resumes_and_ends_as_an_uninterrupted_run(sites, canc
     assert list(history["bytes_down"]) == [r.bytes_down for r in local.history_]
 
 
+def test_a_round_no_site_answers_ends_the_run_with_its_rounds_and_a_resumable_state(
+    sites, cancer, tmp_path
+):
+    configs = [{"site": str(p)} for p in sites["paths"]]
+    # min-clients=3: a round ends only with every site, so the resumed run must equal the
+    # uninterrupted one; no checkpoint-dir: output-dir/checkpoint is the default
+    config = run_config(sites, rounds=4, **{"min-clients": 3, "round-timeout": 20.0})
+    with LocalFederation(tmp_path / "home", 3, configs) as federation:
+        run = federation.submit(APP, config)
+        wait_for(
+            lambda: min(train_messages(federation, i) for i in range(3)) >= 2, "round 2",
+            run=run, log=lambda: federation.node_log(0),
+        )  # fmt: skip
+        for i in range(3):  # every site goes away in the middle of a round
+            federation.kill_node(i)
+        stdout, stderr = run.communicate(timeout=240)
+        assert run.returncode == 0, stdout[-3000:] + stderr[-3000:]
+        summary = json.loads((sites["out"] / "summary.json").read_text())
+        ran = summary["n_rounds"]
+        assert ran in (1, 2), summary  # the rounds before the one nobody finished
+        assert summary["stopped_reason"].startswith(f"stopped: round {ran + 1}: only ")
+        assert f"to continue from round {ran + 1}, run it again with resume=true" in stdout
+        assert "Traceback" not in stdout + stderr
+        assert len(pd.read_csv(sites["out"] / "history.csv")) == ran
+        assert (sites["out"] / "checkpoint").is_dir()
+        for i in range(3):
+            federation.start_node(i)
+            federation.wait_for_node(i)
+        done = federation.run(APP, {**config, "resume": True}, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((sites["out"] / "summary.json").read_text())
+    assert summary["n_rounds"] == 4 and summary["stopped_reason"] is None
+    local = FederatedCoTrainer(mixed(), rounds=4, random_state=0).fit(
+        cancer["X"], cancer["y"], X_public=cancer["X_public"]
+    )
+    codes = np.load(sites["out"] / "consensus_codes.npy")
+    np.testing.assert_array_equal(codes[-1], local.pseudo_label_codes_)
+
+
 EVIL_WORKER = """
 import sys
 from cotrain.flower.worker import SiteWorker

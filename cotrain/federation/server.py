@@ -38,7 +38,15 @@ from cotrain.wire.broadcast import BroadcastEncoder, Downlink
 from cotrain.wire.format import MalformedMessage, WireFormat
 from cotrain.wire.upload import Upload
 
-__all__ = ["CoTrainingServer", "hard_codes"]
+__all__ = ["CoTrainingServer", "TooFewClients", "hard_codes"]
+
+
+class TooFewClients(RuntimeError):
+    """Fewer clients answered than ``min_clients`` (in a round, or a deployment's handshake).
+
+    In process it ends ``fit``; a Flower deployment ends its run there instead, keeping the
+    rounds before it (:meth:`cotrain.flower.server_app.FlowerCoTraining.run`).
+    """
 
 
 class CoTrainingServer:
@@ -474,7 +482,7 @@ class CoTrainingServer:
                 ) from error
             failed[i] = f"{type(error).__name__}: {error}"
         if len(ids) < self.min_clients:
-            raise RuntimeError(
+            raise TooFewClients(
                 f"round {t}: only {len(ids)} of {n_asked} sampled clients answered, "
                 f"fewer than min_clients={self.min_clients}; failures: {failed}; "
                 f"timed out: {list(timed_out)}"

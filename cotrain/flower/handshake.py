@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cotrain.federation.server import TooFewClients
 from cotrain.flower import protocol
 from cotrain.wire import envelope
 
@@ -167,7 +168,7 @@ class Roster:
             )
         sites = [s for s in self._ask(grid, nodes) if s is not None]
         if len(sites) < max(min_clients, 1):
-            raise RuntimeError(
+            raise TooFewClients(
                 f"{len(sites)} usable sites, fewer than min_clients={min_clients}; "
                 f"refused: {self.refused}"
             )

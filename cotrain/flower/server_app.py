@@ -33,7 +33,7 @@ from cotrain.federation.loop import RoundLoop
 from cotrain.federation.privacy_setup import check_privacy_setup
 from cotrain.federation.rounds import Round, SecureRound, make_round
 from cotrain.federation.seeding import client_seed
-from cotrain.federation.server import CoTrainingServer
+from cotrain.federation.server import CoTrainingServer, TooFewClients
 from cotrain.federation.setup import ServerRun, auto_consensus, build_server
 from cotrain.flower import protocol
 from cotrain.flower.evaluation import SharedEvaluation
@@ -48,6 +48,8 @@ from cotrain.wire.broadcast import Downlink
 from cotrain.wire.upload import Upload
 
 _LOG = logging.getLogger("cotrain.flower")
+#: how ``stopped_reason_`` starts when sites did not answer
+STOPPED_SHORT = "stopped: "
 
 #: run-config key -> FlowerCoTraining parameter (the rest of the run config is ignored)
 RUN_CONFIG_KEYS = {
@@ -156,7 +158,11 @@ class FlowerCoTraining:
     pseudo_label_codes_ : ndarray of shape (n_public,)
         The last hard consensus.
     stopped_reason_ : str or None
-        "early stopping" or "privacy budget" if the run ended before ``rounds``.
+        "early stopping" or "privacy budget" if the run ended before ``rounds``, or
+        "stopped: round t: only k of n sampled clients answered ..." if a round had
+        fewer than ``min_clients`` answers (sites that failed or did not answer within
+        ``round_timeout``): the run then ends with the rounds before it, and with
+        ``checkpoint_dir`` a later ``run(grid, resume=True)`` continues from there.
     """
 
     def __init__(
@@ -340,7 +346,11 @@ class FlowerCoTraining:
             start,
             owner=self,
         )
-        self.stopped_reason_ = loop.run()
+        try:
+            self.stopped_reason_ = loop.run()
+        except TooFewClients as err:  # sites did not answer: end with the rounds that ran
+            self.stopped_reason_ = f"{STOPPED_SHORT}{err}"
+            _LOG.error("%s", self.stopped_reason_)
         self.consensus_codes_ = np.stack(self._codes) if self._codes else np.empty((0, 0))
         self.n_rounds_ = len(self.history_)
         self.learner_warnings_ = dict(self._server.warnings)
@@ -578,7 +588,9 @@ def make_server_app() -> Any:
     The run config (``[tool.flwr.app.config]``) holds the strategy's parameters in
     kebab case (see :data:`RUN_CONFIG_KEYS` and :meth:`FlowerCoTraining.from_run_config`)
     and, optionally, ``output-dir``, where :meth:`FlowerCoTraining.save` writes the
-    results, and ``resume = true`` to continue from ``checkpoint-dir``.
+    results, and ``resume = true`` to continue from ``checkpoint-dir`` (by default
+    ``<output-dir>/checkpoint``). A run whose sites stop answering ends with the rounds
+    that ran (``stopped_reason`` in ``summary.json``) and prints how to continue it.
     """
     from flwr.serverapp import ServerApp
 
@@ -588,8 +600,20 @@ def make_server_app() -> Any:
     def main(grid: Any, context: Any) -> None:
         config = dict(context.run_config)
         resume = bool(config.get("resume", False))
-        strategy = FlowerCoTraining.from_run_config(config).run(grid, resume=resume)
-        output = str(context.run_config.get("output-dir", ""))
+        output = str(config.get("output-dir", ""))
+        if output and not config.get("checkpoint-dir"):  # a run that stops can resume
+            config["checkpoint-dir"] = str(Path(output) / "checkpoint")
+        strategy = FlowerCoTraining.from_run_config(config)
+        try:
+            strategy.run(grid, resume=resume)
+        except TooFewClients as err:  # not enough sites answered the handshake
+            _LOG.error("no round ran: %s", err)
+            if output:
+                Path(output).mkdir(parents=True, exist_ok=True)
+                (Path(output) / "summary.json").write_text(
+                    json.dumps({"n_rounds": 0, "stopped_reason": f"{STOPPED_SHORT}{err}"})
+                )
+            return
         if output:
             strategy.save(output)
         for record in strategy.history_:
@@ -597,6 +621,13 @@ def make_server_app() -> Any:
                 f"round {record.round}: {len(record.clients)} sites, failed "
                 f"{sorted(record.failed)}, timed out {list(record.timed_out)}, coverage "
                 f"{record.coverage:.2f}, up {record.bytes_up} B, {record.time_s:.2f} s",
+                flush=True,
+            )
+        if str(strategy.stopped_reason_).startswith(STOPPED_SHORT):
+            where = f"results in {output}; " if output else ""
+            print(
+                f"run {strategy.stopped_reason_}; {where}to continue from round "
+                f"{strategy.n_rounds_ + 1}, run it again with resume=true in the run config",
                 flush=True,
             )
 
