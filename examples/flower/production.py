@@ -235,7 +235,7 @@ def history_table(history: Any) -> str:
         ("epsilon", "epsilon", "{:.3f}"),
         ("time s", "time_s", "{:.2f}"),
     ]
-    columns = [c for c in columns if c[1] in history.columns]
+    columns = [c for c in columns if c[1] in history.columns and history[c[1]].notna().any()]
     rows = [[title for title, _, _ in columns]]
     for _, record in history.iterrows():
         rows.append([_cell(record[key], fmt) for _, key, fmt in columns])
@@ -415,15 +415,9 @@ def _report(results: Path, data: Bunch) -> None:
     summary = json.loads((results / "summary.json").read_text())
     report = json.loads((results / "privacy.json").read_text())
     codes = np.load(results / "consensus_codes.npy")[-1]
-    print("History (mean acc.: the sites' own models on their own evaluation data; ε after")
-    print("the round, per private record against the server):")
+    print("History (ε after the round, per private record against the server; a private")
+    print("site reports no accuracy):")
     print(history_table(history))
-    sites = [c for c in history.columns if c.startswith("accuracy_client_")]
-    last = history.iloc[-1]
-    print(
-        "last round, each site's accuracy on its evaluation data: "
-        + ", ".join(f"site {c.rsplit('_', 1)[1]} {last[c]:.3f}" for c in sites)
-    )
     print(f"learners: {summary['learners']}; refused: {summary['refused'] or 'none'}")
     known = codes >= 0
     print(
@@ -433,8 +427,8 @@ def _report(results: Path, data: Bunch) -> None:
     print("\nPrivacy report (privacy.json):")
     print("\n".join(privacy_lines(report)))
     print("The ε covers the labels each site uploads. Outside it: each site's own model (it")
-    print("never leaves the site), and what a site reports besides its labels:")
-    print("its accuracy on its own evaluation data and its handler's start and end times.")
+    print("never leaves the site), and whether and when a site answers. A private site sends")
+    print("nothing else (cotrain.flower.transcript lists every field it may send).")
 
 
 if __name__ == "__main__":
