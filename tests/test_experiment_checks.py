@@ -257,6 +257,58 @@ clients = [{ learner = "NB", count = 3 }]
     assert "| FedCT | fedct |" in capsys.readouterr().out
 
 
+def test_summary_csv_has_each_clients_accuracy_and_marks_clients_below_local(tmp_path):
+    text = """\
+name = "gain"
+seeds = [0, 1]
+[data]
+dataset = "breast_cancer"
+[split]
+n_public = 200
+n_labeled = 45
+n_test = 150
+n_clients = 3
+[method]
+name = "fedct"
+rounds = 2
+[[clients]]
+learner = "DT"
+count = 2
+params = { max_depth = 2 }
+[[clients]]
+learner = "sklearn.naive_bayes.GaussianNB"
+count = 1
+[[variant]]
+label = "FedCT"
+[[variant]]
+label = "alone"
+method = { name = "local" }
+"""
+    (tmp_path / "exp.toml").write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "exp.toml"), "--out", str(out), "--quiet"]) == 0
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    means = {}
+    for variant in ("FedCT", "alone"):
+        runs = [json.loads((out / "runs" / variant / f"seed-{s}" / "result.json").read_text())
+                for s in (0, 1)]  # fmt: skip
+        means[variant] = [np.mean([r["client_accuracy"][str(i)] for r in runs]) for i in range(3)]
+        got = [summary.loc[variant, f"client_{i}_accuracy"] for i in range(3)]
+        np.testing.assert_allclose(got, means[variant])
+    table = (out / "summary.md").read_text().split("## Per client")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| FedCT |"))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    below = [i for i in range(3) if means["FedCT"][i] < means["alone"][i]]
+    assert [i for i, c in enumerate(cells) if "▼" in c] == below
+    for i in below:
+        assert f"▼ {means['FedCT'][i] - means['alone'][i]:.3f} vs local" in cells[i]
+    named = ", ".join(
+        f"FedCT client {i} ({means['FedCT'][i] - means['alone'][i]:.3f})" for i in below
+    )
+    assert f"Below their local model (variant alone): {named or 'none'}." in table
+    assert "▼" not in next(line for line in table.splitlines() if line.startswith("| alone |"))
+
+
 def test_run_experiment_refuses_an_out_that_is_a_file(tmp_path):
     (tmp_path / "exp.toml").write_text(IRIS.replace("target = 0", "target = 0\nheader = false"))
     iris_csv(tmp_path, header=False)

@@ -291,7 +291,10 @@ def read_table(
                 detected, because = detect_header(path)
                 if detected != header and "a guess" not in because:
                     warnings.warn(_stated_header_note(path, header, because), ExperimentWarning, 2)
-            frame = pd.read_csv(path, header=0 if header else None, na_values=na_values)
+            # spaces after a separator are skipped: UCI files write "39, State-gov, ?"
+            frame = pd.read_csv(
+                path, header=0 if header else None, na_values=na_values, skipinitialspace=True
+            )
     except InvalidValue:
         raise
     except (KeyError, ValueError, OSError, UnicodeDecodeError) as err:

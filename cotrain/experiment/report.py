@@ -72,6 +72,7 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
 
     frame = pd.DataFrame(results)
     order = list(dict.fromkeys(frame["variant"]))
+    clients = client_means(results)
     rows = []
     for variant in order:
         part = frame[frame["variant"] == variant]
@@ -92,6 +93,8 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
             row["epsilon_adversary"] = part["epsilon_adversary"].dropna().iloc[0]
         if "noise_replayable" in part and (part["noise_replayable"] == True).any():  # noqa: E712
             row["noise_replayable"] = True  # [method] reproducible_noise: seeded from the seed
+        for i, values in sorted(clients.get(variant, {}).items()):
+            row[f"client_{i}_accuracy"] = float(np.mean(values))
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(folder / "summary.csv", index=False)
@@ -107,9 +110,9 @@ def write_summary(folder: Path, config: dict[str, Any], results: list[dict], wal
     settings = settings_lines(frame, order)
     if settings:
         lines += ["", "## Trust and consensus", "", SETTINGS_NOTE, "", *settings]
-    clients = client_table(results)
-    if clients:
-        lines += ["", "## Per client", "", CLIENT_TABLE_NOTE, "", clients]
+    table = client_table(results)
+    if table:
+        lines += ["", "## Per client", "", CLIENT_TABLE_NOTE, "", table]
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(folder, summary)
 
@@ -150,19 +153,57 @@ def settings_lines(frame: Any, order: list[str]) -> list[str]:
 CLIENT_TABLE_NOTE = (
     "Test accuracy of each client's own model after the last round, mean ± std over the "
     "seeds, with the client's learner; the table above shows their mean (or the one model "
-    "a method delivers). — : no such client in that variant."
+    "a method delivers). — : no such client in that variant. With a variant of method "
+    '"local" (each client alone), ▼ marks a client below its own local model. '
+    "summary.csv has the same means as client_<i>_accuracy."
 )
+
+
+def client_means(results: list[dict[str, Any]]) -> dict[str, dict[int, list[float]]]:
+    """Each variant's client accuracies over the seeds: ``{variant: {client: [acc, ...]}}``.
+
+    Runs without a ``client_accuracy`` (a method that delivers one model, or results
+    written before it was recorded) are left out.
+
+    Examples
+    --------
+    >>> client_means([{"variant": "a", "client_accuracy": {"0": 0.9, "1": None}}])
+    {'a': {0: [0.9]}}
+    """
+    per_variant: dict[str, dict[int, list[float]]] = {}
+    for result in results:
+        accuracy = result.get("client_accuracy") or {}
+        if not accuracy:
+            continue
+        cells = per_variant.setdefault(str(result["variant"]), {})
+        for client, value in accuracy.items():
+            if value is not None:
+                cells.setdefault(int(client), []).append(float(value))
+    return per_variant
+
+
+def local_variant(results: list[dict[str, Any]]) -> str | None:
+    """The first variant of ``method = "local"`` with client accuracies: every client's
+    model trained on its own rows alone, the reference a site's gain is read against."""
+    means = client_means(results)
+    for result in results:
+        if result.get("method") == "local" and means.get(str(result["variant"])):
+            return str(result["variant"])
+    return None
 
 
 def client_table(results: list[dict[str, Any]]) -> str:
     """The per-client table of ``summary.md``: a row per variant, a column per client.
 
+    Where the experiment has a ``local`` variant (:func:`local_variant`), a client that
+    ends below its own local model is marked with the difference (``▼ -0.030 vs local``),
+    and the table is followed by a line naming every such client.
+
     Parameters
     ----------
     results : list of dict
         The ``result.json`` of every run; those with a ``client_accuracy`` (by client
-        index) count, the others (a method that delivers one model, or results written
-        before it was recorded) are left out.
+        index) count (:func:`client_means`).
 
     Returns
     -------
@@ -175,30 +216,31 @@ def client_table(results: list[dict[str, Any]]) -> str:
     ...          "client_learners": ["DT", "NB"]},
     ...         {"variant": "FedCT", "client_accuracy": {"0": 0.92, "1": 0.82},
     ...          "client_learners": ["DT", "NB"]},
-    ...         {"variant": "central", "client_accuracy": {}}]
+    ...         {"variant": "alone", "method": "local",
+    ...          "client_accuracy": {"0": 0.85, "1": 0.83}, "client_learners": ["DT", "NB"]}]
     >>> print(client_table(runs))
     | variant | client 0 | client 1 |
     | --- | --- | --- |
-    | FedCT | 0.910 ± 0.010 (DT) | 0.810 ± 0.010 (NB) |
+    | FedCT | 0.910 ± 0.010 (DT) | 0.810 ± 0.010 (NB) ▼ -0.020 vs local |
+    | alone | 0.850 (DT) | 0.830 (NB) |
+    <BLANKLINE>
+    Below their local model (variant alone): FedCT client 1 (-0.020).
     """
-    per_variant: dict[str, dict[int, list[float]]] = {}
+    per_variant = client_means(results)
     learners: dict[str, list[str]] = {}
     for result in results:
-        accuracy = result.get("client_accuracy") or {}
-        if not accuracy:
-            continue
-        cells = per_variant.setdefault(str(result["variant"]), {})
-        for client, value in accuracy.items():
-            if value is not None:
-                cells.setdefault(int(client), []).append(float(value))
-        learners.setdefault(str(result["variant"]), list(result.get("client_learners") or []))
+        if result.get("client_accuracy"):
+            learners.setdefault(str(result["variant"]), list(result.get("client_learners") or []))
     if not per_variant:
         return ""
+    local = local_variant(results)
+    reference = {i: float(np.mean(v)) for i, v in per_variant.get(local or "", {}).items()}
     width = 1 + max(max(cells) for cells in per_variant.values() if cells)
     lines = [
         "| variant | " + " | ".join(f"client {i}" for i in range(width)) + " |",
         "|" + " --- |" * (width + 1),
     ]
+    worse = []
     for variant, cells in per_variant.items():
         names = learners[variant]
         row = [variant.replace("|", "\\|")]
@@ -209,8 +251,16 @@ def client_table(results: list[dict[str, Any]]) -> str:
                 continue
             text = f"{np.mean(values):.3f}"
             text += f" ± {np.std(values):.3f}" if len(values) > 1 else ""
-            row.append(text + (f" ({names[i]})" if i < len(names) else ""))
+            text += f" ({names[i]})" if i < len(names) else ""
+            gap = float(np.mean(values)) - reference.get(i, -np.inf)
+            if variant != local and gap < 0:
+                text += f" ▼ {gap:.3f} vs local"
+                worse.append(f"{variant} client {i} ({gap:.3f})")
+            row.append(text)
         lines.append("| " + " | ".join(row) + " |")
+    if local is not None:
+        found = ", ".join(worse) if worse else "none"
+        lines += ["", f"Below their local model (variant {local}): {found}."]
     return "\n".join(lines)
 
 
