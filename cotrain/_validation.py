@@ -474,6 +474,8 @@ def check_fit_inputs(
         raise TypeError(f"y: clients use labels of different types ({detail})")
 
     classes_arr = resolve_classes(classes, y_clients)
+    if classes is None:
+        _warn_stray_classes(y_clients)
     X_eval, y_eval_codes = None, None
     if eval_set is not None:
         if not isinstance(eval_set, list | tuple) or len(eval_set) != 2:
@@ -505,6 +507,30 @@ def check_fit_inputs(
     return FitData(
         X_clients, y_clients, X_public_arr, classes_arr, X_eval, y_eval_codes, y_public_codes, names
     )
+
+
+#: fewest labelled rows over all clients at which a class seen once is called stray
+STRAY_MIN_ROWS = 20
+
+
+def _warn_stray_classes(y_clients: list[np.ndarray]) -> None:
+    """A class with one labelled row among many (a typo such as ``"yes "``, a stray code)
+    becomes a class every client may predict: say so once, naming it and its client."""
+    y_all = np.concatenate(y_clients)
+    if len(y_all) < STRAY_MIN_ROWS:
+        return
+    values, counts = np.unique(y_all, return_counts=True)
+    for value in values[counts == 1][:5]:
+        client = next(i for i, yi in enumerate(y_clients) if np.any(yi == value))
+        shown = value.item() if isinstance(value, np.generic) else value
+        warnings.warn(
+            f"y[{client}] (client {client}) has the only row of class {shown!r} among "
+            f"{len(y_all)} labelled rows: if it is a typo or a stray code, fix the labels "
+            "(it stays a class every client may predict); if it is real, give classes= "
+            "(the whole label space) to silence this",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _warn_unseen(y: np.ndarray, codes: np.ndarray, name: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeClassifier
@@ -292,3 +294,21 @@ def test_soft_consensus_with_hard_sharing_says_what_it_does(consensus):
     votes = np.stack([c.predict(U) for c in fitted.clients_])
     shares = np.stack([(votes == k).mean(axis=0) for k in (0, 1)], axis=1)
     np.testing.assert_allclose(fitted.pseudo_labels_, shares, atol=1e-6)
+
+
+def test_a_stray_label_class_is_named_with_its_client_once():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(15, 3)) for _ in range(2)]
+    y = [np.array(["yes"] * 7 + ["no"] * 8), np.array(["yes"] * 7 + ["no"] * 7 + ["yes "])]
+    trainer = FederatedCoTrainer([DecisionTreeClassifier(), DecisionTreeClassifier()], rounds=1)
+    with pytest.warns(
+        UserWarning, match=r"y\[1\] \(client 1\) has the only row of class 'yes ' among 30"
+    ):
+        trainer.fit(X, y, X_public=rng.normal(size=(20, 3)))
+    # the label space given: a class with one row is meant, no warning
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*only row of class")
+        FederatedCoTrainer(
+            [DecisionTreeClassifier(), DecisionTreeClassifier()], rounds=1,
+            classes=["no", "yes", "yes "],
+        ).fit(X, y, X_public=rng.normal(size=(20, 3)))  # fmt: skip
