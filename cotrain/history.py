@@ -249,6 +249,11 @@ class History:
         return fig
 
 
+class LearnerWarningSummary(UserWarning):
+    """How often the clients' learners raised one warning during ``fit`` (a summary, in
+    place of the warnings themselves)."""
+
+
 def summarize_warnings(counts: Counter, stacklevel: int = 2) -> None:
     """Warn once per distinct learner warning, with how often and by which clients.
 
@@ -278,6 +283,6 @@ def summarize_warnings(counts: Counter, stacklevel: int = 2) -> None:
         warnings.warn(
             f"{category} raised {totals[(category, message)]} times by clients "
             f"{sorted(clients)} during fit: {message[:300]}",
-            UserWarning,
+            LearnerWarningSummary,
             stacklevel=stacklevel + 1,
         )

@@ -154,7 +154,8 @@ def test_run_out_that_is_a_file_is_refused_before_anything_runs(
 @pytest.mark.parametrize(
     ("argv", "suggestion"),
     [
-        (["dmeo"], "invalid choice: 'dmeo' (choose from 'demo', 'run', 'report', 'site'); "
+        (["dmeo"], "invalid choice: 'dmeo' (choose from 'demo', 'run', 'report', 'site', "
+         "'superlink', 'stop'); "
          "did you mean 'demo'?"),
         (["rnu", "x.toml"], "did you mean 'run'?"),
         (["site", "sreve", "x"], "did you mean 'serve'?"),
@@ -198,3 +199,17 @@ def test_a_warning_repeated_by_every_variant_is_printed_once(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert err.count("warning: a stratified split is impossible here") == 1
     assert err.count("warning: another matter") == 1
+
+
+def test_the_runner_shows_the_librarys_setup_warnings_but_not_learner_summaries(tmp_path, capsys):
+    teachers = EXPERIMENT.replace(
+        'name = "local"',
+        'name = "dp-fedct"\nrounds = 1\n'
+        'privacy = { mechanism = "subsample_aggregate", n_teachers = 30, sigma = 20.0 }',
+    )  # 60 labelled rows over 3 clients: 20 rows each, fewer than 30 teachers
+    (tmp_path / "exp.toml").write_text(teachers)
+    assert main(["run", str(tmp_path / "exp.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: n_teachers=30 cannot be made from the private rows") == 1
+    # a 2-row teacher often holds one class: its learner's warnings stay in the history
+    assert "during fit:" not in err
