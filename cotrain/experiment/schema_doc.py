@@ -348,7 +348,8 @@ KEYS: dict[str, KeyDoc] = {
         'The strings that mark a missing value in the CSV file, e.g. ``["?"]``: read as '
         "NaN (pandas' ``na_values``, besides its own such as an empty cell or ``NA``). "
         "Spaces after a separator are skipped first (UCI files write ``39, State-gov, ?``), "
-        "so ``[\"?\"]`` matches `` ?`` too. Without it, a column of numbers with at most 3 distinct other strings in at most "
+        'so ``["?"]`` matches `` ?`` too. Without it, a column of numbers with at most 3 '
+        "distinct other strings in at most "
         "20 % of its cells is still read as numbers, those cells as NaN, with a warning "
         "naming them; it is never one-hot encoded. NaN reaches the learners: one that "
         "cannot take it needs an imputer (``make_pipeline(SimpleImputer(), ...)``) or is "

