@@ -329,7 +329,7 @@ def _flower_command(args: Any, flower_args: list[str]) -> int:
         return run_node(
             args.site, flower_args, start_limit=args.start_limit, worker=not args.no_worker
         )
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"cotrain {args.command}: {err}", file=sys.stderr)
         return 2
 

@@ -27,7 +27,7 @@ def test_stop_without_a_running_command_says_so(tmp_path, capsys):
         stop(tmp_path)
     (tmp_path / "node.pid").write_text("999999999\n")  # no such process
     assert main(["stop", str(tmp_path)]) == 1
-    assert "is not running" in capsys.readouterr().err
+    assert "names no running command" in capsys.readouterr().err
     assert not (tmp_path / "node.pid").exists()  # the stale file is gone
 
 
@@ -75,6 +75,9 @@ def test_stop_and_ctrl_c_end_every_process_a_node_and_a_superlink_started(cancer
         started = {p: tagged(TAG, f"{p.pid}-") for p in (link, node, other)}
         # each node: its worker, the launcher running flower-supernode, its superexec
         assert all(len(started[p]) >= 3 for p in (node, other)), started
+        assert node_pid_file(paths[0]).read_text().split() == [str(node.pid)]
+        # a second node for the same site is refused, and leaves the first one's pid file
+        assert main(["site", "node", str(paths[0]), *node_args]) == 2
         assert node_pid_file(paths[0]).read_text().split() == [str(node.pid)]
         assert pid_alive(link.pid)
 

@@ -67,8 +67,8 @@ def run_services(
     group = ProcessGroup(_TAG, f"{os.getpid()}-{time.time_ns()}")
     env = flower_environment(None)  # Flower finds its own commands even from a venv's path
     procs: list[subprocess.Popen[bytes]] = []
+    _claim(pid_file)
     replaced = exit_on_termination()  # SIGTERM, SIGHUP: through the finally below
-    pid_file.write_text(f"{os.getpid()}\n")
     try:
         for i, (name, cmd) in enumerate(commands):
             procs.append(group.start_attached(cmd, env=group.tag(dict(env), name)))
@@ -86,8 +86,28 @@ def run_services(
         return 0
     finally:
         group.stop(procs[::-1])
-        pid_file.unlink(missing_ok=True)
+        if _running(pid_file) == os.getpid():
+            pid_file.unlink(missing_ok=True)
         restore_handlers(replaced)
+
+
+def _claim(pid_file: Path) -> None:
+    """Write this process's id to ``pid_file``, unless a running command holds it."""
+    pid = _running(pid_file)
+    if pid is not None and pid != os.getpid():
+        raise FileExistsError(
+            f"{pid_file}: process {pid} already runs this (cotrain stop {pid_file} ends it)"
+        )
+    pid_file.write_text(f"{os.getpid()}\n")
+
+
+def _running(pid_file: Path) -> int | None:
+    """The live ``cotrain`` process ``pid_file`` names, or None."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if pid_alive(pid) and b"cotrain" in _cmdline(pid) else None
 
 
 def _answering(path: Path, proc: subprocess.Popen[bytes]) -> bool:
@@ -153,13 +173,12 @@ def stop(target: str | Path, timeout: float = 60.0) -> str:
     """
     path = Path(target).expanduser()
     pid_file = path if path.suffix == ".pid" else node_pid_file(path)
-    try:
-        pid = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        raise ProcessLookupError(f"nothing to stop: no pid file at {pid_file}") from None
-    if not pid_alive(pid) or b"cotrain" not in _cmdline(pid):
+    if not pid_file.is_file():
+        raise ProcessLookupError(f"nothing to stop: no pid file at {pid_file}")
+    pid = _running(pid_file)
+    if pid is None:
         pid_file.unlink(missing_ok=True)
-        raise ProcessLookupError(f"nothing to stop: process {pid} ({pid_file}) is not running")
+        raise ProcessLookupError(f"nothing to stop: {pid_file} names no running command")
     os.kill(pid, signal.SIGTERM)
     wait_gone([pid], timeout=timeout)
     if pid_alive(pid):
