@@ -607,8 +607,8 @@ def make_server_app() -> Any:
         try:
             strategy.run(grid, resume=resume)
         except TooFewClients as err:  # not enough sites answered the handshake
-            _LOG.error("no round ran: %s", err)
-            if output:
+            print(f"run stopped before its first round: {err}", flush=True)
+            if output and not resume:  # a resumed run keeps the results it continues
                 Path(output).mkdir(parents=True, exist_ok=True)
                 (Path(output) / "summary.json").write_text(
                     json.dumps({"n_rounds": 0, "stopped_reason": f"{STOPPED_SHORT}{err}"})
