@@ -182,7 +182,7 @@ def test_summarize_warnings_reports_each_warning_once():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history.summarize_warnings(counts)
-    messages = [str(w.message) for w in caught if w.category is UserWarning]
+    messages = [str(w.message) for w in caught if w.category is history.LearnerWarningSummary]
     assert messages == ["UserWarning raised 4 times by clients [0, 2] during fit: odd"]
 
 
