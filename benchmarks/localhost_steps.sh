@@ -16,7 +16,10 @@ rm -rf "$OUT"; mkdir -p "$OUT"; cd "$APP"
 python prepare_sites.py --out "$OUT/sites" --rounds "$ROUNDS" > "$OUT/prepare.log" 2>&1
 export FLWR_HOME="$OUT/flwr"; mkdir -p "$FLWR_HOME"
 printf '[superlink.local-deploy]\naddress = "127.0.0.1:%s"\ninsecure = true\n' "$PORT" > "$FLWR_HOME/config.toml"
-ours() { ps -eo stat=,args= | grep -v '^Z' | grep -E "$OUT|flower-superexec|flwr-(clientapp|serverapp)" | grep -vc grep; }
+ours() {  # live processes of the deployment (not this script, not zombies)
+  ps -eo stat=,args= | grep -v '^ *Z' | grep -v localhost_steps.sh |
+    grep -E "$OUT|flower-superexec|flwr-(clientapp|serverapp)" | grep -vc grep
+}
 cotrain superlink --start-limit "${START_LIMIT:-300}" --pid-file "$OUT/superlink.pid" --insecure \
   --disable-runtime-dependency-installation --port "$PORT" > "$OUT/superlink.log" 2>&1 &
 for i in 0 1 2; do
